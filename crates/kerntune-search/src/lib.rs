@@ -1,0 +1,39 @@
+//! Search strategies for kerntune.
+//!
+//! A [`Strategy`] proposes configurations of a [`kerntune_space::Space`] (`ask`) and learns
+//! from their outcomes (`tell`); the engine owns the loop, the budget and the [`History`].
+//! Strategies are seeded through the [`Context`]'s generator and deterministic. Each one
+//! declares its options once with [`options!`]; [`STRATEGIES`] lists them all and
+//! [`build_strategy`] makes one by name.
+//!
+//! ```
+//! use kerntune_search::{build_strategy, Context, History};
+//! use kerntune_space::{Param, Rng, Space, Value};
+//!
+//! let space = Space::new(vec![Param::new("x", (0..10).map(Value::Int).collect())?], &["x % 2 == 0"])?;
+//! let mut strategy = build_strategy("random_sample", &Default::default())?;
+//! let (mut rng, history) = (Rng::seeded(1), History::new());
+//! let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+//! assert_eq!(strategy.ask(&mut context, 3).len(), 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod history;
+mod options;
+mod strategies;
+mod strategy;
+
+pub use history::{History, Observation};
+pub use options::OptionInfo;
+pub use strategies::{build_strategy, strategy_info, BruteForce, RandomSample, StrategyInfo, STRATEGIES};
+pub use strategy::{Context, Strategy};
+
+/// Errors in choosing or configuring a strategy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    #[error("unknown strategy '{name}' (available: {known})")]
+    UnknownStrategy { name: String, known: String },
+    #[error("options of strategy '{strategy}': {message}")]
+    Options { strategy: String, message: String },
+}

@@ -1,0 +1,54 @@
+//! Strategy options, declared once as data.
+//!
+//! The [`options!`] macro declares a typed options struct with its defaults and doc lines;
+//! the same declaration deserializes options from the CLI, a spec file or Python (unknown
+//! names are errors) and lists them for `--help` and the docs.
+
+/// One documented option of a strategy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionInfo {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub default: String,
+    pub help: &'static str,
+}
+
+/// Declares an options struct: `name: type = default` fields, each with a `///` doc line.
+#[macro_export]
+macro_rules! options {
+    (
+        $(#[doc = $struct_doc:literal])*
+        pub struct $name:ident {
+            $( $(#[doc = $doc:literal])+ $field:ident : $ty:ty = $default:expr ),* $(,)?
+        }
+    ) => {
+        $(#[doc = $struct_doc])*
+        #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct $name {
+            $( $(#[doc = $doc])+ pub $field: $ty, )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $( $field: $default, )* }
+            }
+        }
+
+        impl $name {
+            /// The options with their types, defaults and help, in declaration order.
+            pub fn describe() -> Vec<$crate::OptionInfo> {
+                #[allow(unused_variables)]
+                let defaults = $name::default();
+                vec![$(
+                    $crate::OptionInfo {
+                        name: stringify!($field),
+                        kind: stringify!($ty),
+                        default: serde_json::to_string(&defaults.$field).unwrap_or_default(),
+                        help: concat!($($doc),+).trim_start(),
+                    },
+                )*]
+            }
+        }
+    };
+}

@@ -1,0 +1,135 @@
+//! Recorded tuning landscapes: every configuration of a brute-force run with its outcome
+//! and what it cost, read from a Kernel Tuner cache file or a T4 file (plain or gzipped).
+//! The simulation backend replays one as a device.
+
+use std::io::Read;
+use std::path::Path;
+
+use flate2::read::GzDecoder;
+use kerntune_space::{Param, Space};
+use serde_json::{Map, Value as Json};
+
+use crate::formats::{kernel_tuner, t4};
+use crate::{fingerprint, Evaluation, Objective, StoreError, TuningInfo};
+
+/// The file format a landscape came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    KernelTunerCache,
+    T4,
+}
+
+/// One configuration of a landscape: its value indexes and recorded outcome.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub config: Vec<usize>,
+    pub evaluation: Evaluation,
+    pub timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Landscape {
+    pub kernel_name: String,
+    pub device_name: String,
+    pub problem_size: Json,
+    pub params: Vec<Param>,
+    pub objective: Objective,
+    pub records: Vec<Record>,
+    pub format: Format,
+}
+
+impl Landscape {
+    pub fn read(path: &Path) -> Result<Landscape, StoreError> {
+        let origin = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: origin.clone(), source })?;
+        let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("landscape");
+        let stem = stem.trim_end_matches(".gz").trim_end_matches(".json");
+        Landscape::parse(&bytes, &origin, stem)
+    }
+
+    /// Parses file contents; `origin` names the file in errors and `name_hint` stands in
+    /// for the kernel name where the format has none (T4).
+    pub fn parse(bytes: &[u8], origin: &str, name_hint: &str) -> Result<Landscape, StoreError> {
+        let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+            let mut text = String::new();
+            GzDecoder::new(bytes)
+                .read_to_string(&mut text)
+                .map_err(|e| StoreError::format(origin, format!("not a valid gzip file ({e})")))?;
+            text
+        } else {
+            String::from_utf8(bytes.to_vec()).map_err(|_| StoreError::format(origin, "not a text file"))?
+        };
+        let json: Json = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Json { path: origin.to_string(), message: e.to_string() })?;
+        let Json::Object(document) = json else {
+            return Err(StoreError::format(origin, "expected a JSON object"));
+        };
+        if document.contains_key("cache") {
+            kernel_tuner::parse(&document, origin)
+        } else if document.contains_key("results") {
+            t4::parse(&document, origin, name_hint)
+        } else {
+            Err(StoreError::format(
+                origin,
+                "neither a Kernel Tuner cache file (no \"cache\") nor a T4 file (no \"results\")",
+            ))
+        }
+    }
+
+    /// The search space of a landscape: exactly the configurations it records.
+    pub fn space(&self) -> Result<Space, kerntune_space::SpaceError> {
+        Space::from_configs(self.params.clone(), self.records.iter().map(|r| r.config.clone()))
+    }
+
+    /// The identity this landscape's results have in a store, shared by `simulate`,
+    /// `import` and `export`.
+    pub fn tuning(&self) -> TuningInfo {
+        let params = crate::params_json(&self.params).to_string();
+        TuningInfo {
+            kernel: format!("landscape:{}", fingerprint(&[self.kernel_name.as_str(), params.as_str()])),
+            kernel_name: self.kernel_name.clone(),
+            device: self.device_name.clone(),
+            problem: self.problem_size.to_string(),
+            params: self.params.clone(),
+            objective: self.objective.clone(),
+        }
+    }
+
+    /// The best valid objective recorded, the optimum a search can reach.
+    pub fn optimum(&self) -> Option<f64> {
+        self.records
+            .iter()
+            .filter_map(|r| r.evaluation.valid_objective())
+            .reduce(|best, o| if self.objective.is_better(o, best) { o } else { best })
+    }
+}
+
+/// A config's value indexes from a JSON object of `name: value`.
+pub(crate) fn config_indexes(params: &[Param], config: &Map<String, Json>, origin: &str, what: &str) -> Result<Vec<usize>, StoreError> {
+    params
+        .iter()
+        .map(|param| {
+            let json = config
+                .get(param.name())
+                .ok_or_else(|| StoreError::format(origin, format!("{what} has no value for '{}'", param.name())))?;
+            kerntune_space::Value::from_json(json).and_then(|v| param.index_of(&v)).ok_or_else(|| {
+                StoreError::format(origin, format!("{what}: {json} is not a listed value of '{}'", param.name()))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neither_format_is_an_error_naming_the_file() {
+        let error = Landscape::parse(b"{\"x\": 1}", "f.json", "f").unwrap_err();
+        assert!(error.to_string().starts_with("f.json: neither"), "{error}");
+        let error = Landscape::parse(b"{\"cache\": ", "g.json", "g").unwrap_err();
+        assert!(error.to_string().starts_with("g.json: not valid JSON"), "{error}");
+        let error = Landscape::parse(&[0x1f, 0x8b, 0, 1], "h.json.gz", "h").unwrap_err();
+        assert!(error.to_string().contains("gzip"), "{error}");
+    }
+}
