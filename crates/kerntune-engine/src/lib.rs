@@ -1,0 +1,18 @@
+//! kerntune's tuning loop.
+//!
+//! A [`Tuner`] drives a [`kerntune_search::Strategy`] over a [`kerntune_space::Space`],
+//! evaluates what it proposes through a [`Backend`] (a GPU pipeline, or [`SimBackend`]
+//! replaying a recorded landscape), answers configurations already in the
+//! [`kerntune_store::Store`] at no cost, records every new evaluation the moment it
+//! arrives, and stops on its [`Budget`] with a [`StopReason`]. Progress is reported as
+//! [`Event`]s; the result is a [`Summary`] with the best configuration and the trace.
+
+mod backend;
+mod budget;
+mod sim;
+mod tuner;
+
+pub use backend::{Backend, BackendError};
+pub use budget::{parse_duration, Budget, StopReason};
+pub use sim::SimBackend;
+pub use tuner::{Best, Event, Summary, TracePoint, TuneError, Tuner};

@@ -1,0 +1,297 @@
+//! The tuning loop: ask the strategy, answer what the store already knows, keep the
+//! backend full, record every outcome the moment it arrives, stop on the budget.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kerntune_search::{Context, History, Observation, Strategy};
+use kerntune_space::{ConfigId, Rng, Space, Value};
+use kerntune_store::{Costs, Evaluation, Objective, Status, Store, StoreError, TuningId};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use crate::{Backend, BackendError, Budget, StopReason};
+
+/// Consecutive asks that bring nothing new, with nothing in flight, before the run ends.
+const STALL_LIMIT: usize = 1000;
+
+/// Everything one run needs. The store is optional (simulation can run without one).
+#[allow(missing_debug_implementations)] // holds trait objects with nothing useful to print
+pub struct Tuner<'a> {
+    pub space: &'a Space,
+    pub strategy: Box<dyn Strategy>,
+    pub backend: &'a mut dyn Backend,
+    pub store: Option<(&'a Store, TuningId)>,
+    pub objective: Objective,
+    pub budget: Budget,
+    pub seed: u64,
+    /// Set (by a signal handler) to stop after the evaluation in progress is recorded.
+    pub interrupt: Option<&'a AtomicBool>,
+}
+
+/// One step of the run's progress, in the order configurations were observed.
+#[derive(Debug, Clone, Serialize)]
+pub struct TracePoint {
+    /// 1-based count of distinct configurations observed so far.
+    pub feval: usize,
+    #[serde(skip)]
+    pub id: ConfigId,
+    pub objective: Option<f64>,
+    /// Best objective so far.
+    pub best: Option<f64>,
+    /// On the backend's clock.
+    pub elapsed_s: f64,
+    #[serde(skip)]
+    pub status: Status,
+    /// Answered by the store, at no cost.
+    #[serde(skip)]
+    pub from_store: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Best {
+    pub id: ConfigId,
+    pub objective: f64,
+    pub config: Map<String, Json>,
+}
+
+/// What a run found and what it cost.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub best: Option<Best>,
+    pub evaluations: usize,
+    pub failed: usize,
+    pub from_store: usize,
+    pub stop: StopReason,
+    pub trace: Vec<TracePoint>,
+    /// On the backend's clock.
+    pub elapsed: Duration,
+    /// Summed costs of the evaluations this run made (not those answered by the store).
+    pub costs: Costs,
+}
+
+/// Progress, for front ends to render.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Started { space_size: usize, from_store: usize, budget: &'a Budget },
+    Evaluated { point: &'a TracePoint, evaluation: &'a Evaluation },
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TuneError {
+    #[error("the search space has no valid configuration")]
+    EmptySpace,
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Loop<'a, 'e> {
+    space: &'a Space,
+    strategy: Box<dyn Strategy>,
+    store: Option<(&'a Store, TuningId)>,
+    objective: Objective,
+    rng: Rng,
+    history: History,
+    stored: HashMap<ConfigId, Evaluation>,
+    /// Share of the ask that proposed each configuration in flight.
+    in_flight: HashMap<ConfigId, f64>,
+    trace: Vec<TracePoint>,
+    best: Option<(ConfigId, f64)>,
+    failed: usize,
+    from_store: usize,
+    costs: Costs,
+    on_event: &'e mut dyn FnMut(Event<'_>),
+}
+
+impl Tuner<'_> {
+    pub fn run(self, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Summary, TuneError> {
+        if self.space.is_empty() {
+            return Err(TuneError::EmptySpace);
+        }
+        let stored = match self.store {
+            Some((store, tuning)) => stored_by_id(self.space, store, tuning)?,
+            None => HashMap::new(),
+        };
+        on_event(Event::Started { space_size: self.space.len(), from_store: stored.len(), budget: &self.budget });
+        let mut state = Loop {
+            space: self.space,
+            strategy: self.strategy,
+            store: self.store,
+            objective: self.objective,
+            rng: Rng::seeded(self.seed),
+            history: History::new(),
+            stored,
+            in_flight: HashMap::new(),
+            trace: Vec::new(),
+            best: None,
+            failed: 0,
+            from_store: 0,
+            costs: Costs::default(),
+            on_event,
+        };
+        let stop = state.drive(self.backend, &self.budget, self.interrupt)?;
+        let elapsed = self.backend.elapsed();
+        Ok(state.summary(stop, elapsed))
+    }
+}
+
+/// What one ask brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    /// At least one configuration was started or answered by the store.
+    Progress,
+    /// Only configurations already observed or in flight.
+    OnlyKnown,
+    /// Nothing at all.
+    Nothing,
+}
+
+impl Loop<'_, '_> {
+    fn drive(&mut self, backend: &mut dyn Backend, budget: &Budget, interrupt: Option<&AtomicBool>) -> Result<StopReason, TuneError> {
+        let mut stalls = 0;
+        loop {
+            if interrupt.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+                return Ok(StopReason::Interrupted);
+            }
+            if let (Some(target), Some((_, best))) = (budget.target, self.best) {
+                if !self.objective.is_better(target, best) {
+                    return Ok(StopReason::Target);
+                }
+            }
+            let started = self.history.len() + self.in_flight.len();
+            let remaining = budget.max_fevals.map(|max| max.saturating_sub(started));
+            let out_of_time = budget.time_limit.is_some_and(|limit| backend.elapsed() >= limit);
+            let room = backend.capacity().max(1).saturating_sub(self.in_flight.len());
+            let mut asked = None;
+            if !out_of_time && started < self.space.len() && remaining != Some(0) && room > 0 {
+                let outcome = self.ask_and_start(backend, room.min(remaining.unwrap_or(usize::MAX)), remaining)?;
+                stalls = if outcome == Asked::OnlyKnown { stalls + 1 } else { 0 };
+                asked = Some(outcome);
+            }
+            if self.in_flight.is_empty() {
+                let observed = self.history.len();
+                let stop = if budget.max_fevals.is_some_and(|max| observed >= max) {
+                    Some(StopReason::MaxFevals)
+                } else if observed >= self.space.len() {
+                    Some(StopReason::Exhausted)
+                } else if out_of_time {
+                    Some(StopReason::TimeLimit)
+                } else if asked == Some(Asked::Nothing) {
+                    Some(StopReason::StrategyFinished)
+                } else if stalls > STALL_LIMIT {
+                    Some(StopReason::StrategyStalled)
+                } else {
+                    None
+                };
+                match stop {
+                    Some(reason) => return Ok(reason),
+                    None => continue,
+                }
+            }
+            let (id, mut evaluation) = backend.next()?;
+            evaluation.costs.strategy_s += self.in_flight.remove(&id).unwrap_or(0.0);
+            if let Some((store, tuning)) = self.store {
+                store.record(tuning, &self.space.config_json(id), &evaluation)?;
+            }
+            self.costs.add(&evaluation.costs);
+            self.observe(id, &evaluation, backend.elapsed(), false);
+        }
+    }
+
+    /// Asks for up to `n` configurations; starts the new ones, answers the rest from the
+    /// history or the store.
+    fn ask_and_start(&mut self, backend: &mut dyn Backend, n: usize, remaining: Option<usize>) -> Result<Asked, TuneError> {
+        let clock = Instant::now();
+        let proposed = {
+            let mut context = Context { space: self.space, rng: &mut self.rng, history: &self.history, remaining };
+            self.strategy.ask(&mut context, n)
+        };
+        let share = clock.elapsed().as_secs_f64() / proposed.len().max(1) as f64;
+        if proposed.is_empty() {
+            return Ok(Asked::Nothing);
+        }
+        let mut outcome = Asked::OnlyKnown;
+        let mut started = 0;
+        for id in proposed {
+            if let Some(score) = self.history.score(id) {
+                self.tell(Observation { id, score });
+            } else if self.history.is_pending(id) || started >= n {
+                // Already in flight (or past what was asked for): it will be told once.
+            } else if let Some(evaluation) = self.stored.remove(&id) {
+                outcome = Asked::Progress;
+                started += 1;
+                self.from_store += 1;
+                let elapsed = backend.elapsed();
+                self.observe(id, &evaluation, elapsed, true);
+            } else {
+                outcome = Asked::Progress;
+                started += 1;
+                self.history.start(id);
+                self.in_flight.insert(id, share);
+                backend.submit(id)?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn tell(&mut self, observation: Observation) {
+        let mut context = Context { space: self.space, rng: &mut self.rng, history: &self.history, remaining: None };
+        self.strategy.tell(&mut context, observation);
+    }
+
+    fn observe(&mut self, id: ConfigId, evaluation: &Evaluation, elapsed: Duration, from_store: bool) {
+        let objective = evaluation.valid_objective();
+        if evaluation.status.is_failure() {
+            self.failed += 1;
+        }
+        if let Some(value) = objective {
+            if self.best.is_none_or(|(_, best)| self.objective.is_better(value, best)) {
+                self.best = Some((id, value));
+            }
+        }
+        let observation = Observation { id, score: objective.map(|o| self.objective.score(o)) };
+        self.history.observe(observation);
+        let point = TracePoint {
+            feval: self.history.len(),
+            id,
+            objective,
+            best: self.best.map(|(_, b)| b),
+            elapsed_s: elapsed.as_secs_f64(),
+            status: evaluation.status,
+            from_store,
+        };
+        (self.on_event)(Event::Evaluated { point: &point, evaluation });
+        self.trace.push(point);
+        self.tell(observation);
+    }
+
+    fn summary(self, stop: StopReason, elapsed: Duration) -> Summary {
+        Summary {
+            best: self.best.map(|(id, objective)| Best { id, objective, config: self.space.config_json(id) }),
+            evaluations: self.history.len(),
+            failed: self.failed,
+            from_store: self.from_store,
+            stop,
+            trace: self.trace,
+            elapsed,
+            costs: self.costs,
+        }
+    }
+}
+
+/// The stored evaluations of a tuning that belong to configurations of this space.
+fn stored_by_id(space: &Space, store: &Store, tuning: TuningId) -> Result<HashMap<ConfigId, Evaluation>, StoreError> {
+    let mut by_id = HashMap::new();
+    for row in store.evaluations(tuning)? {
+        let values: Option<Vec<Value>> =
+            space.params().iter().map(|p| row.config.get(p.name()).and_then(Value::from_json)).collect();
+        if let Some(id) = values.and_then(|v| space.id_of_values(&v)) {
+            by_id.insert(id, row.evaluation);
+        }
+    }
+    Ok(by_id)
+}

@@ -1,0 +1,115 @@
+//! The tuning loop on recorded landscapes: budgets, determinism, and the store.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kerntune_engine::{Budget, SimBackend, StopReason, Summary, Tuner};
+use kerntune_search::build_strategy;
+use kerntune_space::Space;
+use kerntune_store::{Landscape, Store};
+
+fn landscape(name: &str) -> Landscape {
+    Landscape::read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/landscapes").join(name)).expect("reads")
+}
+
+fn run(landscape: &Landscape, space: &Space, strategy: &str, budget: Budget, seed: u64, store: Option<&Store>) -> Summary {
+    let mut backend = SimBackend::new(landscape, space).expect("backend");
+    let store = store.map(|s| (s, s.tuning(&landscape.tuning()).expect("tuning")));
+    Tuner {
+        space,
+        strategy: build_strategy(strategy, &Default::default()).expect("strategy"),
+        backend: &mut backend,
+        store,
+        objective: landscape.objective.clone(),
+        budget,
+        seed,
+        interrupt: None,
+    }
+    .run(&mut |_| {})
+    .expect("runs")
+}
+
+fn fevals(n: usize) -> Budget {
+    Budget { max_fevals: Some(n), ..Budget::default() }
+}
+
+#[test]
+fn brute_force_finds_the_recorded_optimum() {
+    for name in ["convolution_A100.json.gz", "pnpoly_RTX_3090.json.gz", "convolution_A4000_T4.json.gz"] {
+        let landscape = landscape(name);
+        let space = landscape.space().expect("space");
+        let summary = run(&landscape, &space, "brute_force", Budget::default(), 0, None);
+        assert_eq!(summary.stop, StopReason::Exhausted, "{name}");
+        assert_eq!(summary.evaluations, landscape.records.len());
+        assert_eq!(summary.best.map(|b| b.objective), landscape.optimum(), "{name}");
+        let failed = landscape.records.iter().filter(|r| r.evaluation.status.is_failure()).count();
+        assert_eq!(summary.failed, failed);
+    }
+}
+
+#[test]
+fn random_sample_is_deterministic_per_seed_and_respects_the_budget() {
+    let landscape = landscape("pnpoly_RTX_3090.json.gz");
+    let space = landscape.space().expect("space");
+    let trace = |seed| run(&landscape, &space, "random_sample", fevals(75), seed, None).trace;
+    let (a, b, c) = (trace(3), trace(3), trace(4));
+    assert_eq!(a.len(), 75);
+    let ids = |t: &[kerntune_engine::TracePoint]| t.iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+    assert_ne!(ids(&a), ids(&c));
+    let mut unique = ids(&a);
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 75, "no configuration is evaluated twice");
+    assert!(a.windows(2).all(|w| w[0].elapsed_s < w[1].elapsed_s), "simulated time advances");
+}
+
+#[test]
+fn time_limit_stops_on_the_simulated_clock() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let limit = Duration::from_secs(120);
+    let summary = run(&landscape, &space, "random_sample", Budget { time_limit: Some(limit), ..Budget::default() }, 1, None);
+    assert_eq!(summary.stop, StopReason::TimeLimit);
+    let before_last = summary.trace[summary.trace.len() - 2].elapsed_s;
+    assert!(before_last < limit.as_secs_f64() && summary.elapsed >= limit, "{before_last} {:?}", summary.elapsed);
+}
+
+#[test]
+fn target_objective_ends_the_run_once_reached() {
+    let landscape = landscape("pnpoly_RTX_3090.json.gz");
+    let space = landscape.space().expect("space");
+    let target = 10.0;
+    let summary = run(&landscape, &space, "random_sample", Budget { target: Some(target), ..Budget::default() }, 2, None);
+    assert_eq!(summary.stop, StopReason::Target);
+    let best = summary.best.expect("found").objective;
+    assert!(best <= target);
+    assert!(summary.trace[..summary.trace.len() - 1].iter().all(|p| p.best.is_none_or(|b| b > target)));
+}
+
+#[test]
+fn a_resumed_run_reuses_the_store_and_ends_as_an_uninterrupted_one() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let store = Store::in_memory().expect("store");
+    let partial = run(&landscape, &space, "random_sample", fevals(40), 9, Some(&store));
+    assert_eq!(partial.from_store, 0);
+    let resumed = run(&landscape, &space, "random_sample", fevals(100), 9, Some(&store));
+    let uninterrupted = run(&landscape, &space, "random_sample", fevals(100), 9, None);
+    assert_eq!(resumed.from_store, 40);
+    let ids = |s: &Summary| s.trace.iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(ids(&resumed), ids(&uninterrupted));
+    assert_eq!(resumed.best.map(|b| b.id), uninterrupted.best.map(|b| b.id));
+    let tuning = store.find_tuning(&landscape.tuning()).expect("query").expect("exists");
+    assert_eq!(store.evaluations(tuning).expect("rows").len(), 100);
+    let again = run(&landscape, &space, "random_sample", fevals(100), 9, Some(&store));
+    assert_eq!((again.from_store, again.costs.total()), (100, 0.0), "a finished run answers at no cost");
+}
+
+#[test]
+fn a_strategy_that_runs_dry_ends_the_run_before_the_budget() {
+    let landscape = landscape("pnpoly_RTX_3090.json.gz");
+    let space = landscape.space().expect("space");
+    let summary = run(&landscape, &space, "brute_force", fevals(100_000), 0, None);
+    assert_eq!((summary.stop, summary.evaluations), (StopReason::Exhausted, space.len()));
+}
