@@ -176,7 +176,7 @@ fn closest(name: &str, names: &[&str]) -> Option<String> {
     names
         .iter()
         .map(|candidate| (edit_distance(&lower, &candidate.to_lowercase()), *candidate))
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
+        .filter(|(distance, candidate)| *distance <= candidate.len() / 3)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate.to_string())
 }

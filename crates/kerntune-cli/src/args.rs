@@ -1,0 +1,140 @@
+//! The command line, declared with clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kerntune",
+    version,
+    about = "Find the fastest correct build of a GPU kernel",
+    long_about = "kerntune tunes GPU kernels: it searches the parameters a kernel can be built with for the \
+                  fastest build that computes the right answer, and keeps every result so that the next \
+                  run costs nothing.\n\nWithout a GPU, `kerntune simulate` replays a recorded tuning \
+                  landscape as if it were a device.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tune on a recorded landscape instead of a GPU (Kernel Tuner cache or T4 file).
+    Simulate(SimulateArgs),
+    /// Build a search space from a file and count its valid configurations.
+    Space(SpaceArgs),
+    /// Show the best configurations stored in a results database.
+    Results(ResultsArgs),
+    /// Import a Kernel Tuner cache file or a T4 file into a results database.
+    Import(ImportArgs),
+    /// Export a tuning from a results database as a Kernel Tuner cache file or a T4 file.
+    Export(ExportArgs),
+    /// List the search strategies and their options.
+    Strategies(StrategiesArgs),
+}
+
+/// Search settings shared by every command that tunes.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Search strategy (see `kerntune strategies`).
+    #[arg(long, short = 's', default_value = "default")]
+    pub strategy: String,
+    /// A strategy option as NAME=VALUE (VALUE in JSON; repeatable).
+    #[arg(long = "option", value_name = "NAME=VALUE")]
+    pub options: Vec<String>,
+    /// Stop after this many distinct configurations (failed ones count). Default: 100,
+    /// or the whole space for brute_force; 0 means no limit.
+    #[arg(long)]
+    pub max_fevals: Option<usize>,
+    /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
+    #[arg(long, value_name = "DURATION")]
+    pub time_limit: Option<String>,
+    /// Stop once the objective is at least this good.
+    #[arg(long)]
+    pub target: Option<f64>,
+    /// Seed of the strategy's random choices: the same seed repeats the same search.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Recorded landscape (.json or .json.gz). Default: the convolution landscape of an
+    /// A100 that ships inside kerntune.
+    pub landscape: Option<PathBuf>,
+    #[command(flatten)]
+    pub search: SearchArgs,
+    /// Results database; evaluations found there are reused and a stopped run resumes.
+    /// Without it nothing is kept.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Replay each evaluation's recorded cost in real time, SPEED times faster.
+    #[arg(long, value_name = "SPEED")]
+    pub realtime: Option<f64>,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SpaceArgs {
+    /// Space file: {"tune_params": {...}, "restrictions": [...], "max_threads": N}.
+    pub file: PathBuf,
+    /// Print {"count": N, "seconds": s, ...}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    /// Results database.
+    pub db: PathBuf,
+    /// Configurations to show per tuning.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Only tunings whose kernel name contains this text.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Kernel Tuner cache file or T4 file (.json or .json.gz).
+    pub file: PathBuf,
+    /// Results database to import into (created if missing).
+    #[arg(long)]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    /// Kernel Tuner's cache JSON.
+    KernelTuner,
+    /// The T4 JSON format.
+    T4,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Results database.
+    pub db: PathBuf,
+    #[arg(long, value_enum, default_value = "kernel-tuner")]
+    pub format: ExportFormat,
+    /// Which tuning, by kernel name (needed when the database holds several).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Output file; `-` for standard output.
+    #[arg(long, short = 'o', default_value = "-")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StrategiesArgs {
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,77 @@
+//! `kerntune results DB`: the best stored configurations of each tuning.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kerntune_store::{Store, StoredEvaluation, TuningSummary};
+use serde_json::json;
+
+use crate::args::ResultsArgs;
+use crate::render;
+
+pub fn run(args: ResultsArgs) -> Result<ExitCode> {
+    anyhow::ensure!(args.db.exists(), "{}: no such results database", args.db.display());
+    let store = Store::open(&args.db)?;
+    let tunings: Vec<TuningSummary> = store
+        .tunings()?
+        .into_iter()
+        .filter(|t| args.kernel.as_deref().is_none_or(|k| t.info.kernel_name.contains(k)))
+        .collect();
+    let mut json_out = Vec::new();
+    if tunings.is_empty() && !args.json {
+        println!("{}: no tunings stored{}", args.db.display(), if args.kernel.is_some() { " for that kernel" } else { "" });
+    }
+    for tuning in &tunings {
+        let rows = store.evaluations(tuning.id).with_context(|| tuning.info.kernel_name.clone())?;
+        let best = best_rows(tuning, rows, args.top);
+        if args.json {
+            json_out.push(json!({
+                "kernel_name": tuning.info.kernel_name,
+                "kernel": tuning.info.kernel,
+                "device": tuning.info.device,
+                "problem": tuning.info.problem,
+                "objective": tuning.info.objective.name,
+                "higher_is_better": tuning.info.objective.higher_is_better,
+                "evaluations": tuning.evaluations,
+                "failed": tuning.failed,
+                "best": best.iter().map(|r| json!({"config": r.config, "objective": r.evaluation.objective})).collect::<Vec<_>>(),
+            }));
+            continue;
+        }
+        let info = &tuning.info;
+        let direction = if info.objective.higher_is_better { "higher is better" } else { "lower is better" };
+        println!(
+            "\n{} on {} (problem {}): {} evaluations, {} failed; objective {} ({direction})",
+            info.kernel_name, info.device, info.problem, tuning.evaluations, tuning.failed, info.objective.name
+        );
+        if best.is_empty() {
+            println!("  no successful evaluation yet");
+            continue;
+        }
+        let mut header = vec!["#".to_string(), info.objective.name.clone()];
+        header.extend(info.params.iter().map(|p| p.name().to_string()));
+        let table_rows: Vec<Vec<String>> = best
+            .iter()
+            .enumerate()
+            .map(|(rank, row)| {
+                let mut cells = vec![(rank + 1).to_string(), row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default()];
+                cells.extend(info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()));
+                cells
+            })
+            .collect();
+        println!("{}", render::table(&header, &table_rows));
+    }
+    if args.json {
+        println!("{}", serde_json::Value::Array(json_out));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `top` best successful evaluations, best first.
+fn best_rows(tuning: &TuningSummary, rows: Vec<StoredEvaluation>, top: usize) -> Vec<StoredEvaluation> {
+    let objective = &tuning.info.objective;
+    let mut ok: Vec<(f64, StoredEvaluation)> =
+        rows.into_iter().filter_map(|r| r.evaluation.valid_objective().map(|o| (objective.score(o), r))).collect();
+    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ok.into_iter().take(top).map(|(_, r)| r).collect()
+}

@@ -1,0 +1,62 @@
+//! `kerntune import` and `kerntune export`: Kernel Tuner cache and T4 files in and out of
+//! a results database.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use kerntune_store::{formats, Landscape, Store};
+
+use crate::args::{ExportArgs, ExportFormat, ImportArgs};
+
+pub fn import(args: ImportArgs) -> Result<ExitCode> {
+    let landscape = Landscape::read(&args.file)?;
+    let space = landscape.space().with_context(|| args.file.display().to_string())?;
+    let store = Store::open(&args.db)?;
+    let tuning = store.tuning(&landscape.tuning())?;
+    for record in &landscape.records {
+        let id = space.id_of(&record.config).context("a recorded configuration is missing from its space")?;
+        store.record(tuning, &space.config_json(id), &record.evaluation)?;
+    }
+    println!(
+        "Imported {} evaluations of {} on {} into {}",
+        landscape.records.len(),
+        landscape.kernel_name,
+        landscape.device_name,
+        args.db.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    anyhow::ensure!(args.db.exists(), "{}: no such results database", args.db.display());
+    let store = Store::open(&args.db)?;
+    let tunings: Vec<_> = store
+        .tunings()?
+        .into_iter()
+        .filter(|t| args.kernel.as_deref().is_none_or(|k| t.info.kernel_name == k))
+        .collect();
+    let tuning = match tunings.as_slice() {
+        [one] => one,
+        [] => bail!("{}: no tuning{} to export", args.db.display(), args.kernel.as_deref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default()),
+        many => bail!(
+            "{} holds {} tunings; choose one with --kernel ({})",
+            args.db.display(),
+            many.len(),
+            many.iter().map(|t| t.info.kernel_name.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let rows = store.evaluations(tuning.id)?;
+    let document = match args.format {
+        ExportFormat::KernelTuner => formats::kernel_tuner::write(&tuning.info, &rows),
+        ExportFormat::T4 => formats::t4::write(&tuning.info, &rows),
+    };
+    let text = serde_json::to_string_pretty(&document)?;
+    if args.output.as_os_str() == "-" {
+        writeln!(std::io::stdout(), "{text}")?;
+    } else {
+        std::fs::write(&args.output, text).with_context(|| args.output.display().to_string())?;
+        eprintln!("Wrote {} evaluations to {}", rows.len(), args.output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,163 @@
+//! The `kerntune` command as a user runs it: outputs, exit codes, interruption and resume.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kerntune_store::Store;
+use serde_json::Value as Json;
+
+fn kerntune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerntune")).args(args).output().expect("kerntune runs")
+}
+
+fn repo(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).display().to_string()
+}
+
+fn json_of(output: &Output) -> Json {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The recorded landscapes of `../shared/data/landscapes`, which CI has beside the
+/// checkout. Elsewhere the test says it is skipped, unless `KERNTUNE_REQUIRE_SHARED` is set
+/// (as CI sets it), in which case their absence fails the test.
+fn shared_landscapes() -> Option<Vec<PathBuf>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/landscapes");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect())
+        .unwrap_or_default();
+    if files.is_empty() {
+        assert!(std::env::var_os("KERNTUNE_REQUIRE_SHARED").is_none(), "{} has no landscapes", dir.display());
+        eprintln!("skipped: {} is not present", dir.display());
+        return None;
+    }
+    Some(files)
+}
+
+#[test]
+fn brute_force_reports_each_landscapes_minimum_valid_time() {
+    let mut files = vec![PathBuf::from(repo("data/landscapes/pnpoly_RTX_3090.json.gz"))];
+    files.extend(shared_landscapes().unwrap_or_default());
+    for file in files {
+        let file = file.display().to_string();
+        let expected = minimum_valid_time(&file);
+        let result = json_of(&kerntune(&["simulate", &file, "--strategy", "brute_force", "--json"]));
+        assert_eq!(result["best"]["objective"].as_f64(), Some(expected), "{file}");
+        assert_eq!(result["stop"], "exhausted");
+    }
+}
+
+/// The minimum over numeric `time` entries, read with Python independently of kerntune.
+fn minimum_valid_time(file: &str) -> f64 {
+    let script = "import gzip, json, sys\n\
+                  d = json.load(gzip.open(sys.argv[1]))\n\
+                  if 'cache' in d: print(repr(min(v['time'] for v in d['cache'].values() if isinstance(v['time'], (int, float)))))\n\
+                  else: print(repr(min(m['value'] for r in d['results'] if r['invalidity'] == 'correct' for m in r['measurements'] if m['name'] == 'time')))";
+    let output = Command::new("python3").args(["-c", script, file]).output().expect("python3 runs");
+    String::from_utf8_lossy(&output.stdout).trim().parse().expect("a number")
+}
+
+#[test]
+fn simulate_json_is_one_object_with_the_documented_fields() {
+    let result = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "30", "--json"]));
+    assert_eq!(result["evaluations"], 30);
+    assert!(result["failed"].is_u64() && result["best"]["config"].is_object() && result["best"]["objective"].is_f64());
+    let trace = result["trace"].as_array().expect("trace");
+    assert_eq!(trace.len(), 30);
+    for (i, point) in trace.iter().enumerate() {
+        assert_eq!(point["feval"], i + 1);
+        for key in ["objective", "best", "elapsed_s"] {
+            assert!(point.get(key).is_some(), "{key} missing");
+        }
+    }
+}
+
+#[test]
+fn random_sample_with_the_same_seed_gives_identical_traces() {
+    let run = |seed: &str| json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "60", "--seed", seed, "--json"]));
+    assert_eq!(run("4")["trace"], run("4")["trace"]);
+    assert_ne!(run("4")["trace"], run("5")["trace"]);
+}
+
+#[test]
+fn bad_input_gives_one_line_and_a_failing_exit_code() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let corrupt = dir.path().join("corrupt.json");
+    std::fs::write(&corrupt, "{\"cache\": {").expect("write");
+    let space = dir.path().join("space.json");
+    std::fs::write(&space, r#"{"tune_params": {"a": [1, 2]}, "restrictions": ["a *% 2 < 4"]}"#).expect("write");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["simulate".into(), "missing.json".into()], "missing.json: No such file"),
+        (vec!["simulate".into(), corrupt.display().to_string()], "not valid JSON"),
+        (vec!["simulate".into(), "--strategy".into(), "genetik".into()], "unknown strategy 'genetik'"),
+        (vec!["space".into(), space.display().to_string()], "restriction in 'a *% 2 < 4' at column 4"),
+        (vec!["simulate".into(), "--time-limit".into(), "soon".into()], "invalid duration 'soon'"),
+        (vec!["results".into(), corrupt.display().to_string()], "not a kerntune results database"),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = kerntune(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn space_counts_the_shipped_space_files() {
+    for (file, count) in [("clblast_gemm_full", 241_600), ("triton_matmul_wide", 443_100)] {
+        let result = json_of(&kerntune(&["space", &repo(&format!("data/spaces/{file}.json")), "--json"]));
+        assert_eq!(result["count"], count, "{file}");
+        assert!(result["seconds"].is_f64());
+    }
+}
+
+fn stored_rows(db: &Path) -> usize {
+    let Ok(store) = Store::open(db) else { return 0 };
+    store.tunings().map(|t| t.iter().map(|t| t.evaluations).sum()).unwrap_or(0)
+}
+
+/// Starts a slow simulation, waits until it has stored some rows, sends `signal`, and
+/// returns the exit code and how many rows were stored.
+fn interrupt_after_some_rows(db: &Path, signal: &str) -> (Option<i32>, usize) {
+    let db_arg = db.display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerntune"))
+        .args(["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--db", &db_arg, "--realtime", "200", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kerntune starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored_rows(db) < 40 {
+        assert!(Instant::now() < deadline, "the simulation stored too few rows in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill runs");
+    assert!(status.success());
+    let code = child.wait().expect("kerntune exits").code();
+    (code, stored_rows(db))
+}
+
+#[test]
+fn an_interrupted_run_resumes_without_repeating_or_losing_an_evaluation() {
+    let reference = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--json"]));
+    for (signal, expected_code) in [("-INT", Some(130)), ("-KILL", None)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("results.db");
+        let (code, stored) = interrupt_after_some_rows(&db, signal);
+        assert_eq!(code, expected_code, "{signal}");
+        assert!((40..300).contains(&stored), "{signal}: {stored} rows");
+        let db_arg = db.display().to_string();
+        let resumed = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--db", &db_arg, "--json"]));
+        assert_eq!(resumed["from_store"], stored, "{signal}: every stored row is reused, none evaluated again");
+        assert_eq!(resumed["evaluations"], 300);
+        assert_eq!(stored_rows(&db), 300, "{signal}: no row lost, none duplicated");
+        let objectives = |run: &Json| run["trace"].as_array().expect("trace").iter().map(|p| p["objective"].clone()).collect::<Vec<_>>();
+        assert_eq!(objectives(&resumed), objectives(&reference), "{signal}: the resumed run is the uninterrupted run");
+        assert_eq!(resumed["best"], reference["best"]);
+    }
+}
