@@ -10,6 +10,7 @@
 mod backend;
 mod budget;
 mod sim;
+pub mod spec;
 mod tuner;
 
 pub use backend::{Backend, BackendError};

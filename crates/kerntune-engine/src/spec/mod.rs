@@ -1,0 +1,539 @@
+//! The kernel spec: what `kerntune tune SPEC.toml` tunes. A [`KernelSpec`] holds the
+//! kernel source and name, the problem variables, the parameters and restrictions, the
+//! launch geometry, the arguments, the verification, the objective and the timing
+//! protocol, with every expression parsed and checked when the file is loaded, so that a
+//! mistake is reported once, with the key it is under, before anything is compiled.
+//!
+//! docs/spec.md documents the format with a complete example.
+
+mod args;
+mod launch;
+mod raw;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kerntune_space::{params_from_json, Expression, Param, Space, SpaceError, Value};
+use kerntune_store::{fingerprint, Objective, TuningInfo};
+use serde_json::{Map, Value as Json};
+
+pub use args::{f16_to_f32, f32_to_bf16, f32_to_f16, fill, scalar_bytes, ArgKind, ArgSpec, DType, Init};
+pub use launch::{Geometry, GridRule, Launch};
+
+use crate::parse_duration;
+use raw::{ExprText, Exprs, RawInit, RawSpec};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SpecError {
+    pub path: String,
+    pub message: String,
+}
+
+/// Where the reference outputs come from.
+#[derive(Debug, Clone)]
+pub enum Reference {
+    /// The outputs of this configuration (values in parameter order).
+    Config(Vec<Value>),
+    /// A kernel with the same arguments, launched with its own geometry.
+    Kernel { name: String, source: String, options: Vec<String>, grid: [Expression; 3], block: [Expression; 3] },
+}
+
+#[derive(Debug, Clone)]
+pub struct Verify {
+    pub reference: Reference,
+    /// Per argument (by position): `(atol, rtol)` for outputs.
+    pub tolerances: Vec<(usize, f64, f64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flush {
+    /// Write a buffer of twice the device's L2 size before each timed launch.
+    L2,
+    None,
+}
+
+/// The measurement protocol.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Timing {
+    pub flush: Flush,
+    pub min_samples: usize,
+    pub max_samples: usize,
+    /// Stop sampling once the 95% confidence half-width of the median is below this
+    /// fraction of the median.
+    pub ci_target: f64,
+    /// Kernel time per configuration after which sampling stops (past `min_samples`).
+    pub time_cap: Duration,
+    /// Stop a configuration whose samples are all above this factor times the best median.
+    pub early_stop: Option<f64>,
+    pub early_stop_samples: usize,
+    pub launch_timeout: Duration,
+    pub compile_timeout: Duration,
+    /// Seed of the random input data.
+    pub seed: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            flush: Flush::L2,
+            min_samples: 7,
+            max_samples: 200,
+            ci_target: 0.01,
+            time_cap: Duration::from_secs(1),
+            early_stop: Some(1.1),
+            early_stop_samples: 2,
+            launch_timeout: Duration::from_secs(10),
+            compile_timeout: Duration::from_secs(60),
+            seed: 0,
+        }
+    }
+}
+
+/// Search settings the spec suggests; command-line flags override them.
+#[derive(Debug, Clone, Default)]
+pub struct SearchDefaults {
+    pub strategy: Option<String>,
+    pub max_fevals: Option<usize>,
+    pub time_limit: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    pub path: PathBuf,
+    pub kernel_name: String,
+    pub source: String,
+    /// Compiler option templates (`{param}` substituted per configuration).
+    pub options: Vec<String>,
+    pub problem: Vec<(String, Value)>,
+    pub params: Vec<Param>,
+    pub restrictions: Vec<String>,
+    pub launch: Launch,
+    pub args: Vec<ArgSpec>,
+    pub verify: Option<Verify>,
+    pub objective: Objective,
+    /// Over problem variables, parameters and `time` (ms); `None` means the time itself.
+    pub objective_expression: Option<Expression>,
+    pub timing: Timing,
+    pub search: SearchDefaults,
+    /// Of the source, the reference and every setting that changes what is measured.
+    pub fingerprint: String,
+}
+
+impl KernelSpec {
+    pub fn load(path: &Path) -> Result<KernelSpec, SpecError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SpecError { path: name.clone(), message: e.to_string() })?;
+        KernelSpec::parse(&text, path)
+    }
+
+    /// Parses spec text; `path` locates the files it names and labels errors.
+    pub fn parse(text: &str, path: &Path) -> Result<KernelSpec, SpecError> {
+        let error = |message: String| SpecError { path: path.display().to_string(), message };
+        let raw: RawSpec = toml::from_str(text).map_err(|e| error(e.to_string().trim().replace('\n', " ")))?;
+        let mut canonical: Json = toml::from_str(text).map_err(|e| error(e.to_string()))?;
+        if let Some(table) = canonical.as_object_mut() {
+            table.remove("search");
+        }
+        Builder { base: path.parent().unwrap_or(Path::new(".")).to_path_buf(), error: &error }
+            .build(raw, &canonical)
+            .map(|mut spec| {
+                spec.path = path.to_path_buf();
+                spec
+            })
+    }
+
+    /// Names the expressions may use: problem variables, then parameters.
+    pub fn names(&self) -> Vec<&str> {
+        self.problem.iter().map(|(n, _)| n.as_str()).chain(self.params.iter().map(Param::name)).collect()
+    }
+
+    /// Values for the names of [`KernelSpec::names`], for one configuration.
+    pub fn values(&self, config: &[Value]) -> Vec<Value> {
+        self.problem.iter().map(|(_, v)| v.clone()).chain(config.iter().cloned()).collect()
+    }
+
+    pub fn space(&self) -> Result<Space, SpaceError> {
+        Space::new(self.params.clone(), &self.restrictions)
+    }
+
+    /// Parameters that appear in a compiler option template, and so are not `#define`d.
+    fn is_option_param(&self, name: &str) -> bool {
+        let placeholder = format!("{{{name}}}");
+        self.options.iter().any(|o| o.contains(&placeholder))
+    }
+
+    /// The source for one configuration: the parameters as `#define NAME value` lines, as
+    /// Kernel Tuner writes them, then the kernel.
+    pub fn source_for(&self, config: &[Value]) -> String {
+        let mut out = String::from("#define kerntune 1\n#define kernel_tuner 1\n");
+        for (param, value) in self.params.iter().zip(config) {
+            if !self.is_option_param(param.name()) {
+                out.push_str(&format!("#define {} {}\n", param.name(), value.source_text()));
+            }
+        }
+        out.push_str("#line 1\n");
+        out.push_str(&self.source);
+        out
+    }
+
+    /// Compiler options for one configuration: templates filled in, empty ones dropped, a
+    /// template that expands to several words split into several options.
+    pub fn options_for(&self, config: &[Value]) -> Vec<String> {
+        expand_options(&self.options, &self.params, config)
+    }
+
+    pub fn geometry(&self, config: &[Value]) -> Result<Geometry, String> {
+        self.launch.geometry(&self.values(config))
+    }
+
+    /// The objective of a configuration whose median kernel time is `time_ms`.
+    pub fn objective_value(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
+        match &self.objective_expression {
+            None => Ok(time_ms),
+            Some(expression) => {
+                let mut values = self.values(config);
+                values.push(Value::Float(time_ms));
+                let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
+                value.as_number().ok_or_else(|| format!("objective '{expression}' is {value}"))
+            }
+        }
+    }
+
+    /// The identity of this tuning in a results store, on a named device.
+    pub fn tuning_info(&self, device: &str) -> TuningInfo {
+        let problem: Map<String, Json> = self.problem.iter().map(|(n, v)| (n.clone(), v.to_json())).collect();
+        TuningInfo {
+            kernel: format!("cuda:{}", self.fingerprint),
+            kernel_name: self.kernel_name.clone(),
+            device: device.to_string(),
+            problem: Json::Object(problem).to_string(),
+            params: self.params.clone(),
+            objective: self.objective.clone(),
+        }
+    }
+}
+
+/// Fills `{param}` placeholders of option templates with a configuration's values.
+pub fn expand_options(templates: &[String], params: &[Param], config: &[Value]) -> Vec<String> {
+    let mut options = Vec::new();
+    for template in templates {
+        let mut text = template.clone();
+        for (param, value) in params.iter().zip(config) {
+            text = text.replace(&format!("{{{}}}", param.name()), &value.source_text());
+        }
+        options.extend(text.split_whitespace().map(str::to_string));
+    }
+    options
+}
+
+struct Builder<'a> {
+    base: PathBuf,
+    error: &'a dyn Fn(String) -> SpecError,
+}
+
+impl Builder<'_> {
+    fn build(&self, raw: RawSpec, canonical: &Json) -> Result<KernelSpec, SpecError> {
+        let error = self.error;
+        if raw.kernel.language != "cuda" {
+            return Err(error(format!("[kernel] language '{}': this spec format is for CUDA C (Triton kernels are tuned from Python)", raw.kernel.language)));
+        }
+        let source = self.read(&raw.kernel.source, "[kernel] source")?;
+        let mut problem = Vec::new();
+        for (name, json) in &raw.problem {
+            let value = Value::from_json(json).ok_or_else(|| error(format!("[problem] {name}: {json} is not a number, bool or string")))?;
+            problem.push((name.clone(), value));
+        }
+        // `restrictions` may be written under [params] (where TOML puts a key that follows
+        // the table header) as well as at the top level.
+        let mut param_table = raw.params.clone();
+        let mut restrictions = raw.restrictions.to_vec();
+        if let Some(listed) = param_table.remove("restrictions") {
+            let listed: kerntune_space::Restrictions = serde_json::from_value(listed)
+                .map_err(|_| error("[params] restrictions must be a string or a list of strings".into()))?;
+            restrictions.extend(listed.to_vec());
+        }
+        let params = params_from_json(&param_table).map_err(|e| error(format!("[params] {e}")))?;
+        if let Some(clash) = params.iter().find(|p| problem.iter().any(|(n, _)| n == p.name())) {
+            return Err(error(format!("'{}' is both a problem variable and a parameter", clash.name())));
+        }
+        let names: Vec<&str> = problem.iter().map(|(n, _)| n.as_str()).chain(params.iter().map(Param::name)).collect();
+        let problem_names: Vec<&str> = problem.iter().map(|(n, _)| n.as_str()).collect();
+        for restriction in &restrictions {
+            // Restrictions may use problem variables; they are substituted as constants.
+            Expression::parse(restriction, &names).map_err(|e| error(format!("restriction {e}")))?;
+        }
+        let restrictions = restrictions.iter().map(|r| substitute(r, &problem)).collect();
+        let launch = self.launch(&raw.launch, &names, &params)?;
+        let args = self.args(&raw.args, &problem_names)?;
+        let verify = raw.verify.as_ref().map(|v| self.verify(v, &params, &args, &names, &source)).transpose()?;
+        let (objective, objective_expression) = match &raw.objective {
+            None => (Objective::time(), None),
+            Some(o) => {
+                let mut with_time = names.clone();
+                with_time.push("time");
+                let expression = o
+                    .expression
+                    .as_ref()
+                    .map(|e| Expression::parse(e, &with_time))
+                    .transpose()
+                    .map_err(|e| error(format!("[objective] expression {e}")))?;
+                let mut objective = Objective::named(&o.name);
+                if let Some(higher) = o.higher_is_better {
+                    objective.higher_is_better = higher;
+                }
+                (objective, expression)
+            }
+        };
+        let timing = self.timing(&raw.timing)?;
+        let reference_source = match &verify {
+            Some(Verify { reference: Reference::Kernel { source, .. }, .. }) => source.clone(),
+            _ => String::new(),
+        };
+        let fingerprint = fingerprint(&[source.as_str(), reference_source.as_str(), canonical.to_string().as_str()]);
+        Ok(KernelSpec {
+            path: PathBuf::new(),
+            kernel_name: raw.kernel.name,
+            source,
+            options: raw.kernel.options,
+            problem,
+            params,
+            restrictions,
+            launch,
+            args,
+            verify,
+            objective,
+            objective_expression,
+            timing,
+            search: SearchDefaults { strategy: raw.search.strategy, max_fevals: raw.search.max_fevals, time_limit: raw.search.time_limit },
+            fingerprint,
+        })
+    }
+
+    fn read(&self, relative: &str, key: &str) -> Result<String, SpecError> {
+        let path = self.base.join(relative);
+        std::fs::read_to_string(&path).map_err(|e| (self.error)(format!("{key} {}: {e}", path.display())))
+    }
+
+    fn expr(&self, text: &ExprText, names: &[&str], key: &str) -> Result<Expression, SpecError> {
+        Expression::parse(&text.text(), names).map_err(|e| (self.error)(format!("{key} {e}")))
+    }
+
+    fn three(&self, texts: &[ExprText], names: &[&str], key: &str) -> Result<[Expression; 3], SpecError> {
+        if texts.is_empty() || texts.len() > 3 {
+            return Err((self.error)(format!("{key} needs 1 to 3 dimensions")));
+        }
+        let one = ExprText::Int(1);
+        let get = |axis: usize| self.expr(texts.get(axis).unwrap_or(&one), names, key);
+        Ok([get(0)?, get(1)?, get(2)?])
+    }
+
+    fn launch(&self, raw: &raw::RawLaunch, names: &[&str], params: &[Param]) -> Result<Launch, SpecError> {
+        let error = self.error;
+        let block_names: Vec<String> = raw
+            .block_size_names
+            .clone()
+            .unwrap_or_else(|| ["block_size_x", "block_size_y", "block_size_z"].map(String::from).to_vec());
+        let has = |name: &str| params.iter().any(|p| p.name() == name);
+        let block_default: Vec<ExprText> = (0..3)
+            .map(|axis| match block_names.get(axis) {
+                Some(name) if has(name) => ExprText::Text(name.clone()),
+                _ => ExprText::Int(1),
+            })
+            .collect();
+        let block = self.three(raw.block.as_deref().unwrap_or(&block_default), names, "[launch] block")?;
+        let grid = match (&raw.grid, &raw.problem_size) {
+            (Some(_), Some(_)) => return Err(error("[launch] give either grid or problem_size, not both".into())),
+            (Some(grid), None) => GridRule::Explicit(self.three(grid, names, "[launch] grid")?),
+            (None, Some(size)) => {
+                let problem_size = self.three(size, names, "[launch] problem_size")?;
+                let divs = [&raw.grid_div_x, &raw.grid_div_y, &raw.grid_div_z];
+                let mut div: [Vec<Expression>; 3] = Default::default();
+                for axis in 0..3 {
+                    let key = format!("[launch] grid_div_{}", ["x", "y", "z"][axis]);
+                    div[axis] = match divs[axis] {
+                        Some(Exprs::One(e)) => vec![self.expr(e, names, &key)?],
+                        Some(Exprs::Many(list)) => list.iter().map(|e| self.expr(e, names, &key)).collect::<Result<_, _>>()?,
+                        None => vec![block[axis].clone()],
+                    };
+                }
+                GridRule::Divide { problem_size, div }
+            }
+            (None, None) => return Err(error("[launch] needs problem_size (Kernel Tuner's semantics) or an explicit grid".into())),
+        };
+        let shared_bytes = raw.shared_memory.as_ref().map(|e| self.expr(e, names, "[launch] shared_memory")).transpose()?;
+        Ok(Launch { grid, block, shared_bytes })
+    }
+
+    fn args(&self, raw: &[raw::RawArg], problem_names: &[&str]) -> Result<Vec<ArgSpec>, SpecError> {
+        let error = self.error;
+        if raw.is_empty() {
+            return Err(error("the kernel needs its arguments: add [[args]] tables".into()));
+        }
+        raw.iter()
+            .map(|arg| {
+                let key = format!("[[args]] {}", arg.name);
+                let dtype = DType::parse(&arg.dtype)
+                    .ok_or_else(|| error(format!("{key}: unknown dtype '{}' (f16, bf16, f32, f64, i32, i64, u8)", arg.dtype)))?;
+                // Sizes and scalar values depend on the problem only: every configuration
+                // shares the same buffers.
+                let kind = match (&arg.size, &arg.value) {
+                    (Some(size), None) => ArgKind::Buffer {
+                        size: self.expr(size, problem_names, &format!("{key} size"))?,
+                        init: self.init(arg.init.as_ref(), &key)?,
+                        output: arg.output,
+                        poison: arg.poison.unwrap_or(true),
+                    },
+                    (None, Some(value)) => {
+                        if arg.output || arg.init.is_some() {
+                            return Err(error(format!("{key}: a scalar has a value, not init or output")));
+                        }
+                        ArgKind::Scalar { value: self.expr(value, problem_names, &format!("{key} value"))? }
+                    }
+                    _ => return Err(error(format!("{key}: give a buffer's size or a scalar's value (one of them)"))),
+                };
+                Ok(ArgSpec { name: arg.name.clone(), dtype, kind })
+            })
+            .collect()
+    }
+
+    fn init(&self, raw: Option<&RawInit>, key: &str) -> Result<Init, SpecError> {
+        let error = self.error;
+        Ok(match raw {
+            None => Init::Zeros,
+            Some(RawInit::Named(name)) => match name.as_str() {
+                "zeros" => Init::Zeros,
+                "ones" => Init::Ones,
+                "arange" => Init::Arange,
+                "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
+                "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
+                other => return Err(error(format!("{key}: unknown init '{other}' (zeros, ones, arange, normal, uniform, or {{file = \"x.npy\"}})"))),
+            },
+            Some(RawInit::Table(table)) => match (&table.normal, &table.uniform, &table.file) {
+                (Some(m), None, None) => Init::Normal { mean: m.mean, std: m.std },
+                (None, Some(r), None) => Init::Uniform { low: r.low, high: r.high },
+                (None, None, Some(file)) => Init::File(self.base.join(file)),
+                _ => return Err(error(format!("{key}: init takes one of normal, uniform or file"))),
+            },
+        })
+    }
+
+    fn verify(&self, raw: &raw::RawVerify, params: &[Param], args: &[ArgSpec], names: &[&str], source: &str) -> Result<Verify, SpecError> {
+        let error = self.error;
+        let reference = match (&raw.reference.config, &raw.reference.kernel) {
+            (Some(config), None) => {
+                let values = params
+                    .iter()
+                    .map(|p| {
+                        let json = config.get(p.name()).ok_or_else(|| error(format!("[verify] reference config has no value for '{}'", p.name())))?;
+                        Value::from_json(json)
+                            .filter(|v| p.index_of(v).is_some())
+                            .ok_or_else(|| error(format!("[verify] reference config: {json} is not a value of '{}'", p.name())))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let Some(extra) = config.keys().find(|k| params.iter().all(|p| p.name() != *k)) {
+                    return Err(error(format!("[verify] reference config: '{extra}' is not a parameter")));
+                }
+                Reference::Config(values)
+            }
+            (None, Some(name)) => {
+                let reference_source = match &raw.reference.source {
+                    Some(file) => self.read(file, "[verify] reference source")?,
+                    None => source.to_string(),
+                };
+                let problem_only: Vec<&str> = names.iter().copied().filter(|n| params.iter().all(|p| p.name() != *n)).collect();
+                let grid = raw.reference.grid.as_deref().ok_or_else(|| error("[verify] a reference kernel needs its grid".into()))?;
+                let block = raw.reference.block.as_deref().ok_or_else(|| error("[verify] a reference kernel needs its block".into()))?;
+                Reference::Kernel {
+                    name: name.clone(),
+                    source: reference_source,
+                    options: raw.reference.options.clone(),
+                    grid: self.three(grid, &problem_only, "[verify] reference grid")?,
+                    block: self.three(block, &problem_only, "[verify] reference block")?,
+                }
+            }
+            _ => return Err(error("[verify] reference takes either config = {...} or kernel = \"name\"".into())),
+        };
+        let (atol, rtol) = (raw.atol.unwrap_or(1e-6), raw.rtol.unwrap_or(1e-5));
+        let mut tolerances = Vec::new();
+        for (position, arg) in args.iter().enumerate() {
+            if let ArgKind::Buffer { output: true, .. } = arg.kind {
+                let specific = raw.outputs.get(&arg.name).and_then(Json::as_object);
+                let get = |key: &str, default: f64| specific.and_then(|s| s.get(key)).and_then(Json::as_f64).unwrap_or(default);
+                tolerances.push((position, get("atol", atol), get("rtol", rtol)));
+            }
+        }
+        if let Some(unknown) = raw.outputs.keys().find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))) {
+            return Err(error(format!("[verify.outputs] '{unknown}' is not an output buffer")));
+        }
+        if tolerances.is_empty() {
+            return Err(error("[verify] no argument is marked output = true".into()));
+        }
+        Ok(Verify { reference, tolerances })
+    }
+
+    fn timing(&self, raw: &raw::RawTiming) -> Result<Timing, SpecError> {
+        let error = self.error;
+        let mut timing = Timing::default();
+        let duration = |text: &Option<String>, key: &str, default: Duration| -> Result<Duration, SpecError> {
+            text.as_deref().map_or(Ok(default), |t| parse_duration(t).map_err(|e| error(format!("[timing] {key}: {e}"))))
+        };
+        timing.flush = match raw.flush.as_deref() {
+            None | Some("l2") => Flush::L2,
+            Some("none") => Flush::None,
+            Some(other) => return Err(error(format!("[timing] flush '{other}': use \"l2\" or \"none\""))),
+        };
+        timing.min_samples = raw.min_samples.unwrap_or(timing.min_samples).max(1);
+        timing.max_samples = raw.max_samples.unwrap_or(timing.max_samples).max(timing.min_samples);
+        timing.ci_target = raw.ci_target.unwrap_or(timing.ci_target);
+        timing.time_cap = duration(&raw.time_cap, "time_cap", timing.time_cap)?;
+        timing.early_stop = match &raw.early_stop {
+            None => timing.early_stop,
+            Some(Json::Bool(false)) => None,
+            Some(Json::Number(n)) => n.as_f64().filter(|f| *f > 0.0).map(|f| f.max(1.0)),
+            Some(other) => return Err(error(format!("[timing] early_stop: {other} (a factor such as 1.1, or false)"))),
+        };
+        timing.early_stop_samples = raw.early_stop_samples.unwrap_or(timing.early_stop_samples).max(1);
+        timing.launch_timeout = duration(&raw.launch_timeout, "launch_timeout", timing.launch_timeout)?;
+        timing.compile_timeout = duration(&raw.compile_timeout, "compile_timeout", timing.compile_timeout)?;
+        timing.seed = raw.seed.unwrap_or(timing.seed);
+        Ok(timing)
+    }
+}
+
+/// A restriction with problem variables replaced by their values, so that the space
+/// (which knows only the parameters) can evaluate it.
+fn substitute(restriction: &str, problem: &[(String, Value)]) -> String {
+    let mut out = String::with_capacity(restriction.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match problem.iter().find(|(n, _)| n == word) {
+            Some((_, value)) => out.push_str(&format!("({})", value.to_json())),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    let mut in_string: Option<char> = None;
+    for c in restriction.chars() {
+        if let Some(quote) = in_string {
+            out.push(c);
+            if c == quote {
+                in_string = None;
+            }
+        } else if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            if c == '\'' || c == '"' {
+                in_string = Some(c);
+            }
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+use std::path::PathBuf;
+
+use kerntune_space::Value;
+
+use super::*;
+
+fn example(name: &str) -> KernelSpec {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cuda").join(name).join("spec.toml");
+    KernelSpec::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn example_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cuda/vector_add")
+}
+
+fn parse_error(text: &str) -> String {
+    KernelSpec::parse(text, &example_dir().join("test.toml")).unwrap_err().to_string()
+}
+
+const MINIMAL: &str = r#"
+[kernel]
+name = "vector_add"
+source = "vector_add.cu"
+[problem]
+n = 1000
+[params]
+block_size_x = [32, 64]
+tile = [1, 2]
+[launch]
+problem_size = ["n"]
+[[args]]
+name = "c"
+dtype = "f32"
+size = "n"
+output = true
+"#;
+
+#[test]
+fn every_example_spec_loads_and_has_a_space() {
+    for (name, expected) in [("vector_add", 20), ("matmul_naive", 24), ("matmul_register", 56), ("matmul_sram", 107), ("conv2d", 281)] {
+        let spec = example(name);
+        let space = spec.space().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(space.len(), expected, "{name}");
+        for id in space.ids() {
+            let config: Vec<Value> = space.values(id).into_iter().cloned().collect();
+            spec.geometry(&config).unwrap_or_else(|e| panic!("{name} {}: {e}", space.describe(id)));
+        }
+    }
+}
+
+#[test]
+fn matmul_sram_geometry_follows_kernel_tuner() {
+    let spec = example("matmul_sram");
+    let config = [Value::Int(16), Value::Int(8), Value::Int(4), Value::Int(16)];
+    let geometry = spec.geometry(&config).expect("valid");
+    assert_eq!(geometry.block, [16, 8, 1]);
+    assert_eq!(geometry.grid, [4096 / 64, 4096 / 32, 1]);
+    let source = spec.source_for(&config);
+    assert!(source.starts_with("#define kerntune 1\n#define kernel_tuner 1\n#define block_size_x 16\n#define block_size_y 8\n#define V 4\n#define S 16\n#line 1\n"));
+    let tflops = spec.objective_value(&config, 4.92).expect("evaluates");
+    assert!((tflops - 2.0 * 4096f64.powi(3) / 4.92e-3 / 1e12).abs() < 1e-9);
+    assert!(spec.objective.higher_is_better);
+}
+
+#[test]
+fn restrictions_may_use_problem_variables_and_sit_under_params() {
+    let spec = example("matmul_register");
+    assert!(spec.restrictions.iter().any(|r| r == "(4096) % (block_size_x * V) == 0"), "{:?}", spec.restrictions);
+    let spec = example("matmul_naive");
+    assert_eq!(spec.restrictions, vec!["32 <= block_size_x * block_size_y <= 1024"]);
+    assert_eq!(spec.params.len(), 2);
+}
+
+#[test]
+fn option_templates_take_parameter_values_and_drop_empty_ones() {
+    let text = MINIMAL.replace("source = \"vector_add.cu\"", "source = \"vector_add.cu\"\noptions = [\"-O3\", \"{regs}\"]")
+        .replace("tile = [1, 2]", "tile = [1, 2]\nregs = [\"\", \"--maxrregcount=64\"]");
+    let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
+    let config = |regs: &str| vec![Value::Int(32), Value::Int(1), Value::Str(regs.into())];
+    assert_eq!(spec.options_for(&config("")), vec!["-O3"]);
+    assert_eq!(spec.options_for(&config("--maxrregcount=64")), vec!["-O3", "--maxrregcount=64"]);
+    assert!(!spec.source_for(&config("")).contains("#define regs"), "option parameters are not #defined");
+}
+
+#[test]
+fn the_fingerprint_follows_what_is_measured_but_not_search_settings() {
+    let path = &example_dir().join("x.toml");
+    let base = KernelSpec::parse(MINIMAL, path).expect("parses").fingerprint;
+    let searched = KernelSpec::parse(&format!("{MINIMAL}\n[search]\nstrategy = \"brute_force\"\n"), path).expect("parses");
+    assert_eq!(searched.fingerprint, base);
+    let bigger = KernelSpec::parse(&MINIMAL.replace("n = 1000", "n = 2000"), path).expect("parses");
+    assert_ne!(bigger.fingerprint, base);
+}
+
+#[test]
+fn mistakes_are_reported_with_their_key() {
+    let cases = [
+        (MINIMAL.replace("dtype = \"f32\"", "dtype = \"f31\""), "[[args]] c: unknown dtype 'f31'"),
+        (MINIMAL.replace("size = \"n\"", "size = \"m\""), "[[args]] c size in 'm' at column 1: unknown name 'm'"),
+        (MINIMAL.replace("problem_size = [\"n\"]", "problem_size = [\"n\"]\ngrid_div_x = \"blok_size_x\""), "[launch] grid_div_x in 'blok_size_x'"),
+        (MINIMAL.replace("[launch]", "[launch]\nthreads = 3"), "unknown field `threads`"),
+        (MINIMAL.replace("vector_add.cu", "missing.cu"), "[kernel] source"),
+        (format!("{MINIMAL}\n[verify]\nreference = {{ config = {{ block_size_x = 48, tile = 1 }} }}\n"), "48 is not a value of 'block_size_x'"),
+        (format!("{MINIMAL}\n[timing]\nflush = \"l3\"\n"), "[timing] flush 'l3'"),
+        (format!("restrictions = [\"tile <\"]\n{MINIMAL}"), "restriction in 'tile <'"),
+    ];
+    for (text, expected) in cases {
+        let message = parse_error(&text);
+        assert!(message.contains(expected), "expected {expected:?} in {message:?}");
+    }
+}
