@@ -22,6 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Tune a CUDA C kernel described by a spec file on this machine's GPU.
+    Tune(TuneArgs),
     /// Tune on a recorded landscape instead of a GPU (Kernel Tuner cache or T4 file).
     Simulate(SimulateArgs),
     /// Build a search space from a file and count its valid configurations.
@@ -34,14 +36,17 @@ pub enum Command {
     Export(ExportArgs),
     /// List the search strategies and their options.
     Strategies(StrategiesArgs),
+    /// A worker process of a tuning run (started by kerntune itself).
+    #[command(name = "__worker", hide = true)]
+    Worker(WorkerArgs),
 }
 
 /// Search settings shared by every command that tunes.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Search strategy (see `kerntune strategies`).
-    #[arg(long, short = 's', default_value = "default")]
-    pub strategy: String,
+    /// Search strategy (see `kerntune strategies`). Default: the spec's, else `default`.
+    #[arg(long, short = 's')]
+    pub strategy: Option<String>,
     /// A strategy option as NAME=VALUE (VALUE in JSON; repeatable).
     #[arg(long = "option", value_name = "NAME=VALUE")]
     pub options: Vec<String>,
@@ -137,4 +142,47 @@ pub struct ExportArgs {
 pub struct StrategiesArgs {
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Kernel spec (TOML; see docs/spec.md).
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub search: SearchArgs,
+    /// Results database. Default: $KERNTUNE_DB, else ~/.cache/kerntune/results.db.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// GPU to tune on.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Compile workers running ahead of the GPU. Default: one per core.
+    #[arg(long)]
+    pub compile_workers: Option<usize>,
+    /// Only enumerate the space and check every configuration's launch geometry.
+    #[arg(long, conflicts_with = "compile_only")]
+    pub dry_run: bool,
+    /// Only compile every configuration (no GPU needed) and keep the cubins in the store.
+    #[arg(long)]
+    pub compile_only: bool,
+    /// Target architecture for --compile-only (the GPU's own when tuning).
+    #[arg(long, default_value = "sm_90")]
+    pub arch: String,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WorkerKind {
+    Bench,
+    Compile,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[arg(value_enum)]
+    pub kind: WorkerKind,
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
 }

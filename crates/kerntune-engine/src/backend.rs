@@ -31,3 +31,58 @@ pub trait Backend {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BackendError(pub String);
+
+/// A backend that starts only when the first configuration needs evaluating, so that a
+/// run the store answers entirely never starts compilers or touches the GPU.
+pub struct Lazy<B, F> {
+    start: Option<F>,
+    backend: Option<B>,
+    capacity: usize,
+    created: std::time::Instant,
+}
+
+impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Lazy<B, F> {
+    /// `capacity` stands in for the backend's own until it has started.
+    pub fn new(capacity: usize, start: F) -> Self {
+        Lazy { start: Some(start), backend: None, capacity, created: std::time::Instant::now() }
+    }
+
+    /// The backend, if it has started.
+    pub fn started(&self) -> Option<&B> {
+        self.backend.as_ref()
+    }
+}
+
+impl<B, F> std::fmt::Debug for Lazy<B, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lazy").field("started", &self.backend.is_some()).finish()
+    }
+}
+
+impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> {
+    fn capacity(&self) -> usize {
+        self.backend.as_ref().map_or(self.capacity, Backend::capacity)
+    }
+
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
+        if self.backend.is_none() {
+            let start = self.start.take().ok_or_else(|| BackendError("the backend failed to start before".into()))?;
+            self.backend = Some(start()?);
+        }
+        match self.backend.as_mut() {
+            Some(backend) => backend.submit(id),
+            None => Err(BackendError("the backend did not start".into())),
+        }
+    }
+
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+        match self.backend.as_mut() {
+            Some(backend) => backend.next(),
+            None => Err(BackendError("nothing is being evaluated".into())),
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.created.elapsed()
+    }
+}

@@ -13,7 +13,7 @@ mod sim;
 pub mod spec;
 mod tuner;
 
-pub use backend::{Backend, BackendError};
+pub use backend::{Backend, BackendError, Lazy};
 pub use budget::{parse_duration, Budget, StopReason};
 pub use sim::SimBackend;
 pub use tuner::{Best, Event, Summary, TracePoint, TuneError, Tuner};

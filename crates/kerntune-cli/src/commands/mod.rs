@@ -5,10 +5,12 @@ mod simulate;
 mod space;
 mod strategies;
 mod transfer;
+mod tune;
 
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _, Result};
+use kerntune_engine::spec::SearchDefaults;
 use kerntune_engine::{parse_duration, Budget};
 use kerntune_search::{build_strategy, Strategy};
 use serde_json::{Map, Value as Json};
@@ -17,6 +19,8 @@ use crate::args::{Cli, Command, SearchArgs};
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Tune(args) => tune::run(args),
+        Command::Worker(args) => Ok(tune::worker(args)),
         Command::Simulate(args) => simulate::run(args),
         Command::Space(args) => space::run(args),
         Command::Results(args) => results::run(args),
@@ -26,8 +30,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The strategy and budget a search asks for; `space_size` fills in brute force's budget.
-pub fn search_setup(args: &SearchArgs) -> Result<(Box<dyn Strategy>, Budget)> {
+/// The strategy and budget a search asks for: command-line flags first, then the spec's
+/// suggestions (`defaults`), then kerntune's defaults.
+pub fn search_setup(args: &SearchArgs, defaults: &SearchDefaults) -> Result<(String, Box<dyn Strategy>, Budget)> {
+    let strategy_name = args.strategy.clone().or_else(|| defaults.strategy.clone()).unwrap_or_else(|| "default".to_string());
+    let max_fevals = args.max_fevals.or(defaults.max_fevals);
+    let time_limit = args.time_limit.clone().or_else(|| defaults.time_limit.clone());
     let mut options = Map::new();
     for option in &args.options {
         let Some((name, value)) = option.split_once('=') else {
@@ -37,19 +45,18 @@ pub fn search_setup(args: &SearchArgs) -> Result<(Box<dyn Strategy>, Budget)> {
         let value = serde_json::from_str(value).unwrap_or_else(|_| Json::String(value.to_string()));
         options.insert(name.trim().to_string(), value);
     }
-    let strategy = build_strategy(&args.strategy, &options)?;
-    let max_fevals = match args.max_fevals {
+    let strategy = build_strategy(&strategy_name, &options)?;
+    let max_fevals = match max_fevals {
         Some(0) => None,
         Some(n) => Some(n),
-        None if args.strategy == "brute_force" || args.time_limit.is_some() || args.target.is_some() => None,
+        None if strategy_name == "brute_force" || time_limit.is_some() || args.target.is_some() => None,
         None => Some(100),
     };
-    let time_limit = args
-        .time_limit
+    let time_limit = time_limit
         .as_deref()
         .map(parse_duration)
         .transpose()
         .map_err(anyhow::Error::msg)
         .context("--time-limit")?;
-    Ok((strategy, Budget { max_fevals, time_limit, target: args.target }))
+    Ok((strategy_name, strategy, Budget { max_fevals, time_limit, target: args.target }))
 }

@@ -20,7 +20,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         None => (Landscape::parse(DEFAULT_LANDSCAPE, DEFAULT_NAME, "convolution_A100")?, DEFAULT_NAME.to_string()),
     };
     let space = landscape.space().with_context(|| source.clone())?;
-    let (strategy, budget) = search_setup(&args.search)?;
+    let (strategy_name, strategy, budget) = search_setup(&args.search, &Default::default())?;
     if let Some(speed) = args.realtime {
         anyhow::ensure!(speed.is_finite() && speed > 0.0, "--realtime needs a positive speed, not {speed}");
     }
@@ -45,7 +45,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         println!(
             "Space: {} configurations. Strategy {}, seed {}, budget {limit}.",
             space.len(),
-            args.search.strategy,
+            strategy_name,
             args.search.seed
         );
     }
@@ -77,7 +77,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
 
     if args.json {
-        println!("{}", summary_json(&summary, &landscape, &args));
+        println!("{}", summary_json(&summary, &landscape, &strategy_name, args.search.seed));
     } else {
         print_summary(&summary, &landscape, &space, args.db.is_some());
     }
@@ -88,7 +88,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     })
 }
 
-fn summary_json(summary: &Summary, landscape: &Landscape, args: &SimulateArgs) -> serde_json::Value {
+fn summary_json(summary: &Summary, landscape: &Landscape, strategy: &str, seed: u64) -> serde_json::Value {
     json!({
         "best": summary.best.as_ref().map(|b| json!({"config": b.config, "objective": b.objective})),
         "evaluations": summary.evaluations,
@@ -97,8 +97,8 @@ fn summary_json(summary: &Summary, landscape: &Landscape, args: &SimulateArgs) -
         "objective": landscape.objective.name,
         "higher_is_better": landscape.objective.higher_is_better,
         "optimum": landscape.optimum(),
-        "strategy": args.search.strategy,
-        "seed": args.search.seed,
+        "strategy": strategy,
+        "seed": seed,
         "from_store": summary.from_store,
         "stop": summary.stop,
         "simulated_seconds": summary.elapsed.as_secs_f64(),

@@ -1,0 +1,342 @@
+//! `kerntune tune SPEC`: tune a CUDA C kernel on the GPU, or check (`--dry-run`) and
+//! compile (`--compile-only`) its space without one. Also the hidden `__worker` command
+//! that runs the compile and benchmark worker processes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use kerntune_cuda::{driver_available, nvrtc_available, CudaBackend, CudaOptions, DeviceInfo, WorkerCommand};
+use kerntune_engine::spec::KernelSpec;
+use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
+use kerntune_space::{ConfigId, Space, Value};
+use kerntune_store::{Costs, Status, Store};
+use serde_json::json;
+
+use crate::args::{TuneArgs, WorkerArgs, WorkerKind};
+use crate::commands::search_setup;
+use crate::{interrupt, render};
+
+/// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
+/// interrupted run records the evaluation in progress rather than a crash.
+pub fn worker(args: WorkerArgs) -> ExitCode {
+    // SAFETY: setting a signal disposition to "ignore" before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+    let code = match args.kind {
+        WorkerKind::Bench => kerntune_cuda::bench::run(args.device),
+        WorkerKind::Compile => kerntune_cuda::compile::run(),
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The results database: `--db`, else `$KERNTUNE_DB`, else the user's cache folder.
+fn database(explicit: Option<PathBuf>) -> PathBuf {
+    explicit
+        .or_else(|| std::env::var_os("KERNTUNE_DB").map(PathBuf::from))
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("kerntune/results.db")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kerntune/results.db")))
+        .unwrap_or_else(|| PathBuf::from("kerntune-results.db"))
+}
+
+fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
+    space.values(id).into_iter().cloned().collect()
+}
+
+pub fn run(args: TuneArgs) -> Result<ExitCode> {
+    let spec = KernelSpec::load(&args.spec)?;
+    let clock = Instant::now();
+    let space = spec.space().with_context(|| args.spec.display().to_string())?;
+    if args.dry_run {
+        return dry_run(&spec, &space, clock, args.json);
+    }
+    if args.compile_only {
+        return compile_only(&spec, &space, &args);
+    }
+    if !driver_available() {
+        bail!(
+            "no NVIDIA driver on this machine: tuning needs a GPU. `--dry-run` checks the space without one, \
+             `--compile-only` compiles every configuration (with NVRTC installed)"
+        );
+    }
+    let (_, device) = kerntune_cuda::driver::probe(args.device).map_err(|e| anyhow::anyhow!("GPU #{}: {e}", args.device))?;
+    if !nvrtc_available() {
+        bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it");
+    }
+    anyhow::ensure!(!space.is_empty(), "{}: no configuration satisfies the restrictions", args.spec.display());
+    let (strategy_name, strategy, budget) = search_setup(&args.search, &spec.search)?;
+    let db = database(args.db.clone());
+    let store = Store::open(&db)?;
+    let tuning = store.tuning(&spec.tuning_info(&device.name))?;
+    let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
+    let options = CudaOptions {
+        worker: WorkerCommand { program: std::env::current_exe().context("locating the kerntune binary")?, args: Vec::new() },
+        device: args.device,
+        compile_workers: workers,
+    };
+    let mut backend = Lazy::new(workers + 2, || CudaBackend::start(&spec, &space, options));
+
+    if !args.json {
+        println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
+        let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
+        println!("Strategy {strategy_name}, seed {}, {limit}; results in {}.", args.search.seed, db.display());
+        if spec.verify.is_none() {
+            println!("Warning: the spec has no [verify] section, so outputs are not checked.");
+        }
+    }
+    let bar = render::progress(Some(budget.max_fevals.unwrap_or(space.len()).min(space.len()) as u64), args.json);
+    let mut tally = Tally::default();
+    let objective = spec.objective.clone();
+    let mut on_event = |event: Event<'_>| match event {
+        Event::Started { from_store, .. } if from_store > 0 => {
+            bar.println(format!("{from_store} configurations are already in the store"));
+        }
+        Event::Evaluated { point, evaluation } => {
+            tally.add(point.id, evaluation, point.from_store);
+            bar.set_position(point.feval as u64);
+            if let Some(best) = point.best {
+                bar.set_message(format!("best {}", render::objective(&objective, best)));
+            }
+        }
+        Event::Started { .. } => {}
+    };
+    let summary = Tuner {
+        space: &space,
+        strategy,
+        backend: &mut backend,
+        store: Some((&store, tuning)),
+        objective: spec.objective.clone(),
+        budget,
+        seed: args.search.seed,
+        interrupt: Some(interrupt::flag()),
+    }
+    .run(&mut on_event)?;
+    bar.finish_and_clear();
+    let wall = clock.elapsed().as_secs_f64();
+    let workers_used = backend.started().map(CudaBackend::compile_workers);
+    if args.json {
+        println!("{}", summary_json(&summary, &spec, &space, &device, &tally, wall));
+    } else {
+        print_summary(&summary, &spec, &space, &tally, wall, workers_used);
+    }
+    Ok(if summary.stop == StopReason::Interrupted { ExitCode::from(interrupt::INTERRUPTED_EXIT) } else { ExitCode::SUCCESS })
+}
+
+/// Per-evaluation figures the summary needs beyond the engine's totals.
+#[derive(Debug, Default)]
+struct Tally {
+    statuses: BTreeMap<&'static str, usize>,
+    framework_ms: Vec<f64>,
+    /// Summed kernel time of all timing samples, seconds.
+    measured_s: f64,
+    /// Summed time the benchmark worker spent per configuration, seconds.
+    bench_round_trip_s: f64,
+    /// Median kernel time (ms) and sample count of each measured configuration.
+    timings: HashMap<ConfigId, (f64, usize)>,
+}
+
+impl Tally {
+    fn add(&mut self, id: ConfigId, evaluation: &kerntune_store::Evaluation, from_store: bool) {
+        *self.statuses.entry(evaluation.status.as_str()).or_default() += 1;
+        if !evaluation.samples.is_empty() {
+            self.timings.insert(id, (kerntune_cuda::stats::median(&evaluation.samples), evaluation.samples.len()));
+        }
+        if from_store {
+            return;
+        }
+        let costs = &evaluation.costs;
+        if evaluation.status != Status::CompileFailed {
+            self.framework_ms.push(costs.framework_s * 1e3);
+        }
+        self.measured_s += evaluation.samples.iter().sum::<f64>() / 1e3;
+        self.bench_round_trip_s += costs.verify_s + costs.benchmark_s + costs.framework_s;
+    }
+
+    fn framework_median_ms(&self) -> Option<f64> {
+        (!self.framework_ms.is_empty()).then(|| kerntune_cuda::stats::median(&self.framework_ms))
+    }
+
+    fn gpu_busy(&self) -> Option<f64> {
+        (self.bench_round_trip_s > 0.0).then(|| self.measured_s / self.bench_round_trip_s)
+    }
+}
+
+fn summary_json(summary: &Summary, spec: &KernelSpec, space: &Space, device: &DeviceInfo, tally: &Tally, wall: f64) -> serde_json::Value {
+    let best = summary.best.as_ref().map(|b| {
+        json!({"config": b.config, "objective": b.objective, "description": space.describe(b.id)})
+    });
+    json!({
+        "kernel": spec.kernel_name,
+        "device": device,
+        "objective": spec.objective.name,
+        "higher_is_better": spec.objective.higher_is_better,
+        "best": best,
+        "evaluations": summary.evaluations,
+        "failed": summary.failed,
+        "from_store": summary.from_store,
+        "statuses": tally.statuses,
+        "stop": summary.stop,
+        "wall_s": wall,
+        "costs": summary.costs,
+        "framework_median_ms": tally.framework_median_ms(),
+        "gpu_busy_while_benchmarking": tally.gpu_busy(),
+        "trace": summary.trace,
+    })
+}
+
+fn print_summary(summary: &Summary, spec: &KernelSpec, space: &Space, tally: &Tally, wall: f64, workers: Option<usize>) {
+    let objective = &spec.objective;
+    let statuses: Vec<String> = tally.statuses.iter().filter(|(s, _)| **s != "ok").map(|(s, n)| format!("{n} {s}")).collect();
+    println!(
+        "\n{} configurations evaluated ({} answered by the store){}; stopped: {}.",
+        summary.evaluations,
+        summary.from_store,
+        if statuses.is_empty() { String::new() } else { format!(", of which {}", statuses.join(", ")) },
+        summary.stop
+    );
+    match &summary.best {
+        Some(best) => {
+            let timing = tally
+                .timings
+                .get(&best.id)
+                .map(|(ms, n)| format!(" (median {ms:.4} ms of {n} timed runs)"))
+                .unwrap_or_default();
+            println!("Best: {}{timing}", render::objective(objective, best.objective));
+            println!("  {}", space.describe(best.id));
+        }
+        None => println!("No configuration passed verification."),
+    }
+    let costs: &Costs = &summary.costs;
+    let compile = match workers {
+        Some(n) => format!("compile {} summed over {n} workers", render::duration(std::time::Duration::from_secs_f64(costs.compile_s))),
+        None => "nothing compiled".to_string(),
+    };
+    println!(
+        "Wall time {}: {compile}; verify {}, benchmark {}, framework {}{}.",
+        render::duration(std::time::Duration::from_secs_f64(wall)),
+        render::duration(std::time::Duration::from_secs_f64(costs.verify_s)),
+        render::duration(std::time::Duration::from_secs_f64(costs.benchmark_s)),
+        render::duration(std::time::Duration::from_secs_f64(costs.framework_s)),
+        tally.framework_median_ms().map(|m| format!(" (median {m:.2} ms per configuration)")).unwrap_or_default()
+    );
+    if let Some(busy) = tally.gpu_busy() {
+        println!("The GPU ran measured kernels {:.0}% of the time the benchmark worker spent on configurations.", busy * 100.0);
+    }
+    if summary.stop == StopReason::Interrupted {
+        println!("Interrupted: every finished evaluation is stored; run the same command again to resume.");
+    }
+}
+
+fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Result<ExitCode> {
+    let mut invalid = Vec::new();
+    for id in space.ids() {
+        if let Err(reason) = spec.geometry(&config_values(space, id)) {
+            invalid.push((id, reason));
+        }
+    }
+    let seconds = clock.elapsed().as_secs_f64();
+    if json {
+        println!("{}", json!({"count": space.len(), "invalid_geometry": invalid.len(), "seconds": seconds, "kernel": spec.kernel_name}));
+    } else {
+        println!(
+            "{}: {} configurations ({} with an impossible launch geometry), checked in {:.1} ms; nothing compiled or run.",
+            spec.kernel_name,
+            space.len(),
+            invalid.len(),
+            seconds * 1e3
+        );
+        for (id, reason) in invalid.iter().take(5) {
+            println!("  {}: {reason}", space.describe(*id));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<ExitCode> {
+    use kerntune_cuda::pool::{CompileOutcome, CompilePool};
+    use kerntune_cuda::process::Hub;
+    use kerntune_cuda::protocol::CompileRequest;
+    if !nvrtc_available() {
+        bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: --compile-only needs it, not a GPU");
+    }
+    let clock = Instant::now();
+    let db = database(args.db.clone());
+    let store = Store::open(&db)?;
+    let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {}", args.arch)))?;
+    let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
+    let command = WorkerCommand { program: std::env::current_exe()?, args: Vec::new() };
+    let hub = Hub::default();
+    let mut pool = CompilePool::new(&command, workers, spec.timing.compile_timeout, &hub, 0)?;
+    let ids: Vec<_> = space.ids().collect();
+    for (index, id) in ids.iter().enumerate() {
+        let values = config_values(space, *id);
+        pool.submit(CompileRequest {
+            id: index as u32,
+            source: spec.source_for(&values),
+            name: spec.kernel_name.clone(),
+            options: spec.options_for(&values),
+            arch: args.arch.clone(),
+        });
+    }
+    let bar = render::progress(Some(ids.len() as u64), args.json);
+    let (mut compiled, mut failed, mut summed) = (0usize, Vec::new(), 0.0);
+    let mut record = |outcome: CompileOutcome, bar: &indicatif::ProgressBar| -> Result<()> {
+        bar.inc(1);
+        match outcome {
+            CompileOutcome::Compiled { id, cubin, seconds } => {
+                summed += seconds;
+                compiled += 1;
+                let config = space.config_json(ids[id as usize]);
+                store.save_artifact(tuning, &config, "cubin", &cubin, &format!("nvrtc --gpu-architecture={} {}", args.arch, spec.options_for(&config_values(space, ids[id as usize])).join(" ")))?;
+            }
+            CompileOutcome::Failed { id, reason, seconds } => {
+                summed += seconds;
+                failed.push((id, reason));
+            }
+        }
+        Ok(())
+    };
+    while pool.pending() > 0 {
+        if interrupt::flag().load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        for outcome in pool.dispatch(&hub) {
+            record(outcome, &bar)?;
+        }
+        match hub.next(pool.deadline()) {
+            Some(line) => {
+                if let Some(outcome) = pool.handle(line, &hub) {
+                    record(outcome, &bar)?;
+                }
+            }
+            None => {
+                for outcome in pool.expire(&hub) {
+                    record(outcome, &bar)?;
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let wall = clock.elapsed().as_secs_f64();
+    if args.json {
+        println!("{}", json!({"count": ids.len(), "compiled": compiled, "failed": failed.len(), "wall_s": wall, "compile_s": summed, "workers": workers, "arch": args.arch}));
+    } else {
+        println!(
+            "Compiled {compiled} of {} configurations for {} in {:.1} s ({:.1} s of compiling on {workers} workers); {} failed. Cubins stored in {}.",
+            ids.len(),
+            args.arch,
+            wall,
+            summed,
+            failed.len(),
+            db.display()
+        );
+        for (id, reason) in failed.iter().take(3) {
+            let first_line = reason.lines().next().unwrap_or_default();
+            println!("  {}: {first_line}", ids.get(*id as usize).map(|c| space.describe(*c)).unwrap_or_default());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,368 @@
+//! The benchmark worker: a child process that owns one GPU. It creates the arguments once,
+//! computes the reference outputs, and for each configuration loads the cubin, checks the
+//! device limits, runs it once on poisoned outputs and verifies them (that run is also the
+//! warm-up, never timed), then times it: an L2 flush before every timed launch, outside the
+//! events that time it; samples until the median's 95% interval is tight enough or the time
+//! cap is reached, or until it is clearly slower than the best.
+//!
+//! Anything that breaks the CUDA context ends the process after it has replied; the
+//! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
+
+use std::ffi::c_void;
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use kerntune_engine::spec::{fill, DType, Flush, Timing};
+use kerntune_store::Status;
+
+use crate::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes};
+use crate::protocol::{ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup, ToBench};
+use crate::stats::{clearly_slower, median, relative_half_width};
+use crate::verify::Comparer;
+
+/// Runs the worker on standard input and output until the input closes.
+pub fn run(ordinal: usize) -> i32 {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut reply = |message: &FromBench| {
+        let line = serde_json::to_string(message).unwrap_or_default();
+        // The supervisor going away ends the worker; nothing else can be done.
+        writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+    };
+    let context = match Context::open(ordinal) {
+        Ok(context) => context,
+        Err(error) => {
+            reply(&FromBench::Fatal { message: format!("cannot open GPU #{ordinal}: {error}") });
+            return 1;
+        }
+    };
+    if !reply(&FromBench::Ready { device: context.info.clone() }) {
+        return 1;
+    }
+    let mut worker: Option<Worker> = None;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let message: ToBench = match serde_json::from_str(&line) {
+            Ok(message) => message,
+            Err(error) => {
+                reply(&FromBench::Fatal { message: format!("bad request: {error}") });
+                return 1;
+            }
+        };
+        match message {
+            ToBench::Setup(setup) => match Worker::new(&context, setup) {
+                Ok(ready) => {
+                    worker = Some(ready);
+                    reply(&FromBench::SetupDone);
+                }
+                Err(message) => {
+                    reply(&FromBench::Fatal { message });
+                    return 1;
+                }
+            },
+            ToBench::Evaluate(request) => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "evaluate before setup".into() });
+                    return 1;
+                };
+                let result = worker.evaluate(&context, &request, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                });
+                let lost = result.context_lost;
+                reply(&FromBench::Result(result));
+                if lost {
+                    return 2;
+                }
+            }
+        }
+    }
+    0
+}
+
+struct Argument {
+    dtype: DType,
+    len: usize,
+    buffer: Option<DeviceBuffer>,
+    output: bool,
+    poison: bool,
+    /// Initial contents of an output that is restored rather than poisoned.
+    initial: Option<DeviceBuffer>,
+    reference: Option<DeviceBuffer>,
+}
+
+struct Worker {
+    arguments: Vec<Argument>,
+    /// One 8-byte slot per kernel argument: a device pointer or a scalar's bytes.
+    slots: Vec<u64>,
+    timing: Timing,
+    tolerances: Vec<(usize, f64, f64)>,
+    comparer: Option<Comparer>,
+    flush: Option<DeviceBuffer>,
+    flushes: u8,
+    events: Vec<(Event, Event)>,
+}
+
+/// Why an evaluation ended early, as it will be recorded.
+struct Failure {
+    status: Status,
+    reason: String,
+    context_lost: bool,
+}
+
+impl Failure {
+    fn cuda(status: Status, doing: &str, error: CudaError) -> Failure {
+        Failure { status, reason: format!("{doing}: {error}"), context_lost: error.sticky }
+    }
+}
+
+impl Worker {
+    fn new(context: &Context, setup: Setup) -> Result<Worker, String> {
+        let mut arguments = Vec::new();
+        let mut slots = Vec::new();
+        for arg in &setup.args {
+            match arg {
+                ArgSetup::Buffer { name, dtype, len, init, output, poison, seed } => {
+                    let data = fill(*dtype, *len, init, *seed).map_err(|e| format!("argument {name}: {e}"))?;
+                    let buffer = context.alloc(data.len()).map_err(|e| format!("argument {name}: {e}"))?;
+                    context.upload(&buffer, &data).map_err(|e| format!("argument {name}: {e}"))?;
+                    let initial = if *output && !*poison {
+                        let copy = context.alloc(data.len()).map_err(|e| e.to_string())?;
+                        context.upload(&copy, &data).map_err(|e| e.to_string())?;
+                        Some(copy)
+                    } else {
+                        None
+                    };
+                    slots.push(buffer.pointer());
+                    arguments.push(Argument { dtype: *dtype, len: *len, buffer: Some(buffer), output: *output, poison: *poison, initial, reference: None });
+                }
+                ArgSetup::Scalar { bytes, .. } => {
+                    let mut slot = [0u8; 8];
+                    slot[..bytes.0.len().min(8)].copy_from_slice(&bytes.0[..bytes.0.len().min(8)]);
+                    slots.push(u64::from_le_bytes(slot));
+                    arguments.push(Argument { dtype: DType::U8, len: 0, buffer: None, output: false, poison: false, initial: None, reference: None });
+                }
+            }
+        }
+        let flush = match setup.timing.flush {
+            Flush::L2 => Some(context.alloc(2 * context.info.l2_bytes.max(1 << 20)).map_err(|e| e.to_string())?),
+            Flush::None => None,
+        };
+        let mut worker = Worker {
+            arguments,
+            slots,
+            timing: setup.timing,
+            tolerances: setup.tolerances,
+            comparer: None,
+            flush,
+            flushes: 0,
+            events: Vec::new(),
+        };
+        if let Some(reference) = &setup.reference {
+            worker.comparer = Some(Comparer::new(context)?);
+            worker.compute_reference(context, reference)?;
+        }
+        context.synchronize().map_err(|e| e.to_string())?;
+        Ok(worker)
+    }
+
+    fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
+        let module = context.load_module(&reference.cubin.0).map_err(|e| format!("loading the reference: {e}"))?;
+        let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
+        self.prepare_outputs(context).map_err(|e| e.to_string())?;
+        let geometry = &reference.geometry;
+        let mut pointers = self.argument_pointers();
+        context
+            .launch(&function, geometry.grid, geometry.block, geometry.shared_bytes, &mut pointers)
+            .and_then(|()| context.synchronize())
+            .map_err(|e| format!("running the reference kernel: {e}"))?;
+        for (position, _, _) in self.tolerances.clone() {
+            let argument = &mut self.arguments[position];
+            let Some(buffer) = &argument.buffer else { continue };
+            let copy = context.alloc(buffer.bytes()).map_err(|e| e.to_string())?;
+            context.copy(buffer, &copy).map_err(|e| e.to_string())?;
+            argument.reference = Some(copy);
+        }
+        // A reference that leaves NaN (or an unwritten element) cannot judge anything.
+        for (position, _, _) in &self.tolerances {
+            let argument = &self.arguments[*position];
+            let (Some(comparer), Some(reference)) = (&self.comparer, &argument.reference) else { continue };
+            let check = comparer
+                .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0)
+                .map_err(|e| e.to_string())?;
+            if check.nan > 0 {
+                return Err(format!("the reference leaves {} NaN elements in output #{position} (first at {})", check.nan, check.first_bad));
+            }
+        }
+        Ok(())
+    }
+
+    fn argument_pointers(&mut self) -> Vec<*mut c_void> {
+        self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect()
+    }
+
+    /// Poisons outputs (all bytes 0xFF: NaN for floats) or restores in-place ones.
+    fn prepare_outputs(&self, context: &Context) -> Result<(), CudaError> {
+        for argument in self.arguments.iter().filter(|a| a.output) {
+            let Some(buffer) = &argument.buffer else { continue };
+            match (&argument.initial, argument.poison) {
+                (Some(initial), false) => context.copy(initial, buffer)?,
+                _ => context.fill(buffer, 0xFF)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, context: &Context, request: &EvaluateRequest, waiting: &mut dyn FnMut(usize)) -> EvaluateResult {
+        let mut result = EvaluateResult {
+            id: request.id,
+            status: Status::Ok,
+            reason: None,
+            samples: Vec::new(),
+            verify_s: 0.0,
+            benchmark_s: 0.0,
+            attributes: None,
+            context_lost: false,
+        };
+        if let Err(failure) = self.measure(context, request, &mut result, waiting) {
+            result.status = failure.status;
+            result.reason = Some(failure.reason);
+            result.context_lost = failure.context_lost;
+        }
+        result
+    }
+
+    fn measure(&mut self, context: &Context, request: &EvaluateRequest, result: &mut EvaluateResult, waiting: &mut dyn FnMut(usize)) -> Result<(), Failure> {
+        let kernel = &request.kernel;
+        let module = context.load_module(&kernel.cubin.0).map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
+        let function = module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
+        let attributes = function.attributes().map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the kernel's attributes", e))?;
+        result.attributes = Some(attributes);
+        check_limits(context, &attributes, &request.kernel)?;
+        let geometry = kernel.geometry;
+        if geometry.shared_bytes > 48 * 1024 {
+            function
+                .allow_dynamic_shared(geometry.shared_bytes)
+                .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
+        }
+        let mut pointers = self.argument_pointers();
+        let launch = |pointers: &mut [*mut c_void]| context.launch(&function, geometry.grid, geometry.block, geometry.shared_bytes, pointers);
+
+        // The checked run, on poisoned outputs; it is also the warm-up, and never timed.
+        let verify_start = Instant::now();
+        self.prepare_outputs(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "poisoning the outputs", e))?;
+        launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
+        waiting(1);
+        context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+        self.verify(context)?;
+        result.verify_s = verify_start.elapsed().as_secs_f64();
+
+        let bench_start = Instant::now();
+        let timing = self.timing.clone();
+        let early_stop = timing.early_stop.zip(request.best_median_ms);
+        loop {
+            let taken = result.samples.len();
+            let chunk = if taken == 0 {
+                if early_stop.is_some() { timing.early_stop_samples.min(timing.min_samples) } else { timing.min_samples }
+            } else if taken < timing.min_samples {
+                timing.min_samples - taken
+            } else {
+                // Enough to move the interval, within what the time cap leaves.
+                let left = timing.time_cap.as_secs_f64() * 1e3 - result.samples.iter().sum::<f64>();
+                let affordable = (left / median(&result.samples).max(1e-6)).floor().max(1.0) as usize;
+                (taken / 2).max(4).min(affordable).min(timing.max_samples - taken)
+            };
+            self.ensure_events(context, chunk).map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+            for i in 0..chunk {
+                self.flush(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "flushing L2", e))?;
+                let (start, stop) = &self.events[i];
+                start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+                launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
+                stop.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+            }
+            waiting(chunk);
+            context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+            for (start, stop) in &self.events[..chunk] {
+                result.samples.push(start.elapsed_ms(stop).map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading an event", e))?);
+            }
+            result.benchmark_s = bench_start.elapsed().as_secs_f64();
+            if let Some((factor, best)) = early_stop {
+                if clearly_slower(&result.samples, best, factor, timing.early_stop_samples) {
+                    return Err(Failure {
+                        status: Status::EarlyStopped,
+                        reason: format!(
+                            "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
+                            result.samples.len(),
+                            result.samples.iter().copied().fold(f64::INFINITY, f64::min)
+                        ),
+                        context_lost: false,
+                    });
+                }
+            }
+            let taken = result.samples.len();
+            let spent_ms: f64 = result.samples.iter().sum();
+            if taken >= timing.min_samples
+                && (relative_half_width(&result.samples) <= timing.ci_target || spent_ms >= timing.time_cap.as_secs_f64() * 1e3 || taken >= timing.max_samples)
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    fn verify(&self, context: &Context) -> Result<(), Failure> {
+        let Some(comparer) = &self.comparer else { return Ok(()) };
+        let mut problems = Vec::new();
+        for (position, atol, rtol) in &self.tolerances {
+            let argument = &self.arguments[*position];
+            let (Some(buffer), Some(reference)) = (&argument.buffer, &argument.reference) else { continue };
+            let found = comparer
+                .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "comparing outputs", e))?;
+            if found.bad > 0 {
+                problems.push(format!(
+                    "output #{position}: {} of {} elements wrong ({} NaN or unwritten), first at index {}, largest error {:.3e} (atol {atol}, rtol {rtol})",
+                    found.bad, argument.len, found.nan, found.first_bad, found.max_error
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure { status: Status::InvalidOutput, reason: problems.join("; "), context_lost: false })
+        }
+    }
+
+    fn flush(&mut self, context: &Context) -> Result<(), CudaError> {
+        let Some(buffer) = &self.flush else { return Ok(()) };
+        // A different byte each time, so no layer of the memory system can skip the writes.
+        self.flushes = self.flushes.wrapping_add(1);
+        context.fill(buffer, self.flushes)
+    }
+
+    fn ensure_events(&mut self, context: &Context, count: usize) -> Result<(), CudaError> {
+        while self.events.len() < count {
+            self.events.push((context.event()?, context.event()?));
+        }
+        Ok(())
+    }
+}
+
+/// Device limits that make a configuration invalid (not an error of the run).
+fn check_limits(context: &Context, attributes: &FunctionAttributes, kernel: &KernelImage) -> Result<(), Failure> {
+    let info = &context.info;
+    let threads = kernel.geometry.threads_per_block();
+    let invalid = |reason: String| Err(Failure { status: Status::InvalidConfig, reason, context_lost: false });
+    if threads > info.max_threads_per_block as u64 {
+        return invalid(format!("{threads} threads per block; the device allows {}", info.max_threads_per_block));
+    }
+    if threads > attributes.max_threads_per_block as u64 {
+        return invalid(format!(
+            "{threads} threads per block, but with {} registers per thread at most {} fit",
+            attributes.registers, attributes.max_threads_per_block
+        ));
+    }
+    let shared = attributes.static_shared_bytes as u64 + u64::from(kernel.geometry.shared_bytes);
+    if shared > info.max_shared_per_block_optin as u64 {
+        return invalid(format!("{shared} bytes of shared memory per block; the device allows {}", info.max_shared_per_block_optin));
+    }
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! The compile worker: a child process that compiles CUDA C with NVRTC, one request at a
+//! time, so that a compiler crash or hang costs one configuration and not the run.
+
+use std::io::{BufRead, Write};
+
+use crate::nvrtc;
+use crate::protocol::{Bytes, CompileRequest, FromCompiler};
+
+/// Runs the worker on standard input and output until the input closes.
+pub fn run() -> i32 {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let reply = match serde_json::from_str::<CompileRequest>(&line) {
+            Ok(request) => match nvrtc::compile(&request.source, &request.name, &request.options, &request.arch) {
+                Ok(compiled) => FromCompiler::Compiled { id: request.id, cubin: Bytes(compiled.cubin), seconds: compiled.seconds },
+                Err(error) => FromCompiler::Failed { id: request.id, message: error.message, seconds: error.seconds },
+            },
+            Err(error) => FromCompiler::Failed { id: u32::MAX, message: format!("bad request: {error}"), seconds: 0.0 },
+        };
+        let Ok(text) = serde_json::to_string(&reply) else { return 1 };
+        if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+            return 1;
+        }
+    }
+    0
+}

@@ -1,0 +1,332 @@
+//! A small safe layer over the CUDA driver API (through cudarc's `result` level): the
+//! context, one stream, device memory, modules, functions, events and launches that a
+//! benchmark worker needs, each with RAII and typed errors. Probing comes first
+//! ([`driver_available`]), so that commands on a machine without a driver get an error,
+//! never cudarc's panic.
+
+use std::ffi::c_void;
+use std::fmt;
+
+use cudarc::driver::result;
+use cudarc::driver::sys;
+use serde::{Deserialize, Serialize};
+
+/// A failed driver call: which call, and the driver's name for the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaError {
+    pub call: &'static str,
+    pub code: String,
+    /// Whether the error leaves the context unusable (an illegal address, a trap, a
+    /// launch failure): the worker must then be replaced.
+    pub sticky: bool,
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.call, self.code)
+    }
+}
+
+impl std::error::Error for CudaError {}
+
+fn check<T>(call: &'static str, outcome: Result<T, result::DriverError>) -> Result<T, CudaError> {
+    outcome.map_err(|error| {
+        let code = error.error_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", error.0));
+        let sticky = matches!(
+            error.0,
+            sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+                | sys::CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | sys::CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+                | sys::CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | sys::CUresult::CUDA_ERROR_INVALID_PC
+                | sys::CUresult::CUDA_ERROR_LAUNCH_FAILED
+                | sys::CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+                | sys::CUresult::CUDA_ERROR_ASSERT
+                | sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+                | sys::CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+                | sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
+        );
+        CudaError { call, code, sticky }
+    })
+}
+
+/// Whether the CUDA driver library can be loaded on this machine.
+pub fn driver_available() -> bool {
+    // SAFETY: only tries to dlopen the library; no symbol is called.
+    unsafe { sys::is_culib_present() }
+}
+
+/// What the tuner needs to know about a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: i32,
+    pub l2_bytes: usize,
+    pub max_threads_per_block: i32,
+    pub max_shared_per_block: i32,
+    pub max_shared_per_block_optin: i32,
+    pub max_registers_per_block: i32,
+    pub clock_khz: i32,
+    pub memory_bytes: usize,
+}
+
+impl DeviceInfo {
+    /// `sm_90` and the like, for compilers.
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+    }
+}
+
+/// The primary context of one device, current on the calling thread, with one stream.
+#[derive(Debug)]
+pub struct Context {
+    device: sys::CUdevice,
+    stream: sys::CUstream,
+    pub info: DeviceInfo,
+}
+
+/// The device and its properties, without creating a context (cheap enough for the main
+/// process, which never runs kernels itself).
+pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
+    if !driver_available() {
+        return Err(CudaError { call: "dlopen(libcuda)", code: "no CUDA driver on this machine".into(), sticky: false });
+    }
+    check("cuInit", result::init())?;
+    let count = check("cuDeviceGetCount", result::device::get_count())?;
+    if ordinal as i32 >= count {
+        return Err(CudaError { call: "cuDeviceGet", code: format!("no GPU #{ordinal} ({count} found)"), sticky: false });
+    }
+    let device = check("cuDeviceGet", result::device::get(ordinal as i32))?;
+    let attribute = |a: sys::CUdevice_attribute| {
+        // SAFETY: `device` is valid; attributes are plain integers.
+        check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(device, a) })
+    };
+    use sys::CUdevice_attribute as A;
+    let info = DeviceInfo {
+            ordinal,
+            name: check("cuDeviceGetName", result::device::get_name(device))?,
+            compute_capability: (
+                attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+            multiprocessors: attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            l2_bytes: attribute(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+            max_threads_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_shared_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            max_shared_per_block_optin: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            max_registers_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+            clock_khz: attribute(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+            // SAFETY: `device` is valid.
+            memory_bytes: check("cuDeviceTotalMem", unsafe { result::device::total_mem(device) })?,
+    };
+    Ok((device, info))
+}
+
+impl Context {
+    pub fn open(ordinal: usize) -> Result<Context, CudaError> {
+        let (device, info) = probe(ordinal)?;
+        // SAFETY: `device` came from cuDeviceGet; the context is released in Drop.
+        let context = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(device) })?;
+        // SAFETY: the context was just retained and outlives this value.
+        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(context) })?;
+        let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+        Ok(Context { device, stream, info })
+    }
+
+    pub fn stream(&self) -> sys::CUstream {
+        self.stream
+    }
+
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: the stream belongs to this live context.
+        check("cuStreamSynchronize", unsafe { result::stream::synchronize(self.stream) })
+    }
+
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        // SAFETY: a plain allocation in the current context; freed in Drop.
+        let pointer = check("cuMemAlloc", unsafe { result::malloc_sync(bytes.max(1)) })?;
+        Ok(DeviceBuffer { pointer, bytes })
+    }
+
+    pub fn upload(&self, buffer: &DeviceBuffer, data: &[u8]) -> Result<(), CudaError> {
+        assert!(data.len() <= buffer.bytes, "upload larger than the buffer");
+        // SAFETY: the buffer holds at least `data.len()` bytes; the copy is synchronous.
+        check("cuMemcpyHtoD", unsafe { result::memcpy_htod_sync(buffer.pointer, data) })
+    }
+
+    pub fn download(&self, buffer: &DeviceBuffer, out: &mut [u8]) -> Result<(), CudaError> {
+        assert!(out.len() <= buffer.bytes, "download larger than the buffer");
+        self.synchronize()?;
+        // SAFETY: the buffer holds at least `out.len()` bytes; the copy is synchronous.
+        check("cuMemcpyDtoH", unsafe { result::memcpy_dtoh_sync(out, buffer.pointer) })
+    }
+
+    /// Sets every byte of the buffer, on the stream (asynchronously).
+    pub fn fill(&self, buffer: &DeviceBuffer, byte: u8) -> Result<(), CudaError> {
+        // SAFETY: the range is the whole live buffer.
+        check("cuMemsetD8Async", unsafe { result::memset_d8_async(buffer.pointer, byte, buffer.bytes, self.stream) })
+    }
+
+    /// Copies `bytes` bytes between buffers, on the stream.
+    pub fn copy(&self, from: &DeviceBuffer, to: &DeviceBuffer) -> Result<(), CudaError> {
+        let bytes = from.bytes.min(to.bytes);
+        // SAFETY: both ranges lie inside live buffers.
+        check("cuMemcpyDtoDAsync", unsafe { result::memcpy_dtod_async(to.pointer, from.pointer, bytes, self.stream) })
+    }
+
+    pub fn load_module(&self, image: &[u8]) -> Result<Module, CudaError> {
+        // The driver wants a NUL-terminated image for PTX; a cubin is an ELF and ignores it.
+        let mut owned = image.to_vec();
+        owned.push(0);
+        // SAFETY: `owned` is a complete image that lives through the call.
+        let module = check("cuModuleLoadData", unsafe { result::module::load_data(owned.as_ptr().cast()) })?;
+        Ok(Module { module })
+    }
+
+    pub fn event(&self) -> Result<Event, CudaError> {
+        // Timing must be enabled (CU_EVENT_DEFAULT), or elapsed time is an error.
+        let event = check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        Ok(Event { event })
+    }
+
+    /// Launches `function` on the stream with argument pointers (each pointing at the
+    /// argument's value, as cuLaunchKernel expects).
+    pub fn launch(&self, function: &Function<'_>, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), CudaError> {
+        // SAFETY: the function's module is alive (borrowed); every argument pointer points
+        // at a value of the type the kernel declares, which the caller guarantees by
+        // building `args` from the kernel's signature.
+        check("cuLaunchKernel", unsafe {
+            result::launch_kernel(function.function, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, self.stream, args)
+        })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the stream and the retained context are ours. Errors at teardown are
+        // ignored: there is nothing left to do with them.
+        unsafe {
+            let _ = result::stream::destroy(self.stream);
+            let _ = result::primary_ctx::release(self.device);
+        }
+    }
+}
+
+/// Device memory, freed on drop.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    pointer: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl DeviceBuffer {
+    pub fn pointer(&self) -> u64 {
+        self.pointer
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc and freed once.
+        unsafe {
+            let _ = result::free_sync(self.pointer);
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Module {
+    module: sys::CUmodule,
+}
+
+/// Resource use of a compiled kernel, as the driver reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionAttributes {
+    pub registers: i32,
+    pub static_shared_bytes: i32,
+    pub local_bytes: i32,
+    /// The most threads per block the kernel can be launched with (registers limit it).
+    pub max_threads_per_block: i32,
+}
+
+impl Module {
+    pub fn function(&self, name: &str) -> Result<Function<'_>, CudaError> {
+        let c_name = std::ffi::CString::new(name).map_err(|_| CudaError { call: "cuModuleGetFunction", code: "name contains NUL".into(), sticky: false })?;
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        let function = check("cuModuleGetFunction", unsafe { result::module::get_function(self.module, c_name) })?;
+        Ok(Function { function, _module: self })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded by cuModuleLoadData and unloaded once.
+        unsafe {
+            let _ = result::module::unload(self.module);
+        }
+    }
+}
+
+/// A kernel of a loaded module; it borrows the module so it cannot outlive it.
+#[derive(Debug)]
+pub struct Function<'m> {
+    function: sys::CUfunction,
+    _module: &'m Module,
+}
+
+impl Function<'_> {
+    pub fn attributes(&self) -> Result<FunctionAttributes, CudaError> {
+        use sys::CUfunction_attribute as F;
+        let get = |a| {
+            // SAFETY: the function is valid while its module is borrowed.
+            check("cuFuncGetAttribute", unsafe { result::function::get_function_attribute(self.function, a) })
+        };
+        Ok(FunctionAttributes {
+            registers: get(F::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            static_shared_bytes: get(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            local_bytes: get(F::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+            max_threads_per_block: get(F::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        })
+    }
+
+    /// Opts in to more than 48 KiB of dynamic shared memory.
+    pub fn allow_dynamic_shared(&self, bytes: u32) -> Result<(), CudaError> {
+        // SAFETY: the function is valid while its module is borrowed.
+        check("cuFuncSetAttribute", unsafe {
+            result::function::set_function_attribute(self.function, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct Event {
+    event: sys::CUevent,
+}
+
+impl Event {
+    pub fn record(&self, context: &Context) -> Result<(), CudaError> {
+        // SAFETY: both the event and the stream are alive.
+        check("cuEventRecord", unsafe { result::event::record(self.event, context.stream) })
+    }
+
+    /// Milliseconds from `self` to `end`; both must have completed.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f64, CudaError> {
+        // SAFETY: both events were created with timing enabled and recorded on one stream.
+        check("cuEventElapsedTime", unsafe { result::event::elapsed(self.event, end.event) }).map(f64::from)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate and destroyed once.
+        unsafe {
+            let _ = result::event::destroy(self.event);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Run-time compilation of CUDA C with NVRTC, to a cubin for a named architecture. No GPU
+//! is needed: compile workers run on any machine where libnvrtc can be loaded.
+
+use std::ffi::{c_char, CString};
+use std::time::Instant;
+
+use cudarc::nvrtc::{result, sys};
+
+/// A compiled kernel image and what compiling it took.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub cubin: Vec<u8>,
+    pub log: String,
+    pub seconds: f64,
+}
+
+/// Why a compile produced nothing: the compiler's own log where there is one.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct CompileError {
+    pub message: String,
+    pub seconds: f64,
+}
+
+/// Whether libnvrtc can be loaded on this machine. Besides the loader's search path, it
+/// looks in `$KERNTUNE_NVRTC` (the library file), the toolkit (`$CUDA_HOME`,
+/// `/usr/local/cuda`) and the `nvidia-cuda-nvrtc` wheel of any Python on the PATH, and
+/// preloads the first it finds, so that the later load by name finds it already there.
+pub fn nvrtc_available() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: only tries to dlopen the library.
+        if unsafe { sys::is_culib_present() } {
+            return true;
+        }
+        candidates().iter().any(|path| preload(path))
+            // SAFETY: as above, now that a copy may be loaded.
+            && unsafe { sys::is_culib_present() }
+    })
+}
+
+fn candidates() -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    let mut files: Vec<std::path::PathBuf> = std::env::var_os("KERNTUNE_NVRTC").map(Into::into).into_iter().collect();
+    for root in ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v)).map(std::path::PathBuf::from).chain(["/usr/local/cuda".into()]) {
+        dirs.push(root.join("lib64"));
+        dirs.push(root.join("lib"));
+    }
+    let script = "import sys, os\nfor p in sys.path:\n    d = os.path.join(p, 'nvidia', 'cu13', 'lib')\n    if os.path.isdir(d): print(d)";
+    if let Ok(output) = std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output() {
+        dirs.extend(String::from_utf8_lossy(&output.stdout).lines().map(std::path::PathBuf::from));
+    }
+    for dir in dirs {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut found: Vec<_> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc.so")))
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+    }
+    files
+}
+
+/// Loads the library at `path`, after the builtins library beside it, which NVRTC itself
+/// opens by name during every compile.
+fn preload(path: &std::path::Path) -> bool {
+    if let Some(entries) = path.parent().and_then(|dir| std::fs::read_dir(dir).ok()) {
+        for builtins in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if builtins.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so")) {
+                open_library(&builtins);
+            }
+        }
+    }
+    open_library(path)
+}
+
+fn open_library(path: &std::path::Path) -> bool {
+    let Ok(c_path) = CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: dlopen of a shared library by full path; the handle is kept open for the life
+    // of the process on purpose (later loads by name reuse it).
+    !unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
+}
+
+/// Compiles `source` for `arch` (`sm_90`) with extra `options`, returning the cubin.
+pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Result<Compiled, CompileError> {
+    let start = Instant::now();
+    let fail = |message: String| CompileError { message, seconds: start.elapsed().as_secs_f64() };
+    if !nvrtc_available() {
+        return Err(fail("NVRTC (libnvrtc) is not installed on this machine".into()));
+    }
+    let source = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
+    let file = CString::new(format!("{name}.cu")).map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
+    let program = result::create_program(&source, Some(&file)).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
+    let mut all_options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
+    if let Some(include) = cuda_include_dir() {
+        all_options.push(format!("--include-path={include}"));
+    }
+    all_options.extend(options.iter().cloned());
+    // SAFETY: `program` is live until destroy_program below, on every path.
+    let outcome = unsafe { result::compile_program(program, &all_options) };
+    // SAFETY: as above.
+    let log = unsafe { result::get_program_log(program) }.map(|chars| text(&chars)).unwrap_or_default();
+    let cubin = match outcome {
+        // SAFETY: as above; the size query precedes the copy into a buffer of that size.
+        Ok(()) => unsafe { cubin_of(program) }.map_err(|e| format!("nvrtcGetCUBIN: {e:?}")),
+        Err(_) => Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() }),
+    };
+    // SAFETY: destroyed exactly once.
+    let _ = unsafe { result::destroy_program(program) };
+    let seconds = start.elapsed().as_secs_f64();
+    match cubin {
+        Ok(cubin) => Ok(Compiled { cubin, log, seconds }),
+        Err(message) => Err(CompileError { message, seconds }),
+    }
+}
+
+/// # Safety
+/// `program` must be a live, successfully compiled NVRTC program.
+unsafe fn cubin_of(program: sys::nvrtcProgram) -> Result<Vec<u8>, sys::nvrtcResult> {
+    let mut size = 0usize;
+    // SAFETY: per the caller's contract.
+    let status = unsafe { sys::nvrtcGetCUBINSize(program, &mut size) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(status);
+    }
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` has the size NVRTC reported.
+    let status = unsafe { sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr().cast::<c_char>()) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(status);
+    }
+    Ok(cubin)
+}
+
+fn text(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The toolkit's headers (for `cuda_fp16.h` and friends), when a toolkit is installed.
+fn cuda_include_dir() -> Option<String> {
+    let candidates = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .chain(["/usr/local/cuda".to_string()]);
+    candidates
+        .map(|root| format!("{root}/include"))
+        .find(|dir| std::path::Path::new(dir).join("cuda_fp16.h").exists())
+}

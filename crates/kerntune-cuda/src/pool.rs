@@ -1,0 +1,146 @@
+//! A pool of compile workers (one per core by default) kept busy from a queue. A compile
+//! that crashes its worker or outlives the timeout fails that configuration only: the
+//! worker is replaced and the pool goes on.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
+use crate::protocol::{CompileRequest, FromCompiler};
+
+/// What became of one compile request.
+#[derive(Debug)]
+pub enum CompileOutcome {
+    Compiled { id: u32, cubin: Vec<u8>, seconds: f64 },
+    Failed { id: u32, reason: String, seconds: f64 },
+}
+
+#[derive(Debug)]
+struct Slot {
+    worker: Worker,
+    job: Option<(u32, Instant)>,
+}
+
+#[derive(Debug)]
+pub struct CompilePool {
+    command: WorkerCommand,
+    slots: Vec<Slot>,
+    /// Hub slot of the first worker; the pool owns `first..first + slots.len()`.
+    first: usize,
+    queue: VecDeque<CompileRequest>,
+    timeout: Duration,
+}
+
+const COMPILE_ARGS: [&str; 2] = ["__worker", "compile"];
+
+impl CompilePool {
+    pub fn new(command: &WorkerCommand, workers: usize, timeout: Duration, hub: &Hub, first: usize) -> std::io::Result<CompilePool> {
+        let args: Vec<String> = COMPILE_ARGS.map(String::from).to_vec();
+        let slots = (0..workers.max(1))
+            .map(|i| Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub).map(|worker| Slot { worker, job: None }))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), timeout })
+    }
+
+    pub fn workers(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn submit(&mut self, request: CompileRequest) {
+        self.queue.push_back(request);
+    }
+
+    /// Compiles queued or running.
+    pub fn pending(&self) -> usize {
+        self.queue.len() + self.slots.iter().filter(|s| s.job.is_some()).count()
+    }
+
+    /// Hands queued requests to idle workers. A worker that cannot be written to is
+    /// replaced and the request fails.
+    pub fn dispatch(&mut self, hub: &Hub) -> Vec<CompileOutcome> {
+        let mut failed = Vec::new();
+        for index in 0..self.slots.len() {
+            if self.slots[index].job.is_some() {
+                continue;
+            }
+            let Some(request) = self.queue.pop_front() else { break };
+            match self.slots[index].worker.send(&request) {
+                Ok(()) => self.slots[index].job = Some((request.id, Instant::now())),
+                Err(error) => {
+                    failed.push(CompileOutcome::Failed { id: request.id, reason: format!("the compile worker is gone: {error}"), seconds: 0.0 });
+                    self.replace(index, hub);
+                }
+            }
+        }
+        failed
+    }
+
+    pub fn owns(&self, origin: Origin) -> bool {
+        (self.first..self.first + self.slots.len()).contains(&origin.slot)
+    }
+
+    /// Handles a line from one of the pool's workers.
+    pub fn handle(&mut self, line: Line, hub: &Hub) -> Option<CompileOutcome> {
+        let index = line.origin.slot - self.first;
+        if self.slots[index].worker.origin != line.origin {
+            return None; // from a worker already replaced
+        }
+        let Some(text) = line.text else {
+            // The worker died; its job, if any, fails with the reason.
+            let death = self.slots[index].worker.death();
+            let job = self.slots[index].job.take();
+            self.replace(index, hub);
+            return job.map(|(id, started)| CompileOutcome::Failed {
+                id,
+                reason: format!("the compiler crashed: {death}"),
+                seconds: started.elapsed().as_secs_f64(),
+            });
+        };
+        self.slots[index].job = None;
+        match serde_json::from_str::<FromCompiler>(&text) {
+            Ok(FromCompiler::Compiled { id, cubin, seconds }) => Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds }),
+            Ok(FromCompiler::Failed { id, message, seconds }) => Some(CompileOutcome::Failed { id, reason: message, seconds }),
+            Err(error) => {
+                self.replace(index, hub);
+                Some(CompileOutcome::Failed { id: u32::MAX, reason: format!("unreadable reply from a compile worker: {error}"), seconds: 0.0 })
+            }
+        }
+    }
+
+    /// The earliest moment a running compile times out.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.slots.iter().filter_map(|s| s.job.map(|(_, started)| started + self.timeout)).min()
+    }
+
+    /// Fails and replaces every compile past its timeout.
+    pub fn expire(&mut self, hub: &Hub) -> Vec<CompileOutcome> {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        for index in 0..self.slots.len() {
+            if let Some((id, started)) = self.slots[index].job {
+                if now >= started + self.timeout {
+                    self.slots[index].job = None;
+                    self.replace(index, hub);
+                    expired.push(CompileOutcome::Failed {
+                        id,
+                        reason: format!("the compile did not finish within {:.0} s", self.timeout.as_secs_f64()),
+                        seconds: started.elapsed().as_secs_f64(),
+                    });
+                }
+            }
+        }
+        expired
+    }
+
+    fn replace(&mut self, index: usize, hub: &Hub) {
+        let slot = &mut self.slots[index];
+        slot.worker.kill();
+        let origin = Origin { slot: slot.worker.origin.slot, generation: slot.worker.origin.generation + 1 };
+        let args: Vec<String> = COMPILE_ARGS.map(String::from).to_vec();
+        // If even a fresh worker cannot start, the next dispatch to it fails and says so.
+        if let Ok(worker) = Worker::spawn(&self.command, &args, origin, hub) {
+            slot.worker = worker;
+        }
+        slot.job = None;
+    }
+}

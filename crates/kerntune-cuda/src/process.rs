@@ -1,0 +1,168 @@
+//! Worker processes and their supervision. Every worker's standard output is read by a
+//! thread of its own into one channel, so the supervisor waits on a single queue with a
+//! deadline; a worker that dies shows up as the end of its stream.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How to start a worker: a program and its arguments (usually the `kerntune` binary
+/// itself with a hidden subcommand).
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// Which worker a line came from: its slot and the generation of the process in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub slot: usize,
+    pub generation: u32,
+}
+
+/// A line of output, or `None` when the worker's output ended (it exited or died).
+#[derive(Debug)]
+pub struct Line {
+    pub origin: Origin,
+    pub text: Option<String>,
+}
+
+/// The channel every worker's output thread writes into.
+#[derive(Debug)]
+pub struct Hub {
+    sender: Sender<Line>,
+    receiver: Receiver<Line>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        Hub { sender, receiver }
+    }
+}
+
+impl Hub {
+    /// The next line from any worker, waiting until `deadline` at most.
+    pub fn next(&self, deadline: Option<Instant>) -> Option<Line> {
+        match deadline {
+            None => self.receiver.recv().ok(),
+            Some(deadline) => match self.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => Some(line),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+            },
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Worker {
+    pub origin: Origin,
+    child: Child,
+    stdin: ChildStdin,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+const STDERR_LINES: usize = 20;
+
+impl Worker {
+    pub fn spawn(command: &WorkerCommand, extra_args: &[String], origin: Origin, hub: &Hub) -> std::io::Result<Worker> {
+        let mut child = Command::new(&command.program)
+            .args(&command.args)
+            .args(extra_args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| std::io::Error::other("no stderr"))?;
+        let sender = hub.sender.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(text) = line else { break };
+                if sender.send(Line { origin, text: Some(text) }).is_err() {
+                    return;
+                }
+            }
+            let _ = sender.send(Line { origin, text: None });
+        });
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = Arc::clone(&stderr_tail);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut tail) = tail.lock() {
+                    if tail.len() == STDERR_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            }
+        });
+        Ok(Worker { origin, child, stdin, stderr_tail })
+    }
+
+    pub fn send<T: serde::Serialize>(&mut self, message: &T) -> std::io::Result<()> {
+        let line = serde_json::to_string(message).map_err(std::io::Error::other)?;
+        writeln!(self.stdin, "{line}")?;
+        self.stdin.flush()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// How the worker ended, for the record: its exit status or signal and the last lines
+    /// it wrote to standard error. Waits briefly for the process to be reaped.
+    pub fn death(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                _ => break None,
+            }
+        };
+        let mut words = match status {
+            Some(status) => describe_exit(status),
+            None => "stopped answering".to_string(),
+        };
+        let tail: Vec<String> = self.stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+        if let Some(last) = tail.iter().rev().find(|l| !l.trim().is_empty()) {
+            words.push_str(&format!(" ({})", last.trim()));
+        }
+        words
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        _ => "ended".to_string(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGSEGV => "segmentation fault",
+        libc::SIGABRT => "aborted",
+        libc::SIGKILL => "killed",
+        libc::SIGBUS => "bus error",
+        libc::SIGFPE => "arithmetic error",
+        libc::SIGILL => "illegal instruction",
+        _ => "signal",
+    }
+}

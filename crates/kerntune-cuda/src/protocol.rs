@@ -1,0 +1,122 @@
+//! Messages between the tuner and its worker processes: one JSON object per line on the
+//! worker's standard input and output; binaries travel base64-encoded.
+
+use base64::Engine as _;
+use kerntune_engine::spec::{DType, Geometry, Init, Timing};
+use kerntune_store::Status;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::driver::{DeviceInfo, FunctionAttributes};
+
+/// Bytes that serialize as a base64 string.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD.decode(text).map(Bytes).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A compiled kernel ready to launch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KernelImage {
+    pub cubin: Bytes,
+    pub name: String,
+    pub geometry: Geometry,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ArgSetup {
+    Buffer { name: String, dtype: DType, len: usize, init: Init, output: bool, poison: bool, seed: u64 },
+    Scalar { name: String, bytes: Bytes },
+}
+
+/// Everything a benchmark worker needs before it can evaluate configurations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    pub args: Vec<ArgSetup>,
+    pub timing: Timing,
+    /// The reference kernel whose outputs every configuration must match; `None` when the
+    /// spec has no verification.
+    pub reference: Option<KernelImage>,
+    /// `(argument position, atol, rtol)` of each checked output.
+    pub tolerances: Vec<(usize, f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvaluateRequest {
+    pub id: u32,
+    pub kernel: KernelImage,
+    /// The best median measured so far, for early stopping.
+    pub best_median_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToBench {
+    Setup(Setup),
+    Evaluate(EvaluateRequest),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvaluateResult {
+    pub id: u32,
+    pub status: Status,
+    pub reason: Option<String>,
+    pub samples: Vec<f64>,
+    pub verify_s: f64,
+    pub benchmark_s: f64,
+    pub attributes: Option<FunctionAttributes>,
+    /// The worker's context is unusable after this evaluation; it exits after replying.
+    pub context_lost: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromBench {
+    Ready { device: DeviceInfo },
+    SetupDone,
+    /// About to wait for this many launches: the supervisor extends its deadline.
+    Waiting { launches: usize },
+    Result(EvaluateResult),
+    /// The worker cannot go on (no device, a broken reference...).
+    Fatal { message: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompileRequest {
+    pub id: u32,
+    pub source: String,
+    pub name: String,
+    pub options: Vec<String>,
+    pub arch: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromCompiler {
+    Compiled { id: u32, cubin: Bytes, seconds: f64 },
+    Failed { id: u32, message: String, seconds: f64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binaries_round_trip_as_base64() {
+        let message = FromCompiler::Compiled { id: 3, cubin: Bytes(vec![0, 255, 7, 0x7f]), seconds: 0.5 };
+        let line = serde_json::to_string(&message).expect("serializes");
+        assert!(line.contains("\"AP8Hfw==\""), "{line}");
+        let back: FromCompiler = serde_json::from_str(&line).expect("parses");
+        assert!(matches!(back, FromCompiler::Compiled { id: 3, cubin, .. } if cubin.0 == vec![0, 255, 7, 0x7f]));
+    }
+}

@@ -1,0 +1,85 @@
+//! Statistics of timing samples: the median, a distribution-free confidence interval for
+//! it, and the decisions the timing protocol takes from them.
+
+/// The median of the samples (mean of the two middle ones for an even count).
+pub fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 }
+}
+
+/// A 95% confidence interval of the median from order statistics (no assumption about the
+/// distribution): ranks n/2 ∓ 1.96·√n/2, clamped to the sample. With 7 samples it is
+/// [min, max].
+pub fn median_interval(samples: &[f64]) -> (f64, f64) {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let half_width = 1.96 * (n as f64).sqrt() / 2.0;
+    let low = ((n as f64 / 2.0 - half_width).floor().max(1.0) as usize).min(n) - 1;
+    let high = ((n as f64 / 2.0 + half_width).ceil().max(1.0) as usize).min(n) - 1;
+    (sorted[low], sorted[high])
+}
+
+/// Half-width of the median's interval relative to the median.
+pub fn relative_half_width(samples: &[f64]) -> f64 {
+    let (low, high) = median_interval(samples);
+    (high - low) / 2.0 / median(samples)
+}
+
+/// Whether a configuration is clearly slower than the best so far: every sample (the
+/// smallest is a lower bound of its median with confidence 1 − 2⁻ⁿ) exceeds `factor`
+/// times the best median, after at least `min_samples` samples.
+pub fn clearly_slower(samples: &[f64], best_median: f64, factor: f64, min_samples: usize) -> bool {
+    samples.len() >= min_samples && samples.iter().copied().fold(f64::INFINITY, f64::min) > factor * best_median
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn interval_is_min_max_for_seven_and_narrows_with_more() {
+        let seven = [5.0, 1.0, 7.0, 3.0, 2.0, 6.0, 4.0];
+        assert_eq!(median_interval(&seven), (1.0, 7.0));
+        let many: Vec<f64> = (1..=100).map(f64::from).collect();
+        let (low, high) = median_interval(&many);
+        assert_eq!((low, high), (40.0, 60.0));
+    }
+
+    #[test]
+    fn interval_covers_the_median_about_95_percent_of_the_time() {
+        // Samples of a skewed distribution with a known median: ln 2 for Exp(1).
+        let mut rng = kerntune_space::Rng::seeded(3);
+        let trials = 4000;
+        let covered = (0..trials)
+            .filter(|_| {
+                let samples: Vec<f64> = (0..25).map(|_| -(1.0 - rng.unit()).ln()).collect();
+                let (low, high) = median_interval(&samples);
+                low <= std::f64::consts::LN_2 && std::f64::consts::LN_2 <= high
+            })
+            .count();
+        let rate = covered as f64 / trials as f64;
+        assert!((0.93..0.995).contains(&rate), "coverage {rate}");
+    }
+
+    #[test]
+    fn early_stop_needs_every_sample_above_the_bar() {
+        assert!(clearly_slower(&[2.3, 2.4], 2.0, 1.1, 2));
+        assert!(!clearly_slower(&[2.3, 2.1], 2.0, 1.1, 2));
+        assert!(!clearly_slower(&[9.0], 2.0, 1.1, 2), "too few samples");
+    }
+}
