@@ -31,8 +31,10 @@ pub struct CudaOptions {
 /// Time the benchmark worker may take to start and set up (data, reference) before the
 /// run is declared impossible.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
-/// Extra time per evaluation beyond its launches (module load, attribute queries).
+/// Time an evaluation may take before its first launch (module load, attribute queries).
 const EVALUATION_SLACK: Duration = Duration::from_secs(20);
+/// Time allowed beyond the launches a worker said it is waiting for.
+const WAIT_SLACK: Duration = Duration::from_secs(2);
 /// Restarts without a completed evaluation after which the benchmark worker is given up.
 const MAX_RESTARTS: usize = 3;
 
@@ -207,7 +209,7 @@ impl<'a> CudaBackend<'a> {
                 self.deadline = None;
             }
             (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
-                self.deadline = Some(Instant::now() + self.spec.timing.launch_timeout * launches.max(1) as u32 + EVALUATION_SLACK);
+                self.deadline = Some(Instant::now() + self.spec.timing.launch_timeout * launches.max(1) as u32 + WAIT_SLACK);
             }
             (FromBench::Result(result), BenchState::Busy { id }) if *id == result.id => {
                 let lost = result.context_lost;
@@ -256,7 +258,9 @@ impl<'a> CudaBackend<'a> {
                 }
             }
             status => {
-                let mut evaluation = Evaluation::failed(status, result.reason.unwrap_or_default(), costs);
+                let mut evaluation = Evaluation::failed(status, result.reason.clone().unwrap_or_default(), costs);
+                evaluation.metrics = attribute_metrics(&result, f64::NAN);
+                evaluation.metrics.remove("time");
                 evaluation.samples = result.samples;
                 evaluation
             }
@@ -398,6 +402,7 @@ impl Backend for CudaBackend<'_> {
 fn attribute_metrics(result: &EvaluateResult, time_ms: f64) -> serde_json::Map<String, serde_json::Value> {
     let mut metrics = serde_json::Map::new();
     metrics.insert("time".into(), serde_json::json!(time_ms));
+    metrics.insert("verify_kernel_ms".into(), serde_json::json!(result.verify_kernel_ms));
     if let Some(a) = result.attributes {
         metrics.insert("registers".into(), a.registers.into());
         metrics.insert("static_shared_bytes".into(), a.static_shared_bytes.into());

@@ -73,6 +73,8 @@ pub struct EvaluateResult {
     pub reason: Option<String>,
     pub samples: Vec<f64>,
     pub verify_s: f64,
+    /// Kernel time of the checked (untimed) run.
+    pub verify_kernel_ms: f64,
     pub benchmark_s: f64,
     pub attributes: Option<FunctionAttributes>,
     /// The worker's context is unusable after this evaluation; it exits after replying.

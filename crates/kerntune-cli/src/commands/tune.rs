@@ -132,6 +132,8 @@ struct Tally {
     framework_ms: Vec<f64>,
     /// Summed kernel time of all timing samples, seconds.
     measured_s: f64,
+    /// Summed kernel time of the checked (untimed) runs, seconds.
+    checked_s: f64,
     /// Summed time the benchmark worker spent per configuration, seconds.
     bench_round_trip_s: f64,
     /// Median kernel time (ms) and sample count of each measured configuration.
@@ -152,6 +154,7 @@ impl Tally {
             self.framework_ms.push(costs.framework_s * 1e3);
         }
         self.measured_s += evaluation.samples.iter().sum::<f64>() / 1e3;
+        self.checked_s += evaluation.metrics.get("verify_kernel_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0) / 1e3;
         self.bench_round_trip_s += costs.verify_s + costs.benchmark_s + costs.framework_s;
     }
 
@@ -159,8 +162,11 @@ impl Tally {
         (!self.framework_ms.is_empty()).then(|| kerntune_cuda::stats::median(&self.framework_ms))
     }
 
-    fn gpu_busy(&self) -> Option<f64> {
-        (self.bench_round_trip_s > 0.0).then(|| self.measured_s / self.bench_round_trip_s)
+    /// Fractions of the benchmark worker's time the GPU spent in the tuned kernels: timed
+    /// runs only, and timed plus checked runs.
+    fn gpu_busy(&self) -> Option<(f64, f64)> {
+        (self.bench_round_trip_s > 0.0)
+            .then(|| (self.measured_s / self.bench_round_trip_s, (self.measured_s + self.checked_s) / self.bench_round_trip_s))
     }
 }
 
@@ -182,7 +188,8 @@ fn summary_json(summary: &Summary, spec: &KernelSpec, space: &Space, device: &De
         "wall_s": wall,
         "costs": summary.costs,
         "framework_median_ms": tally.framework_median_ms(),
-        "gpu_busy_while_benchmarking": tally.gpu_busy(),
+        "gpu_busy_timed_runs": tally.gpu_busy().map(|b| b.0),
+        "gpu_busy_tuned_kernels": tally.gpu_busy().map(|b| b.1),
         "trace": summary.trace,
     })
 }
@@ -222,8 +229,12 @@ fn print_summary(summary: &Summary, spec: &KernelSpec, space: &Space, tally: &Ta
         render::duration(std::time::Duration::from_secs_f64(costs.framework_s)),
         tally.framework_median_ms().map(|m| format!(" (median {m:.2} ms per configuration)")).unwrap_or_default()
     );
-    if let Some(busy) = tally.gpu_busy() {
-        println!("The GPU ran measured kernels {:.0}% of the time the benchmark worker spent on configurations.", busy * 100.0);
+    if let Some((timed, all)) = tally.gpu_busy() {
+        println!(
+            "While benchmarking, the GPU ran the tuned kernels {:.0}% of the time ({:.0}% in timed runs, the rest in checked runs).",
+            all * 100.0,
+            timed * 100.0
+        );
     }
     if summary.stop == StopReason::Interrupted {
         println!("Interrupted: every finished evaluation is stored; run the same command again to resume.");

@@ -165,27 +165,58 @@ pub enum ArgKind {
     Scalar { value: Expression },
 }
 
+/// Elements generated from one seed; chunks are filled in parallel, each from a seed
+/// derived from the buffer's and the chunk's index, so the data do not depend on the
+/// number of threads.
+const CHUNK: usize = 1 << 20;
+
 /// Host contents of a buffer: `len` elements of `dtype` from `init`, with a seed of its own.
 pub fn fill(dtype: DType, len: usize, init: &Init, seed: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(len * dtype.size());
-    let mut rng = Rng::seeded(seed);
-    match init {
-        Init::File(path) => return read_npy(path, dtype, len),
-        Init::Zeros => out.resize(len * dtype.size(), 0),
-        Init::Ones => (0..len).for_each(|_| dtype.encode(1.0, &mut out)),
-        Init::Arange => (0..len).for_each(|i| dtype.encode(i as f64, &mut out)),
-        Init::Normal { mean, std } => (0..len).for_each(|_| dtype.encode(mean + std * rng.normal(), &mut out)),
-        Init::Uniform { low, high } => {
-            if dtype.is_float() {
-                (0..len).for_each(|_| dtype.encode(rng.uniform(*low, *high), &mut out));
-            } else {
-                // Integers uniformly in [low, high).
-                let span = (high - low).max(1.0) as usize;
-                (0..len).for_each(|_| dtype.encode(low + rng.below(span) as f64, &mut out));
-            }
-        }
+    if let Init::File(path) = init {
+        return read_npy(path, dtype, len);
     }
+    let mut out = vec![0u8; len * dtype.size()];
+    if matches!(init, Init::Zeros) {
+        return Ok(out);
+    }
+    let chunks: Vec<(usize, &mut [u8])> = out.chunks_mut(CHUNK * dtype.size()).enumerate().collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(chunks.len().max(1));
+    let mut per_thread: Vec<Vec<(usize, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, chunk) in chunks {
+        per_thread[i % threads].push((i, chunk));
+    }
+    std::thread::scope(|scope| {
+        for work in per_thread {
+            scope.spawn(move || {
+                for (index, chunk) in work {
+                    fill_chunk(dtype, init, seed, index, chunk);
+                }
+            });
+        }
+    });
     Ok(out)
+}
+
+fn fill_chunk(dtype: DType, init: &Init, seed: u64, index: usize, chunk: &mut [u8]) {
+    let mut rng = Rng::seeded(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut encoded = Vec::with_capacity(chunk.len());
+    let count = chunk.len() / dtype.size();
+    let first = index * CHUNK;
+    match init {
+        Init::Ones => (0..count).for_each(|_| dtype.encode(1.0, &mut encoded)),
+        Init::Arange => (0..count).for_each(|i| dtype.encode((first + i) as f64, &mut encoded)),
+        Init::Normal { mean, std } => (0..count).for_each(|_| dtype.encode(mean + std * rng.normal(), &mut encoded)),
+        Init::Uniform { low, high } if dtype.is_float() => {
+            (0..count).for_each(|_| dtype.encode(rng.uniform(*low, *high), &mut encoded));
+        }
+        Init::Uniform { low, high } => {
+            // Integers uniformly in [low, high).
+            let span = (high - low).max(1.0) as usize;
+            (0..count).for_each(|_| dtype.encode(low + rng.below(span) as f64, &mut encoded));
+        }
+        Init::Zeros | Init::File(_) => encoded.resize(chunk.len(), 0),
+    }
+    chunk.copy_from_slice(&encoded);
 }
 
 /// The data of a `.npy` file (version 1 to 3, little-endian, C order) whose element type
@@ -264,6 +295,10 @@ mod tests {
         assert!(ints.chunks(4).all(|c| (3.0..5.0).contains(&DType::I32.decode(c))));
         let arange = fill(DType::F16, 4, &Init::Arange, 0).expect("fills");
         assert_eq!(arange.chunks(2).map(|c| DType::F16.decode(c)).collect::<Vec<_>>(), vec![0.0, 1.0, 2.0, 3.0]);
+        let long = fill(DType::F64, 3 * CHUNK + 5, &Init::Arange, 0).expect("fills");
+        assert_eq!(DType::F64.decode(&long[(2 * CHUNK + 7) * 8..]), (2 * CHUNK + 7) as f64, "chunks keep global positions");
+        let big = fill(DType::F32, 2 * CHUNK, &Init::Normal { mean: 0.0, std: 1.0 }, 3).expect("fills");
+        assert_ne!(big[..64], big[CHUNK * 4..CHUNK * 4 + 64], "chunks draw different numbers");
     }
 
     #[test]

@@ -1,0 +1,85 @@
+//! The CUDA path without a GPU: checking a space, compiling every configuration with
+//! NVRTC (installed from PyPI in CI), and the message a tuning run gives with no GPU.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use kerntune_store::Store;
+use serde_json::Value as Json;
+
+fn kerntune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerntune")).args(args).output().expect("kerntune runs")
+}
+
+fn repo(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).display().to_string()
+}
+
+fn json_of(output: &Output) -> Json {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+/// NVRTC is needed to compile; CI installs it (`nvidia-cuda-nvrtc`) and sets
+/// `KERNTUNE_REQUIRE_NVRTC`, elsewhere its absence skips the test with a note.
+fn nvrtc() -> bool {
+    if kerntune_cuda::nvrtc_available() {
+        return true;
+    }
+    assert!(std::env::var_os("KERNTUNE_REQUIRE_NVRTC").is_none(), "NVRTC is required here but was not found");
+    eprintln!("skipped: NVRTC is not installed (pip install nvidia-cuda-nvrtc)");
+    false
+}
+
+#[test]
+fn dry_run_counts_and_checks_every_configuration() {
+    let result = json_of(&kerntune(&["tune", &repo("examples/cuda/matmul_sram/spec.toml"), "--dry-run", "--json"]));
+    assert_eq!(result["count"], 107);
+    assert_eq!(result["invalid_geometry"], 0);
+}
+
+#[test]
+fn tuning_without_a_usable_gpu_says_so_in_one_line() {
+    let output = kerntune(&["tune", &repo("examples/cuda/vector_add/spec.toml"), "--device", "99"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("no NVIDIA driver on this machine") || stderr.contains("no GPU #99"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn compile_only_keeps_a_cubin_for_every_configuration() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("cubins.db");
+    let db_arg = db.display().to_string();
+    let result = json_of(&kerntune(&["tune", &repo("examples/cuda/vector_add/spec.toml"), "--compile-only", "--db", &db_arg, "--json"]));
+    assert_eq!((result["count"].as_u64(), result["compiled"].as_u64(), result["failed"].as_u64()), (Some(20), Some(20), Some(0)));
+    let store = Store::open(&db).expect("opens");
+    let tuning = store.tunings().expect("lists")[0].clone();
+    let config = serde_json::json!({"block_size_x": 256, "tile": 4}).as_object().cloned().expect("object");
+    let (cubin, provenance) = store.artifact(tuning.id, &config, "cubin").expect("query").expect("stored");
+    assert!(cubin.starts_with(b"\x7fELF"), "a cubin is an ELF file");
+    assert!(provenance.contains("sm_90"), "{provenance}");
+}
+
+#[test]
+fn a_configuration_that_does_not_compile_fails_alone_with_the_compilers_message() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = std::fs::read_to_string(repo("examples/cuda/vector_add/vector_add.cu")).expect("reads");
+    std::fs::write(dir.path().join("vector_add.cu"), format!("#if tile == 4\n#error tile 4 is not supported\n#endif\n{source}")).expect("writes");
+    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
+    std::fs::write(dir.path().join("spec.toml"), spec).expect("writes");
+    let db = dir.path().join("cubins.db").display().to_string();
+    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(stdout.contains("Compiled 15 of 20") && stdout.contains("5 failed"), "{stdout}");
+    assert!(stdout.contains("tile 4 is not supported"), "{stdout}");
+}

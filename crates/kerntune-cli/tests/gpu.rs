@@ -1,0 +1,104 @@
+//! Tuning on a real GPU. These run only where a GPU is (`gpu/check.sh` runs them on the
+//! device machine with `--ignored`); CI, without a GPU, skips them.
+//!
+//! `KERNTUNE_BIN` and `KERNTUNE_REPO` point at the binary and the checkout when the test
+//! binary runs on another machine than the one that built it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+fn kerntune_binary() -> PathBuf {
+    std::env::var_os("KERNTUNE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kerntune")), PathBuf::from)
+}
+
+fn repo(path: &str) -> String {
+    let root = std::env::var_os("KERNTUNE_REPO").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."), PathBuf::from);
+    root.join(path).display().to_string()
+}
+
+fn tune(args: &[&str], db: &std::path::Path) -> Output {
+    Command::new(kerntune_binary()).arg("tune").args(args).arg("--db").arg(db).arg("--json").output().expect("kerntune runs")
+}
+
+fn json_of(output: &Output) -> Json {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_example_tunes_and_verifies() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for example in ["vector_add", "matmul_naive", "matmul_register", "matmul_sram", "conv2d"] {
+        let spec = repo(&format!("examples/cuda/{example}/spec.toml"));
+        let result = json_of(&tune(&[&spec, "--strategy", "random_sample", "--max-fevals", "8"], &dir.path().join("r.db")));
+        assert_eq!(result["evaluations"], 8, "{example}");
+        assert!(result["best"]["objective"].as_f64().is_some_and(|o| o > 0.0), "{example}: {result}");
+        assert!(result["statuses"].get("invalid_output").is_none(), "{example}: {}", result["statuses"]);
+        println!("{example}: best {} {} ({})", result["best"]["objective"], result["objective"], result["best"]["description"]);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn out_of_bounds_wrong_and_hanging_kernels_cost_only_their_configurations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("crates/kerntune-cli/tests/gpu/faulty.toml");
+    let result = json_of(&tune(&[&spec, "--strategy", "brute_force"], &dir.path().join("r.db")));
+    println!("{}", result["statuses"]);
+    assert_eq!(result["evaluations"], 8);
+    let statuses = &result["statuses"];
+    assert_eq!(statuses["ok"], 2, "mode 0 works with both block sizes");
+    assert_eq!(statuses["invalid_output"], 2, "mode 1 writes the wrong elements");
+    assert_eq!(statuses["runtime_failed"], 2, "mode 2 faults");
+    assert_eq!(statuses["timeout"], 2, "mode 3 hangs");
+    assert_eq!(result["best"]["config"]["mode"], 0);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_rerun_answers_from_the_store_in_under_a_second() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("examples/cuda/matmul_sram/spec.toml");
+    let db = dir.path().join("r.db");
+    let first = json_of(&tune(&[&spec, "--max-fevals", "20"], &db));
+    let clock = Instant::now();
+    let again = json_of(&tune(&[&spec, "--max-fevals", "20"], &db));
+    let seconds = clock.elapsed().as_secs_f64();
+    assert_eq!(again["from_store"], 20);
+    assert_eq!(again["best"], first["best"]);
+    assert!(seconds < 1.0, "the rerun took {seconds:.2} s");
+    println!("rerun from the store: {seconds:.3} s");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_run_killed_midway_resumes_without_repeating_work() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("examples/cuda/matmul_sram/spec.toml");
+    let db = dir.path().join("r.db");
+    let mut child = Command::new(kerntune_binary())
+        .args(["tune", &spec, "--strategy", "brute_force", "--db"])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let rows = || kerntune_store::Store::open(&db).ok().and_then(|s| s.tunings().ok()).map_or(0, |t| t.iter().map(|t| t.evaluations).sum::<usize>());
+    while rows() < 30 {
+        assert!(Instant::now() < deadline, "too slow");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill").args(["-KILL", &child.id().to_string()]).status().expect("kill");
+    child.wait().expect("exits");
+    let stored = rows();
+    let resumed = json_of(&tune(&[&spec, "--strategy", "brute_force"], &db));
+    assert_eq!(resumed["from_store"], stored);
+    assert_eq!(resumed["evaluations"], 107);
+    assert_eq!(rows(), 107);
+    println!("killed after {stored} rows; resumed and finished 107");
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds (here, not on the GPU machine) what gpu/check.sh runs there, into .device/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p kerntune-cli
+cargo test --release -q -p kerntune-cli --test gpu --no-run 2>/dev/null
+mkdir -p .device
+strip -o .device/kerntune target/release/kerntune
+test_binary=$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)
+strip -o .device/gpu-tests "$test_binary"
+ls -la .device
