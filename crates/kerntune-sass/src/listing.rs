@@ -10,6 +10,7 @@ use crate::disasm::FunctionListing;
 use crate::error::SassError;
 use crate::opcodes::{classify, ends_block, is_indirect_branch, LatencyTable, Role};
 use crate::operands::{effects, Effects};
+use crate::registers::RegisterClass;
 use crate::syntax::Syntax;
 
 /// Bytes per instruction on Volta and later.
@@ -102,7 +103,11 @@ fn successors(instructions: &[Instruction], starts: &[usize], function: &Functio
             if (opcode == "BRA" || opcode == "JMP" || opcode == "CALL") && next.is_empty() {
                 return everything();
             }
-            let unconditional = last.syntax.guard.map_or(true, |g| g.predicate.is_none() && !g.negated);
+            // A predicate among the operands (`BRA.U !UP0, ...`) makes it conditional too.
+            let reads_predicate = last.effects.uses.iter().any(|r| {
+                matches!(r.class(), RegisterClass::Predicate | RegisterClass::UniformPredicate)
+            });
+            let unconditional = !reads_predicate && last.syntax.guard.map_or(true, |g| !g.negated);
             if !(unconditional && NO_FALLTHROUGH.contains(&opcode)) && block + 1 < blocks {
                 next.push(block + 1);
             }
@@ -338,5 +343,74 @@ impl KernelListing {
         }
         let block = self.instructions[earlier].block;
         self.update_stall_sums(block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disasm::{Label, ListedInstruction};
+
+    /// A listing from instruction texts and `label:` lines, all with the same control bits.
+    fn listing(lines: &[&str]) -> KernelListing {
+        let mut function = FunctionListing { name: "k".into(), ..Default::default() };
+        for line in lines {
+            let offset = function.instructions.len() as u64 * INSTRUCTION_BYTES;
+            match line.strip_suffix(':') {
+                Some(name) => function.labels.push(Label { name: name.into(), offset }),
+                None => function.instructions.push(ListedInstruction { offset, text: line.to_string(), words: [0, 0] }),
+            }
+        }
+        KernelListing::from_function(&function, LatencyTable::SM90, &[]).expect("valid test input")
+    }
+
+    #[test]
+    fn labels_and_block_ending_instructions_start_blocks() {
+        let l = listing(&["IADD3 R1, R2, R3, RZ", "@P0 BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
+        assert_eq!(l.block_count(), 3);
+        assert_eq!(l.block_range(1), 2..3);
+        assert_eq!(l.instructions()[3].block, 2);
+    }
+
+    #[test]
+    fn a_guarded_branch_both_jumps_and_falls_through() {
+        let l = listing(&["@P0 BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
+        assert!(l.reaches(0, 1) && l.reaches(0, 2));
+        assert!(!l.reaches(2, 0) && !l.reaches(1, 1));
+    }
+
+    #[test]
+    fn an_unconditional_branch_does_not_fall_through_but_one_on_a_uniform_predicate_does() {
+        let jump = listing(&["BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
+        assert!(!jump.reaches(0, 1) && jump.reaches(0, 2));
+        let uniform = listing(&["BRA.U !UP0, `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
+        assert!(uniform.reaches(0, 1) && uniform.reaches(0, 2));
+    }
+
+    #[test]
+    fn a_loop_body_reaches_itself_and_an_exit_reaches_nothing() {
+        let l = listing(&["IADD3 R1, R2, R3, RZ", ".L_x_1:", "IADD3 R1, R1, 0x1, RZ", "@P0 BRA `(.L_x_1)", "EXIT"]);
+        assert!(l.reaches(1, 1) && l.reaches(0, 1) && l.reaches(1, 2));
+        assert!(!l.reaches(0, 0) && (0..3).all(|b| !l.reaches(2, b)));
+    }
+
+    #[test]
+    fn a_branch_to_an_unknown_label_may_go_anywhere() {
+        let l = listing(&["IADD3 R1, R2, R3, RZ", ".L_x_1:", "BRA `(.L_x_9)", "EXIT"]);
+        assert!((0..3).all(|b| l.reaches(1, b)));
+    }
+
+    #[test]
+    fn moves_keep_the_permutation_and_clear_stale_reuse_flags() {
+        let mut l = listing(&["IADD3 R1, R2, R3, RZ", "LDG.E R4, desc[UR4][R6.64]", "IADD3 R8, R9, R10, RZ"]);
+        let reused = Control { reuse: 0b11, ..l.instructions[0].control };
+        l.instructions[0].words[1] = reused.encode(0);
+        l.instructions[0].control = reused;
+        l.instructions[0].text = "IADD3 R1, R2.reuse, R3.reuse, RZ".into();
+        l.swap(1);
+        assert_eq!(l.permutation(), [0, 2, 1]);
+        assert_eq!(l.positions(), [0, 2, 1]);
+        assert_eq!(l.instructions[0].control.reuse, 0);
+        assert_eq!(l.instructions[0].text, "IADD3 R1, R2, R3, RZ");
     }
 }
