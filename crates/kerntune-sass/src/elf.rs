@@ -73,7 +73,9 @@ pub(crate) struct KernelSections {
 }
 
 fn malformed(reason: impl Into<String>) -> SassError {
-    SassError::MalformedCubin { reason: reason.into() }
+    SassError::MalformedCubin {
+        reason: reason.into(),
+    }
 }
 
 fn read_bytes<const N: usize>(bytes: &[u8], offset: usize) -> Result<[u8; N], SassError> {
@@ -81,7 +83,11 @@ fn read_bytes<const N: usize>(bytes: &[u8], offset: usize) -> Result<[u8; N], Sa
         .checked_add(N)
         .and_then(|end| bytes.get(offset..end))
         .and_then(|slice| slice.try_into().ok())
-        .ok_or_else(|| malformed(format!("read of {N} bytes at {offset:#x} past the end of the file")))
+        .ok_or_else(|| {
+            malformed(format!(
+                "read of {N} bytes at {offset:#x} past the end of the file"
+            ))
+        })
 }
 
 pub(crate) fn read_u16(bytes: &[u8], offset: usize) -> Result<u16, SassError> {
@@ -97,7 +103,8 @@ pub(crate) fn read_u64(bytes: &[u8], offset: usize) -> Result<u64, SassError> {
 }
 
 fn to_usize(value: u64, what: &str) -> Result<usize, SassError> {
-    usize::try_from(value).map_err(|_| malformed(format!("{what} {value:#x} does not fit in memory")))
+    usize::try_from(value)
+        .map_err(|_| malformed(format!("{what} {value:#x} does not fit in memory")))
 }
 
 fn c_string(table: &[u8], offset: usize) -> Result<String, SassError> {
@@ -114,7 +121,9 @@ fn c_string(table: &[u8], offset: usize) -> Result<String, SassError> {
 impl Cubin {
     /// Parses a cubin (an ELF64 little-endian file for `EM_CUDA`).
     pub fn parse(bytes: &[u8]) -> Result<Cubin, SassError> {
-        let not_cubin = |reason: &str| SassError::NotACubin { reason: reason.to_string() };
+        let not_cubin = |reason: &str| SassError::NotACubin {
+            reason: reason.to_string(),
+        };
         if bytes.len() < 64 || &bytes[..4] != ELF_MAGIC {
             return Err(not_cubin("missing ELF magic"));
         }
@@ -129,7 +138,14 @@ impl Cubin {
         let sections = Self::parse_sections(bytes)?;
         let symbols = Self::parse_symbols(bytes, &sections)?;
         let relocations = Self::parse_relocations(bytes, &sections)?;
-        Ok(Cubin { bytes: bytes.to_vec(), flags, abi_version, sections, symbols, relocations })
+        Ok(Cubin {
+            bytes: bytes.to_vec(),
+            flags,
+            abi_version,
+            sections,
+            symbols,
+            relocations,
+        })
     }
 
     fn parse_sections(bytes: &[u8]) -> Result<Vec<Section>, SassError> {
@@ -138,7 +154,9 @@ impl Cubin {
         let count = usize::from(read_u16(bytes, 60)?);
         let names_index = usize::from(read_u16(bytes, 62)?);
         if entry_size != SECTION_HEADER_SIZE {
-            return Err(malformed(format!("section header size {entry_size}, expected 64")));
+            return Err(malformed(format!(
+                "section header size {entry_size}, expected 64"
+            )));
         }
         let mut raw = Vec::with_capacity(count);
         for index in 0..count {
@@ -148,8 +166,14 @@ impl Cubin {
             let offset = to_usize(read_u64(bytes, at + 24)?, "section offset")?;
             let size = to_usize(read_u64(bytes, at + 32)?, "section size")?;
             // NOBITS sections (type 8) occupy no file bytes.
-            if kind != 8 && offset.checked_add(size).map_or(true, |end| end > bytes.len()) {
-                return Err(malformed(format!("section {index} extends past the end of the file")));
+            if kind != 8
+                && offset
+                    .checked_add(size)
+                    .map_or(true, |end| end > bytes.len())
+            {
+                return Err(malformed(format!(
+                    "section {index} extends past the end of the file"
+                )));
             }
             raw.push((name, kind, offset, size));
         }
@@ -159,7 +183,12 @@ impl Cubin {
         let names = &bytes[names_offset..names_offset + names_size];
         raw.into_iter()
             .map(|(name, kind, offset, size)| {
-                Ok(Section { name: c_string(names, to_usize(u64::from(name), "name offset")?)?, kind, offset, size })
+                Ok(Section {
+                    name: c_string(names, to_usize(u64::from(name), "name offset")?)?,
+                    kind,
+                    offset,
+                    size,
+                })
             })
             .collect()
     }
@@ -177,10 +206,17 @@ impl Cubin {
         (0..symtab.size / SYMBOL_SIZE)
             .map(|index| {
                 let at = symtab.offset + index * SYMBOL_SIZE;
-                let name = c_string(strings, to_usize(u64::from(read_u32(bytes, at)?), "symbol name")?)?;
+                let name = c_string(
+                    strings,
+                    to_usize(u64::from(read_u32(bytes, at)?), "symbol name")?,
+                )?;
                 let section = usize::from(read_u16(bytes, at + 6)?);
                 let value = read_u64(bytes, at + 8)?;
-                Ok(Symbol { name, value, section })
+                Ok(Symbol {
+                    name,
+                    value,
+                    section,
+                })
             })
             .collect()
     }
@@ -258,11 +294,20 @@ impl Cubin {
     pub(crate) fn kernel(&self, name: &str) -> Result<KernelSections, SassError> {
         let text_name = format!("{TEXT_PREFIX}{name}");
         let info_name = format!("{INFO_PREFIX}{name}");
-        let text = self.sections.iter().position(|s| s.name == text_name).ok_or_else(|| {
-            SassError::KernelNotFound { kernel: name.to_string(), available: self.kernels().join(", ") }
-        })?;
+        let text = self
+            .sections
+            .iter()
+            .position(|s| s.name == text_name)
+            .ok_or_else(|| SassError::KernelNotFound {
+                kernel: name.to_string(),
+                available: self.kernels().join(", "),
+            })?;
         let info = self.sections.iter().position(|s| s.name == info_name);
-        Ok(KernelSections { name: name.to_string(), text, info })
+        Ok(KernelSections {
+            name: name.to_string(),
+            text,
+            info,
+        })
     }
 
     pub(crate) fn section(&self, index: usize) -> Option<&Section> {
@@ -270,7 +315,9 @@ impl Cubin {
     }
 
     pub(crate) fn section_bytes(&self, index: usize) -> &[u8] {
-        self.sections.get(index).map_or(&[], |s| &self.bytes[s.offset..s.offset + s.size])
+        self.sections
+            .get(index)
+            .map_or(&[], |s| &self.bytes[s.offset..s.offset + s.size])
     }
 
     pub(crate) fn symbols(&self) -> &[Symbol] {
@@ -287,9 +334,12 @@ impl Cubin {
         let mut bytes = self.bytes.clone();
         for patch in patches {
             let end = patch.offset + patch.bytes.len();
-            let target = bytes
-                .get_mut(patch.offset..end)
-                .ok_or_else(|| malformed(format!("patch at {:#x} past the end of the file", patch.offset)))?;
+            let target = bytes.get_mut(patch.offset..end).ok_or_else(|| {
+                malformed(format!(
+                    "patch at {:#x} past the end of the file",
+                    patch.offset
+                ))
+            })?;
             target.copy_from_slice(&patch.bytes);
         }
         Cubin::parse(&bytes)
@@ -309,8 +359,10 @@ mod tests {
 
     #[test]
     fn rejects_files_that_are_not_elf() {
-        let err = Cubin::parse(b"definitely not an ELF file, but long enough to have a header at all......")
-            .expect_err("must fail");
+        let err = Cubin::parse(
+            b"definitely not an ELF file, but long enough to have a header at all......",
+        )
+        .expect_err("must fail");
         assert!(matches!(err, SassError::NotACubin { .. }), "{err}");
     }
 

@@ -37,29 +37,60 @@ const ATTRIBUTES: &[(u8, &str, AttributeKind)] = &[
     (0x19, "EIATTR_CBANK_PARAM_SIZE", AttributeKind::Plain),
     (0x1b, "EIATTR_MAXREG_COUNT", AttributeKind::Plain),
     (0x1c, "EIATTR_EXIT_INSTR_OFFSETS", AttributeKind::OffsetList),
-    (0x1d, "EIATTR_S2RCTAID_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (
+        0x1d,
+        "EIATTR_S2RCTAID_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
     (0x1e, "EIATTR_CRS_STACK_SIZE", AttributeKind::Plain),
     (0x21, "EIATTR_EXPLICIT_CACHING", AttributeKind::Plain),
     (0x23, "EIATTR_MAX_STACK_SIZE", AttributeKind::Plain),
-    (0x25, "EIATTR_LD_CACHEMOD_INSTR_OFFSETS", AttributeKind::OffsetList),
-    (0x28, "EIATTR_COOP_GROUP_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (
+        0x25,
+        "EIATTR_LD_CACHEMOD_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
+    (
+        0x28,
+        "EIATTR_COOP_GROUP_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
     (0x29, "EIATTR_COOP_GROUP_MASK_REGIDS", AttributeKind::Plain),
     (0x2a, "EIATTR_SW1850030_WAR", AttributeKind::Plain),
     (0x2b, "EIATTR_WMMA_USED", AttributeKind::Plain),
     (0x2f, "EIATTR_REGCOUNT", AttributeKind::Plain),
     (0x30, "EIATTR_SW2393858_WAR", AttributeKind::Plain),
-    (0x31, "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS", AttributeKind::OffsetList),
-    (0x34, "EIATTR_INDIRECT_BRANCH_TARGETS", AttributeKind::IndirectBranchTargets),
+    (
+        0x31,
+        "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
+    (
+        0x34,
+        "EIATTR_INDIRECT_BRANCH_TARGETS",
+        AttributeKind::IndirectBranchTargets,
+    ),
     (0x36, "EIATTR_SW_WAR", AttributeKind::Plain),
     (0x37, "EIATTR_CUDA_API_VERSION", AttributeKind::Plain),
-    (0x39, "EIATTR_MBARRIER_INSTR_OFFSETS", AttributeKind::OffsetList),
-    (0x47, "EIATTR_SW_WAR_MEMBAR_SYS_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (
+        0x39,
+        "EIATTR_MBARRIER_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
+    (
+        0x47,
+        "EIATTR_SW_WAR_MEMBAR_SYS_INSTR_OFFSETS",
+        AttributeKind::OffsetList,
+    ),
     (0x50, "EIATTR_SPARSE_MMA_MASK", AttributeKind::Plain),
 ];
 
 /// The name and kind of a known attribute.
 pub(crate) fn attribute(id: u8) -> Option<(&'static str, AttributeKind)> {
-    ATTRIBUTES.iter().find(|(known, _, _)| *known == id).map(|&(_, name, kind)| (name, kind))
+    ATTRIBUTES
+        .iter()
+        .find(|(known, _, _)| *known == id)
+        .map(|&(_, name, kind)| (name, kind))
 }
 
 /// One 32-bit instruction offset stored in `.nv.info.<kernel>`.
@@ -74,12 +105,18 @@ pub(crate) struct OffsetField {
 }
 
 fn unsupported(kernel: &KernelSections, reason: String) -> SassError {
-    SassError::Unsupported { kernel: kernel.name.clone(), reason }
+    SassError::Unsupported {
+        kernel: kernel.name.clone(),
+        reason,
+    }
 }
 
 /// Every instruction offset recorded in the kernel's `.nv.info.<kernel>`,
 /// or an error if the section holds an attribute that forbids rescheduling.
-pub(crate) fn offset_fields(cubin: &Cubin, kernel: &KernelSections) -> Result<Vec<OffsetField>, SassError> {
+pub(crate) fn offset_fields(
+    cubin: &Cubin,
+    kernel: &KernelSections,
+) -> Result<Vec<OffsetField>, SassError> {
     let Some(info) = kernel.info else {
         return Ok(Vec::new());
     };
@@ -103,17 +140,30 @@ pub(crate) fn offset_fields(cubin: &Cubin, kernel: &KernelSections) -> Result<Ve
         }
         match attribute(id) {
             None => {
-                return Err(unsupported(kernel, format!("unknown .nv.info attribute {id:#04x}, which may hold offsets")));
+                return Err(unsupported(
+                    kernel,
+                    format!("unknown .nv.info attribute {id:#04x}, which may hold offsets"),
+                ));
             }
             Some((_, AttributeKind::IndirectBranchTargets)) => {
-                return Err(unsupported(kernel, "it has indirect branch targets (EIATTR_INDIRECT_BRANCH_TARGETS)".into()));
+                return Err(unsupported(
+                    kernel,
+                    "it has indirect branch targets (EIATTR_INDIRECT_BRANCH_TARGETS)".into(),
+                ));
             }
             Some((name, AttributeKind::OffsetList)) => {
                 if format != FORMAT_SIZED || payload_len % 4 != 0 {
-                    return Err(unsupported(kernel, format!("{name} is not a list of 32-bit offsets")));
+                    return Err(unsupported(
+                        kernel,
+                        format!("{name} is not a list of 32-bit offsets"),
+                    ));
                 }
                 for item in (payload..payload + payload_len).step_by(4) {
-                    fields.push(OffsetField { attribute: name, file_offset: item, value: read_u32(bytes, item)? });
+                    fields.push(OffsetField {
+                        attribute: name,
+                        file_offset: item,
+                        value: read_u32(bytes, item)?,
+                    });
                 }
             }
             Some((_, AttributeKind::Plain)) => {}
@@ -131,7 +181,12 @@ mod tests {
     fn offset_lists_and_plain_attributes_do_not_overlap() {
         for (index, (id, name, _)) in ATTRIBUTES.iter().enumerate() {
             assert!(name.starts_with("EIATTR_"));
-            assert!(ATTRIBUTES[index + 1..].iter().all(|(other, _, _)| other != id), "{id:#x} twice");
+            assert!(
+                ATTRIBUTES[index + 1..]
+                    .iter()
+                    .all(|(other, _, _)| other != id),
+                "{id:#x} twice"
+            );
         }
     }
 

@@ -252,7 +252,10 @@ mod tests {
     fn ranges_stop_at_the_last_real_register() {
         let mut set = RegSet::EMPTY;
         set.insert_range(Register::General(253), 4);
-        assert_eq!(set.iter().collect::<Vec<_>>(), vec![Register::General(253), Register::General(254)]);
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            vec![Register::General(253), Register::General(254)]
+        );
     }
 
     #[test]

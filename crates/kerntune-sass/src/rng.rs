@@ -20,7 +20,14 @@ impl Rng {
     /// A generator whose whole sequence is determined by `seed`.
     pub fn new(seed: u64) -> Rng {
         let mut mixer = seed;
-        Rng { state: [splitmix64(&mut mixer), splitmix64(&mut mixer), splitmix64(&mut mixer), splitmix64(&mut mixer)] }
+        Rng {
+            state: [
+                splitmix64(&mut mixer),
+                splitmix64(&mut mixer),
+                splitmix64(&mut mixer),
+                splitmix64(&mut mixer),
+            ],
+        }
     }
 
     /// The next 64 random bits.

@@ -84,7 +84,12 @@ impl KernelReport {
                 }
             })
             .collect();
-        KernelReport { kernel: schedule.kernel().to_string(), blocks: listing.block_count(), legal_moves, instructions }
+        KernelReport {
+            kernel: schedule.kernel().to_string(),
+            blocks: listing.block_count(),
+            legal_moves,
+            instructions,
+        }
     }
 }
 
@@ -99,7 +104,11 @@ impl fmt::Display for KernelReport {
             self.blocks,
             self.legal_moves
         )?;
-        writeln!(f, "{:>6} {:>4}  {:<23} {:<5} {:<48} {:<24} uses", "offset", "blk", "control", "moves", "instruction", "defs")?;
+        writeln!(
+            f,
+            "{:>6} {:>4}  {:<23} {:<5} {:<48} {:<24} uses",
+            "offset", "blk", "control", "moves", "instruction", "defs"
+        )?;
         for row in &self.instructions {
             let moves = match (row.role, row.can_move_up, row.can_move_down) {
                 ("memory", true, true) => "up,dn",
@@ -126,5 +135,7 @@ impl fmt::Display for KernelReport {
 
 /// The report for one kernel of a cubin.
 pub fn show(cubin: &[u8], kernel: &str, nvdisasm: &Nvdisasm) -> Result<KernelReport, SassError> {
-    Ok(KernelReport::from_schedule(&Schedule::from_cubin(cubin, kernel, nvdisasm)?))
+    Ok(KernelReport::from_schedule(&Schedule::from_cubin(
+        cubin, kernel, nvdisasm,
+    )?))
 }

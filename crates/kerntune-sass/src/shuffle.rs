@@ -21,7 +21,11 @@ pub struct Shuffled {
 /// Applies up to `moves` random legal moves to `schedule`, each drawn
 /// uniformly from the legal moves of the current schedule. Returns the moves
 /// applied; stops early when no move is legal.
-pub fn random_moves(schedule: &mut Schedule, moves: usize, rng: &mut Rng) -> Result<Vec<Move>, SassError> {
+pub fn random_moves(
+    schedule: &mut Schedule,
+    moves: usize,
+    rng: &mut Rng,
+) -> Result<Vec<Move>, SassError> {
     let mut applied = Vec::with_capacity(moves);
     for _ in 0..moves {
         let Some(chosen) = random_legal_move(schedule, rng) else {
@@ -51,7 +55,11 @@ pub fn random_legal_move(schedule: &Schedule, rng: &mut Rng) -> Option<Move> {
     }
     for _ in 0..8 * movable.len() {
         let index = movable[rng.below(movable.len())];
-        let candidate = if rng.below(2) == 0 { Move::up(index) } else { Move::down(index) };
+        let candidate = if rng.below(2) == 0 {
+            Move::up(index)
+        } else {
+            Move::down(index)
+        };
         if schedule.check(&candidate).is_ok() {
             return Some(candidate);
         }
@@ -62,9 +70,19 @@ pub fn random_legal_move(schedule: &Schedule, rng: &mut Rng) -> Option<Move> {
 
 /// Applies `moves` random legal moves to one kernel of a cubin; the same
 /// input and seed always give the same output.
-pub fn shuffle(cubin: &[u8], kernel: &str, moves: usize, seed: u64, nvdisasm: &Nvdisasm) -> Result<Shuffled, SassError> {
+pub fn shuffle(
+    cubin: &[u8],
+    kernel: &str,
+    moves: usize,
+    seed: u64,
+    nvdisasm: &Nvdisasm,
+) -> Result<Shuffled, SassError> {
     let mut schedule = Schedule::from_cubin(cubin, kernel, nvdisasm)?;
     let mut rng = Rng::new(seed);
     let moves = random_moves(&mut schedule, moves, &mut rng)?;
-    Ok(Shuffled { cubin: schedule.to_cubin()?, moves, permutation: schedule.permutation() })
+    Ok(Shuffled {
+        cubin: schedule.to_cubin()?,
+        moves,
+        permutation: schedule.permutation(),
+    })
 }

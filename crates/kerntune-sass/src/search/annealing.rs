@@ -25,7 +25,12 @@ pub struct AnnealingOptions {
 
 impl Default for AnnealingOptions {
     fn default() -> Self {
-        AnnealingOptions { initial_temperature: 0.02, cooling: 0.97, steps: 200, moves_per_step: 1 }
+        AnnealingOptions {
+            initial_temperature: 0.02,
+            cooling: 0.97,
+            steps: 200,
+            moves_per_step: 1,
+        }
     }
 }
 
@@ -48,13 +53,16 @@ pub fn anneal<O: ScheduleObjective>(
     for _ in 0..options.steps {
         let mut candidate = current.clone();
         for _ in 0..options.moves_per_step.max(1) {
-            let Some(chosen) = random_legal_move(&candidate, &mut rng) else { break };
+            let Some(chosen) = random_legal_move(&candidate, &mut rng) else {
+                break;
+            };
             candidate.apply(&chosen)?;
         }
         let draw = rng.unit();
         if let Some(energy) = evaluator.energy(&candidate)? {
             let worse_by = (energy - current_energy) / current_energy.abs().max(f64::MIN_POSITIVE);
-            let accept = worse_by <= 0.0 || (temperature > 0.0 && draw < (-worse_by / temperature).exp());
+            let accept =
+                worse_by <= 0.0 || (temperature > 0.0 && draw < (-worse_by / temperature).exp());
             if accept {
                 evaluator.accept_last();
                 current = candidate;

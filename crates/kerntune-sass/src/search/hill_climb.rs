@@ -28,7 +28,13 @@ pub struct HillClimbOptions {
 
 impl Default for HillClimbOptions {
     fn default() -> Self {
-        HillClimbOptions { evaluations: 200, restarts: 4, perturbation: 8, patience: 20, min_improvement: 0.005 }
+        HillClimbOptions {
+            evaluations: 200,
+            restarts: 4,
+            perturbation: 8,
+            patience: 20,
+            min_improvement: 0.005,
+        }
     }
 }
 
@@ -52,7 +58,9 @@ pub fn hill_climb<O: ScheduleObjective>(
         let mut current = best_schedule.clone();
         if restart > 0 {
             for _ in 0..options.perturbation {
-                let Some(chosen) = random_legal_move(&current, &mut rng) else { break };
+                let Some(chosen) = random_legal_move(&current, &mut rng) else {
+                    break;
+                };
                 current.apply(&chosen)?;
             }
         }
@@ -61,7 +69,9 @@ pub fn hill_climb<O: ScheduleObjective>(
         };
         let mut stale = 0;
         while stale < options.patience && evaluator.evaluations.len() < options.evaluations {
-            let Some(chosen) = random_legal_move(&current, &mut rng) else { break };
+            let Some(chosen) = random_legal_move(&current, &mut rng) else {
+                break;
+            };
             let mut neighbour = current.clone();
             neighbour.apply(&chosen)?;
             match evaluator.energy(&neighbour)? {

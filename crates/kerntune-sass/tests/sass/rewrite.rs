@@ -24,13 +24,24 @@ fn a_relocated_instruction_keeps_its_relocation_when_a_load_moves_past_it() {
         .iter()
         .position(|i| i.text.contains("32@lo(counter_table)"))
         .expect("an instruction with a relocation");
-    assert!(instructions[relocated - 1].text.starts_with("LDG"), "the corpus kernel changed shape");
-    schedule.apply(&Move::down(relocated - 1)).expect("the load may move past the relocated UMOV");
+    assert!(
+        instructions[relocated - 1].text.starts_with("LDG"),
+        "the corpus kernel changed shape"
+    );
+    schedule
+        .apply(&Move::down(relocated - 1))
+        .expect("the load may move past the relocated UMOV");
     let rewritten = schedule.to_cubin().expect("rewrite");
 
-    let after = corpus.nvdisasm.disassemble(&rewritten).expect("disassemble");
+    let after = corpus
+        .nvdisasm
+        .disassemble(&rewritten)
+        .expect("disassemble");
     let after = after.function("global_address").expect("the kernel");
-    assert_eq!(offset_of(after, "32@lo(counter_table)"), (relocated as u64 - 1) * 16);
+    assert_eq!(
+        offset_of(after, "32@lo(counter_table)"),
+        (relocated as u64 - 1) * 16
+    );
     assert!(after.instructions[relocated].text.starts_with("LDG"));
     Verifier::new(&corpus.nvdisasm, original, "global_address")
         .and_then(|v| v.check(&rewritten, &schedule.permutation()))
@@ -69,10 +80,14 @@ fn instruction_offset_attributes_follow_a_moved_instruction() {
     let field = exit_offsets_field(&patched, first_exit);
     patched[field..field + 4].copy_from_slice(&(chosen.index as u32 * 16).to_le_bytes());
 
-    let mut schedule = Schedule::from_cubin(&patched, "vector_add", &corpus.nvdisasm).expect("patched cubin");
+    let mut schedule =
+        Schedule::from_cubin(&patched, "vector_add", &corpus.nvdisasm).expect("patched cubin");
     schedule.apply(&chosen).expect("legal");
     let rewritten = schedule.to_cubin().expect("rewrite");
-    let listed = corpus.nvdisasm.disassemble(&rewritten).expect("disassemble");
+    let listed = corpus
+        .nvdisasm
+        .disassemble(&rewritten)
+        .expect("disassemble");
     let exits = listed
         .offset_attributes
         .iter()
@@ -87,15 +102,32 @@ fn instruction_offset_attributes_follow_a_moved_instruction() {
 #[test]
 fn exit_offsets_still_name_exits_after_many_moves() {
     let corpus = corpus();
-    let shuffled = kerntune_sass::shuffle(corpus.cubin("looped_softmax"), "looped_softmax", 200, 5, &corpus.nvdisasm)
-        .expect("shuffle");
-    let listed = corpus.nvdisasm.disassemble(&shuffled.cubin).expect("disassemble");
+    let shuffled = kerntune_sass::shuffle(
+        corpus.cubin("looped_softmax"),
+        "looped_softmax",
+        200,
+        5,
+        &corpus.nvdisasm,
+    )
+    .expect("shuffle");
+    let listed = corpus
+        .nvdisasm
+        .disassemble(&shuffled.cubin)
+        .expect("disassemble");
     let code = listed.function("looped_softmax").expect("the kernel");
-    let exits = listed.offset_attributes.iter().find(|a| a.name == "EIATTR_EXIT_INSTR_OFFSETS").expect("exits");
+    let exits = listed
+        .offset_attributes
+        .iter()
+        .find(|a| a.name == "EIATTR_EXIT_INSTR_OFFSETS")
+        .expect("exits");
     assert!(!exits.offsets.is_empty());
     for &offset in &exits.offsets {
         let instruction = &code.instructions[offset as usize / 16];
-        assert!(instruction.text.ends_with("EXIT"), "{offset:#x}: {}", instruction.text);
+        assert!(
+            instruction.text.ends_with("EXIT"),
+            "{offset:#x}: {}",
+            instruction.text
+        );
     }
 }
 
@@ -103,14 +135,23 @@ fn exit_offsets_still_name_exits_after_many_moves() {
 fn verification_catches_a_wrong_permutation_and_a_corrupted_cubin() {
     let corpus = corpus();
     let original = corpus.cubin("vector_add");
-    let shuffled = kerntune_sass::shuffle(original, "vector_add", 20, 3, &corpus.nvdisasm).expect("shuffle");
+    let shuffled =
+        kerntune_sass::shuffle(original, "vector_add", 20, 3, &corpus.nvdisasm).expect("shuffle");
     let verifier = Verifier::new(&corpus.nvdisasm, original, "vector_add").expect("verifier");
     let identity: Vec<usize> = (0..shuffled.permutation.len()).collect();
     assert_ne!(shuffled.permutation, identity);
-    assert!(verifier.check(&shuffled.cubin, &identity).is_err(), "the identity is not what was applied");
+    assert!(
+        verifier.check(&shuffled.cubin, &identity).is_err(),
+        "the identity is not what was applied"
+    );
     let mut corrupted = shuffled.cubin.clone();
     let last = corrupted.len() - 1;
     corrupted[last] ^= 0xff;
-    assert!(verifier.check(&corrupted, &shuffled.permutation).is_err(), "a byte outside the rewritten ranges changed");
-    verifier.check(&shuffled.cubin, &shuffled.permutation).expect("the real permutation");
+    assert!(
+        verifier.check(&corrupted, &shuffled.permutation).is_err(),
+        "a byte outside the rewritten ranges changed"
+    );
+    verifier
+        .check(&shuffled.cubin, &shuffled.permutation)
+        .expect("the real permutation");
 }
