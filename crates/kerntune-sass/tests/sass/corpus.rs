@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use kerntune_sass::{Nvdisasm, Schedule};
 
@@ -11,6 +11,8 @@ pub struct Corpus {
     /// Kept alive so that the directory lives as long as the tests.
     _directory: tempfile::TempDir,
     cubins: BTreeMap<String, Vec<u8>>,
+    /// Schedules already read, since nvdisasm takes about half a second a run.
+    schedules: Mutex<BTreeMap<String, Schedule>>,
     pub nvdisasm: Nvdisasm,
 }
 
@@ -65,6 +67,7 @@ fn compile() -> Corpus {
     Corpus {
         _directory: directory,
         cubins,
+        schedules: Mutex::default(),
         nvdisasm,
     }
 }
@@ -83,9 +86,21 @@ impl Corpus {
             .unwrap_or_else(|| panic!("no kernel {kernel} in the corpus"))
     }
 
-    /// The schedule of `kernel`.
+    /// The original schedule of `kernel`.
     pub fn schedule(&self, kernel: &str) -> Schedule {
-        Schedule::from_cubin(self.cubin(kernel), kernel, &self.nvdisasm)
-            .unwrap_or_else(|e| panic!("cannot read {kernel}: {e}"))
+        let cached = self
+            .schedules
+            .lock()
+            .map(|s| s.get(kernel).cloned())
+            .unwrap_or_default();
+        if let Some(schedule) = cached {
+            return schedule;
+        }
+        let schedule = Schedule::from_cubin(self.cubin(kernel), kernel, &self.nvdisasm)
+            .unwrap_or_else(|e| panic!("cannot read {kernel}: {e}"));
+        if let Ok(mut schedules) = self.schedules.lock() {
+            schedules.insert(kernel.to_string(), schedule.clone());
+        }
+        schedule
     }
 }
