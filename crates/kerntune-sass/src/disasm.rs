@@ -97,20 +97,29 @@ impl Nvdisasm {
         &self.path
     }
 
-    /// Finds nvdisasm: `$KERNTUNE_NVDISASM`, then `PATH`, then
-    /// `$CUDA_HOME/bin` (default `/usr/local/cuda/bin`), then the copy in
-    /// Triton's wheel (`triton/backends/nvidia/bin`), asking `python3`
+    /// Finds nvdisasm: `$KERNTUNE_NVDISASM` (which must then exist), then
+    /// `PATH`, then `$CUDA_HOME/bin` (default `/usr/local/cuda/bin`), then the
+    /// copy in Triton's wheel (`triton/backends/nvidia/bin`), asking `python3`
     /// (or `$KERNTUNE_PYTHON`) where Triton is installed.
     pub fn locate() -> Result<Nvdisasm, SassError> {
+        Self::locate_with(&|name| env::var_os(name))
+    }
+
+    /// [`Nvdisasm::locate`] with the environment read through `environment`.
+    fn locate_with(environment: &dyn Fn(&str) -> Option<OsString>) -> Result<Nvdisasm, SassError> {
         let mut searched = Vec::new();
-        if let Some(explicit) = env::var_os(NVDISASM_ENV) {
+        if let Some(explicit) = environment(NVDISASM_ENV) {
+            // An explicit choice that does not exist is a mistake to report,
+            // not a reason to quietly use some other nvdisasm.
             let path = PathBuf::from(explicit);
             if is_executable(&path) {
                 return Ok(Nvdisasm { path });
             }
-            searched.push(format!("${NVDISASM_ENV}={}", path.display()));
+            return Err(SassError::NvdisasmNotFound {
+                searched: format!("${NVDISASM_ENV}={} (no such file)", path.display()),
+            });
         }
-        if let Some(paths) = env::var_os("PATH") {
+        if let Some(paths) = environment("PATH") {
             for dir in env::split_paths(&paths) {
                 let candidate = dir.join("nvdisasm");
                 if is_executable(&candidate) {
@@ -120,13 +129,14 @@ impl Nvdisasm {
             searched.push("PATH".to_string());
         }
         let cuda_home =
-            env::var_os("CUDA_HOME").unwrap_or_else(|| OsString::from("/usr/local/cuda"));
+            environment("CUDA_HOME").unwrap_or_else(|| OsString::from("/usr/local/cuda"));
         let candidate = PathBuf::from(&cuda_home).join("bin").join("nvdisasm");
         if is_executable(&candidate) {
             return Ok(Nvdisasm { path: candidate });
         }
         searched.push(candidate.display().to_string());
-        match triton_bin_dir() {
+        let python = environment(PYTHON_ENV).unwrap_or_else(|| OsString::from("python3"));
+        match triton_bin_dir_with(&python) {
             Ok(dir) => {
                 let candidate = dir.join("nvdisasm");
                 if is_executable(&candidate) {
@@ -170,10 +180,15 @@ impl Nvdisasm {
     }
 }
 
-/// The directory of the CUDA tools bundled in Triton's wheel.
+/// The directory of the CUDA tools bundled in Triton's wheel, asking
+/// `python3` (or `$KERNTUNE_PYTHON`) where Triton is installed.
 pub fn triton_bin_dir() -> Result<PathBuf, String> {
     let python = env::var_os(PYTHON_ENV).unwrap_or_else(|| OsString::from("python3"));
-    let output = Command::new(&python)
+    triton_bin_dir_with(&python)
+}
+
+fn triton_bin_dir_with(python: &OsString) -> Result<PathBuf, String> {
+    let output = Command::new(python)
         .args([
             "-c",
             "import triton, os; print(os.path.dirname(triton.__file__))",
@@ -378,6 +393,74 @@ k:
                 offsets: vec![0x20]
             }]
         );
+    }
+
+    fn environment(pairs: &[(&str, &std::path::Path)]) -> impl Fn(&str) -> Option<OsString> {
+        let pairs: Vec<(String, OsString)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn an_explicit_nvdisasm_wins_and_a_missing_one_is_an_error() {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let explicit = directory.path().join("my-nvdisasm");
+        std::fs::write(&explicit, b"").expect("a file");
+        let found = Nvdisasm::locate_with(&environment(&[
+            (NVDISASM_ENV, &explicit),
+            ("PATH", directory.path()),
+        ]))
+        .expect("found");
+        assert_eq!(found.path(), explicit);
+        let missing = directory.path().join("absent");
+        let error =
+            Nvdisasm::locate_with(&environment(&[(NVDISASM_ENV, &missing)])).expect_err("missing");
+        assert!(error.to_string().contains(NVDISASM_ENV), "{error}");
+    }
+
+    #[test]
+    fn path_comes_before_cuda_home() {
+        let on_path = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(on_path.path().join("nvdisasm"), b"").expect("a file");
+        let cuda_home = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir(cuda_home.path().join("bin")).expect("bin");
+        std::fs::write(cuda_home.path().join("bin").join("nvdisasm"), b"").expect("a file");
+        let both = environment(&[("PATH", on_path.path()), ("CUDA_HOME", cuda_home.path())]);
+        assert_eq!(
+            Nvdisasm::locate_with(&both).expect("found").path(),
+            on_path.path().join("nvdisasm")
+        );
+        let only_cuda = environment(&[("CUDA_HOME", cuda_home.path())]);
+        assert_eq!(
+            Nvdisasm::locate_with(&only_cuda).expect("found").path(),
+            cuda_home.path().join("bin").join("nvdisasm")
+        );
+    }
+
+    #[test]
+    fn nothing_found_names_every_place_searched() {
+        let empty = tempfile::tempdir().expect("a temporary directory");
+        let nowhere = environment(&[
+            ("PATH", empty.path()),
+            ("CUDA_HOME", empty.path()),
+            (PYTHON_ENV, &empty.path().join("no-python")),
+        ]);
+        match Nvdisasm::locate_with(&nowhere) {
+            Err(SassError::NvdisasmNotFound { searched }) => {
+                assert!(
+                    searched.contains("PATH") && searched.contains("Triton"),
+                    "{searched}"
+                );
+            }
+            other => panic!("expected NvdisasmNotFound, got {other:?}"),
+        }
     }
 
     #[test]
