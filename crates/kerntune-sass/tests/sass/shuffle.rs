@@ -111,3 +111,52 @@ fn a_move_followed_by_its_inverse_restores_the_instruction_order() {
     schedule.apply(&first).expect("a legal move applies");
     assert_eq!(schedule.applied(), [first]);
 }
+
+/// Properties of any schedule reached through legal moves, checked on the
+/// listing itself after many random moves on every Triton kernel.
+#[test]
+fn random_moves_keep_dependent_instructions_in_order_and_every_result_waited_for() {
+    for kernel in crate::corpus::TRITON_KERNELS {
+        let original = corpus().schedule(kernel);
+        let mut schedule = original.clone();
+        random_moves(&mut schedule, 300, &mut Rng::new(77)).expect("legal moves apply");
+        let listing = schedule.listing();
+        let positions = listing.positions();
+        let before = original.listing().instructions();
+        for (i, a) in before.iter().enumerate() {
+            for (j, b) in before.iter().enumerate().skip(i + 1) {
+                let conflict = a.effects.defs.intersects(&b.effects.accesses())
+                    || a.effects.uses.intersects(&b.effects.defs)
+                    || a.control.set_mask() & b.control.wait_mask != 0;
+                if conflict {
+                    assert!(
+                        positions[i] < positions[j],
+                        "{kernel}: `{}` moved past `{}`",
+                        b.text,
+                        a.text
+                    );
+                }
+            }
+        }
+        let now = listing.instructions();
+        for block in 0..listing.block_count() {
+            let range = listing.block_range(block);
+            for producer in range.clone() {
+                let p = &now[producer];
+                let Some(barrier) = p.control.write_barrier else {
+                    continue;
+                };
+                let reader = (producer + 1..range.end)
+                    .find(|&c| now[c].effects.uses.intersects(&p.effects.defs));
+                if let Some(reader) = reader {
+                    assert!(
+                        (producer + 1..=reader).any(|w| now[w].control.waits_on(barrier)),
+                        "{kernel}: `{}` no longer waits for `{}`",
+                        now[reader].text,
+                        p.text
+                    );
+                }
+            }
+        }
+    }
+}
