@@ -310,6 +310,10 @@ impl Cubin {
         })
     }
 
+    pub(crate) fn section_index(&self, name: &str) -> Option<usize> {
+        self.sections.iter().position(|s| s.name == name)
+    }
+
     pub(crate) fn section(&self, index: usize) -> Option<&Section> {
         self.sections.get(index)
     }

@@ -111,38 +111,84 @@ fn unsupported(kernel: &KernelSections, reason: String) -> SassError {
     }
 }
 
-/// Every instruction offset recorded in the kernel's `.nv.info.<kernel>`,
-/// or an error if the section holds an attribute that forbids rescheduling.
-pub(crate) fn offset_fields(
-    cubin: &Cubin,
-    kernel: &KernelSections,
-) -> Result<Vec<OffsetField>, SassError> {
-    let Some(info) = kernel.info else {
-        return Ok(Vec::new());
-    };
-    let Some(section) = cubin.section(info) else {
+/// One attribute entry: its id and the file range of its payload.
+struct Entry {
+    id: u8,
+    sized: bool,
+    payload: std::ops::Range<usize>,
+}
+
+/// The entries of an `.nv.info` section.
+fn entries(cubin: &Cubin, section: usize, kernel: &str) -> Result<Vec<Entry>, SassError> {
+    let Some(section) = cubin.section(section) else {
         return Ok(Vec::new());
     };
     let bytes = cubin.as_bytes();
     let end = section.offset + section.size;
     let mut at = section.offset;
-    let mut fields = Vec::new();
+    let mut found = Vec::new();
     while at < end {
-        let format = bytes[at];
-        let id = bytes[at + 1];
+        let header = read_u32(bytes, at)?.to_le_bytes();
+        let (format, id) = (header[0], header[1]);
         let value = usize::from(read_u16(bytes, at + 2)?);
-        let payload = at + 4;
-        let payload_len = if format == FORMAT_SIZED { value } else { 0 };
-        if !(1..=FORMAT_SIZED).contains(&format) || payload + payload_len > end {
+        let sized = format == FORMAT_SIZED;
+        let payload = at + 4..at + 4 + if sized { value } else { 0 };
+        if !(1..=FORMAT_SIZED).contains(&format) || payload.end > end {
             return Err(SassError::MalformedCubin {
-                reason: format!("bad .nv.info entry at {at:#x} in kernel `{}`", kernel.name),
+                reason: format!("bad .nv.info entry at {at:#x} (kernel `{kernel}`)"),
             });
         }
-        match attribute(id) {
+        at = payload.end;
+        found.push(Entry { id, sized, payload });
+    }
+    Ok(found)
+}
+
+/// Every instruction offset recorded in the kernel's `.nv.info.<kernel>`,
+/// or an error if it, or the cubin-wide `.nv.info`, holds an attribute that
+/// forbids rescheduling: an unknown one, indirect branch targets, or (in the
+/// cubin-wide section, which does not say whose instructions they are) any
+/// offset list.
+pub(crate) fn offset_fields(
+    cubin: &Cubin,
+    kernel: &KernelSections,
+) -> Result<Vec<OffsetField>, SassError> {
+    if let Some(global) = cubin.section_index(".nv.info") {
+        for entry in entries(cubin, global, &kernel.name)? {
+            match attribute(entry.id) {
+                Some((_, AttributeKind::Plain)) => {}
+                Some((name, _)) => {
+                    return Err(unsupported(
+                        kernel,
+                        format!("{name} in the cubin-wide .nv.info"),
+                    ));
+                }
+                None => {
+                    return Err(unsupported(
+                        kernel,
+                        format!(
+                            "unknown attribute {:#04x} in the cubin-wide .nv.info",
+                            entry.id
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let Some(info) = kernel.info else {
+        return Ok(Vec::new());
+    };
+    let bytes = cubin.as_bytes();
+    let mut fields = Vec::new();
+    for entry in entries(cubin, info, &kernel.name)? {
+        match attribute(entry.id) {
             None => {
                 return Err(unsupported(
                     kernel,
-                    format!("unknown .nv.info attribute {id:#04x}, which may hold offsets"),
+                    format!(
+                        "unknown .nv.info attribute {:#04x}, which may hold offsets",
+                        entry.id
+                    ),
                 ));
             }
             Some((_, AttributeKind::IndirectBranchTargets)) => {
@@ -152,13 +198,13 @@ pub(crate) fn offset_fields(
                 ));
             }
             Some((name, AttributeKind::OffsetList)) => {
-                if format != FORMAT_SIZED || payload_len % 4 != 0 {
+                if !entry.sized || entry.payload.len() % 4 != 0 {
                     return Err(unsupported(
                         kernel,
                         format!("{name} is not a list of 32-bit offsets"),
                     ));
                 }
-                for item in (payload..payload + payload_len).step_by(4) {
+                for item in entry.payload.step_by(4) {
                     fields.push(OffsetField {
                         attribute: name,
                         file_offset: item,
@@ -168,7 +214,6 @@ pub(crate) fn offset_fields(
             }
             Some((_, AttributeKind::Plain)) => {}
         }
-        at = payload + payload_len;
     }
     Ok(fields)
 }

@@ -155,3 +155,22 @@ fn verification_catches_a_wrong_permutation_and_a_corrupted_cubin() {
         .check(&shuffled.cubin, &shuffled.permutation)
         .expect("the real permutation");
 }
+
+#[test]
+fn a_kernel_with_an_unknown_info_attribute_is_refused() {
+    // EIATTR_SW_WAR (format 0x04, id 0x36, 4 bytes) renamed to an id this
+    // crate does not know: it might hold instruction offsets.
+    let corpus = corpus();
+    let mut patched = corpus.cubin("vector_add").to_vec();
+    let at = patched
+        .windows(4)
+        .position(|w| w == [0x04, 0x36, 0x04, 0x00])
+        .expect("the EIATTR_SW_WAR attribute");
+    patched[at + 1] = 0x7e;
+    match Schedule::from_cubin(&patched, "vector_add", &corpus.nvdisasm) {
+        Err(kerntune_sass::SassError::Unsupported { reason, .. }) => {
+            assert!(reason.contains("unknown"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
