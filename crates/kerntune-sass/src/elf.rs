@@ -107,6 +107,14 @@ fn to_usize(value: u64, what: &str) -> Result<usize, SassError> {
         .map_err(|_| malformed(format!("{what} {value:#x} does not fit in memory")))
 }
 
+/// `bytes[offset..offset + size]`, or an error if that is outside the file.
+fn file_range(bytes: &[u8], offset: usize, size: usize) -> Result<&[u8], SassError> {
+    offset
+        .checked_add(size)
+        .and_then(|end| bytes.get(offset..end))
+        .ok_or_else(|| malformed(format!("{size} bytes at {offset:#x} are outside the file")))
+}
+
 fn c_string(table: &[u8], offset: usize) -> Result<String, SassError> {
     let tail = table
         .get(offset..)
@@ -180,7 +188,7 @@ impl Cubin {
         let &(_, _, names_offset, names_size) = raw
             .get(names_index)
             .ok_or_else(|| malformed("section name table index out of range"))?;
-        let names = &bytes[names_offset..names_offset + names_size];
+        let names = file_range(bytes, names_offset, names_size)?;
         raw.into_iter()
             .map(|(name, kind, offset, size)| {
                 Ok(Section {
@@ -202,7 +210,7 @@ impl Cubin {
         let strings = sections
             .get(to_usize(u64::from(link), "symbol string table index")?)
             .ok_or_else(|| malformed("symbol string table index out of range"))?;
-        let strings = &bytes[strings.offset..strings.offset + strings.size];
+        let strings = file_range(bytes, strings.offset, strings.size)?;
         (0..symtab.size / SYMBOL_SIZE)
             .map(|index| {
                 let at = symtab.offset + index * SYMBOL_SIZE;
@@ -321,7 +329,8 @@ impl Cubin {
     pub(crate) fn section_bytes(&self, index: usize) -> &[u8] {
         self.sections
             .get(index)
-            .map_or(&[], |s| &self.bytes[s.offset..s.offset + s.size])
+            .and_then(|s| file_range(&self.bytes, s.offset, s.size).ok())
+            .unwrap_or(&[])
     }
 
     pub(crate) fn symbols(&self) -> &[Symbol] {
