@@ -174,3 +174,32 @@ fn a_kernel_with_an_unknown_info_attribute_is_refused() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+#[test]
+fn truncated_or_corrupted_cubins_are_errors_not_panics() {
+    let original = corpus().cubin("tiled_matmul");
+    for length in (0..original.len()).step_by(97) {
+        if let Ok(cubin) = kerntune_sass::Cubin::parse(&original[..length]) {
+            for kernel in cubin.kernels() {
+                let _ = cubin.kernel_text(&kernel);
+            }
+        }
+    }
+    let mut rng = kerntune_sass::Rng::new(1);
+    for _ in 0..2000 {
+        let mut corrupted = original.to_vec();
+        // Corrupt the ELF header or the section headers at the end of the file.
+        let at = if rng.below(2) == 0 {
+            rng.below(64)
+        } else {
+            original.len() - 1 - rng.below(1024)
+        };
+        corrupted[at] = rng.next_u64() as u8;
+        if let Ok(cubin) = kerntune_sass::Cubin::parse(&corrupted) {
+            for kernel in cubin.kernels() {
+                let _ = cubin.kernel_text(&kernel);
+            }
+        }
+    }
+    assert!(kerntune_sass::Cubin::parse(&original[..original.len() / 2]).is_err());
+}
