@@ -202,9 +202,9 @@ fn triton_bin_dir_with(python: &OsString) -> Result<PathBuf, String> {
     Ok(Path::new(&dir).join("backends").join("nvidia").join("bin"))
 }
 
-fn parse_error(line: usize, reason: impl Into<String>) -> SassError {
+fn parse_error(kernel: &str, line: usize, reason: impl Into<String>) -> SassError {
     SassError::DisassemblyParse {
-        kernel: String::new(),
+        kernel: kernel.to_string(),
         line,
         reason: reason.into(),
     }
@@ -277,7 +277,7 @@ pub fn parse_listing(listing: &str) -> Result<Disassembly, SassError> {
                 if let Some(value) = rest.trim().strip_prefix(".word") {
                     let value = value.trim().trim_start_matches("0x");
                     let value = u32::from_str_radix(value, 16).map_err(|_| {
-                        parse_error(index, format!("bad offset in {}", attribute.name))
+                        parse_error(kernel, index, format!("bad offset in {}", attribute.name))
                     })?;
                     attribute.offsets.push(value);
                 }
@@ -298,13 +298,14 @@ pub fn parse_listing(listing: &str) -> Result<Disassembly, SassError> {
         let Some((offset, rest)) = leading_comment_number(line) else {
             continue;
         };
-        let (text, low) = trailing_word(rest)
-            .ok_or_else(|| parse_error(index, "instruction without -hex encoding"))?;
+        let (text, low) = trailing_word(rest).ok_or_else(|| {
+            parse_error(&current.name, index, "instruction without -hex encoding")
+        })?;
         let high_line = lines
             .get(index)
-            .ok_or_else(|| parse_error(index, "missing high word"))?;
-        let (_, high) =
-            trailing_word(high_line).ok_or_else(|| parse_error(index + 1, "missing high word"))?;
+            .ok_or_else(|| parse_error(&current.name, index, "missing high word"))?;
+        let (_, high) = trailing_word(high_line)
+            .ok_or_else(|| parse_error(&current.name, index + 1, "missing high word"))?;
         index += 1;
         let text = text.trim().trim_end_matches(';').trim_end().to_string();
         for name in pending_labels.drain(..) {
