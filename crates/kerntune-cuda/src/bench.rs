@@ -16,7 +16,7 @@ use kerntune_engine::spec::{fill, DType, Flush, Timing};
 use kerntune_store::Status;
 
 use crate::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes};
-use crate::protocol::{ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup, ToBench};
+use crate::protocol::{ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup, Setup, ToBench};
 use crate::stats::{clearly_slower, median, relative_half_width};
 use crate::verify::Comparer;
 
@@ -157,22 +157,42 @@ impl Worker {
             flushes: 0,
             events: Vec::new(),
         };
-        if let Some(reference) = &setup.reference {
-            worker.comparer = Some(Comparer::new(context)?);
-            worker.compute_reference(context, reference)?;
+        match &setup.reference {
+            Some(ReferenceSetup::Kernel(reference)) => {
+                worker.comparer = Some(Comparer::new(context)?);
+                worker.compute_reference(context, reference)?;
+            }
+            Some(ReferenceSetup::Outputs { data }) => {
+                worker.comparer = Some(Comparer::new(context)?);
+                worker.load_reference(context, data)?;
+            }
+            None => {}
         }
         context.synchronize().map_err(|e| e.to_string())?;
         Ok(worker)
+    }
+
+    /// The expected outputs, given as data.
+    fn load_reference(&mut self, context: &Context, data: &[kerntune_engine::spec::Init]) -> Result<(), String> {
+        if data.len() != self.tolerances.len() {
+            return Err(format!("{} reference outputs for {} checked outputs", data.len(), self.tolerances.len()));
+        }
+        for ((position, _, _), init) in self.tolerances.clone().iter().zip(data) {
+            let argument = &mut self.arguments[*position];
+            let bytes = fill(argument.dtype, argument.len, init, 0).map_err(|e| format!("reference of output #{position}: {e}"))?;
+            let buffer = context.alloc(bytes.len()).map_err(|e| e.to_string())?;
+            context.upload(&buffer, &bytes).map_err(|e| e.to_string())?;
+            argument.reference = Some(buffer);
+        }
+        self.check_reference(context)
     }
 
     fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
         let module = context.load_module(&reference.cubin.0).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
         self.prepare_outputs(context).map_err(|e| e.to_string())?;
-        let geometry = &reference.geometry;
-        let mut pointers = self.argument_pointers();
-        context
-            .launch(&function, geometry.grid, geometry.block, geometry.shared_bytes, &mut pointers)
+        let (mut pointers, _scratch) = self.kernel_pointers(context, reference).map_err(|e| e.to_string())?;
+        launch_image(context, &function, reference, &mut pointers)
             .and_then(|()| context.synchronize())
             .map_err(|e| format!("running the reference kernel: {e}"))?;
         for (position, _, _) in self.tolerances.clone() {
@@ -182,6 +202,10 @@ impl Worker {
             context.copy(buffer, &copy).map_err(|e| e.to_string())?;
             argument.reference = Some(copy);
         }
+        self.check_reference(context)
+    }
+
+    fn check_reference(&self, context: &Context) -> Result<(), String> {
         // A reference that leaves NaN (or an unwritten element) cannot judge anything.
         for (position, _, _) in &self.tolerances {
             let argument = &self.arguments[*position];
@@ -196,8 +220,34 @@ impl Worker {
         Ok(())
     }
 
-    fn argument_pointers(&mut self) -> Vec<*mut c_void> {
-        self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect()
+    /// The parameter pointers of a launch of `kernel`, and the scratch buffers (with their
+    /// pointer slots) that must live until it has run. Each pointer points at an 8-byte slot
+    /// holding the argument's value; cuLaunchKernel reads as many bytes as the parameter has.
+    fn kernel_pointers(&mut self, context: &Context, kernel: &KernelImage) -> Result<(Vec<*mut c_void>, Scratch), CudaError> {
+        let Some(params) = &kernel.params else {
+            return Ok((self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect(), Scratch::default()));
+        };
+        let programs: u64 = kernel.geometry.grid.iter().map(|g| u64::from(*g)).product();
+        let mut scratch = Scratch { slots: Box::new([0u64; 8]), buffers: Vec::new() };
+        let mut used = 0;
+        let mut pointers = Vec::with_capacity(params.len());
+        for param in params {
+            match param {
+                ParamSource::Arg { index } => pointers.push((&mut self.slots[*index] as *mut u64).cast::<c_void>()),
+                ParamSource::Scratch { bytes_per_program } => {
+                    if *bytes_per_program > 0 {
+                        let buffer = context.alloc((bytes_per_program * programs) as usize)?;
+                        context.fill(&buffer, 0)?;
+                        scratch.slots[used] = buffer.pointer();
+                        scratch.buffers.push(buffer);
+                    }
+                    // The boxed slots do not move when `scratch` does.
+                    pointers.push((&mut scratch.slots[used] as *mut u64).cast::<c_void>());
+                    used += 1;
+                }
+            }
+        }
+        Ok((pointers, scratch))
     }
 
     /// Poisons outputs (all bytes 0xFF: NaN for floats) or restores in-place ones.
@@ -245,8 +295,8 @@ impl Worker {
                 .allow_dynamic_shared(geometry.shared_bytes)
                 .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
         }
-        let mut pointers = self.argument_pointers();
-        let launch = |pointers: &mut [*mut c_void]| context.launch(&function, geometry.grid, geometry.block, geometry.shared_bytes, pointers);
+        let (mut pointers, _scratch) = self.kernel_pointers(context, kernel).map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
+        let launch = |pointers: &mut [*mut c_void]| launch_image(context, &function, kernel, pointers);
 
         // The checked run, on poisoned outputs; it is also the warm-up, and never timed.
         let verify_start = Instant::now();
@@ -351,6 +401,22 @@ impl Worker {
             self.events.push((context.event()?, context.event()?));
         }
         Ok(())
+    }
+}
+
+/// Scratch buffers of one launch and the slots that hold their pointers.
+#[derive(Default)]
+struct Scratch {
+    slots: Box<[u64; 8]>,
+    buffers: Vec<DeviceBuffer>,
+}
+
+fn launch_image(context: &Context, function: &crate::driver::Function<'_>, kernel: &KernelImage, pointers: &mut [*mut c_void]) -> Result<(), CudaError> {
+    let g = &kernel.geometry;
+    if kernel.cluster_x > 1 {
+        context.launch_cluster(function, g.grid, g.block, g.shared_bytes, kernel.cluster_x, pointers)
+    } else {
+        context.launch(function, g.grid, g.block, g.shared_bytes, pointers)
     }
 }
 

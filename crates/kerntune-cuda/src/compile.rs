@@ -4,7 +4,7 @@
 use std::io::{BufRead, Write};
 
 use crate::nvrtc;
-use crate::protocol::{Bytes, CompileRequest, FromCompiler};
+use crate::protocol::{Bytes, CompileJob, CompileRequest, FromCompiler};
 
 /// Runs the worker on standard input and output until the input closes.
 pub fn run() -> i32 {
@@ -13,10 +13,11 @@ pub fn run() -> i32 {
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let reply = match serde_json::from_str::<CompileRequest>(&line) {
-            Ok(request) => match nvrtc::compile(&request.source, &request.name, &request.options, &request.arch) {
-                Ok(compiled) => FromCompiler::Compiled { id: request.id, cubin: Bytes(compiled.cubin), seconds: compiled.seconds },
-                Err(error) => FromCompiler::Failed { id: request.id, message: error.message, seconds: error.seconds },
+            Ok(CompileRequest { id, job: CompileJob::Cuda { source, name, options, arch } }) => match nvrtc::compile(&source, &name, &options, &arch) {
+                Ok(compiled) => FromCompiler::Compiled { id, cubin: Bytes(compiled.cubin), seconds: compiled.seconds, launch: None },
+                Err(error) => FromCompiler::Failed { id, message: error.message, seconds: error.seconds },
             },
+            Ok(CompileRequest { id, job }) => FromCompiler::Failed { id, message: format!("this worker compiles CUDA C, not {job:?}"), seconds: 0.0 },
             Err(error) => FromCompiler::Failed { id: u32::MAX, message: format!("bad request: {error}"), seconds: 0.0 },
         };
         let Ok(text) = serde_json::to_string(&reply) else { return 1 };

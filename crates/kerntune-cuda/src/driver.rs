@@ -201,6 +201,31 @@ impl Context {
             result::launch_kernel(function.function, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, self.stream, args)
         })
     }
+
+    /// Launches with thread-block clusters of `cluster_x` blocks along x (Hopper's
+    /// `num_ctas`), spread over the GPU as Triton launches them.
+    pub fn launch_cluster(&self, function: &Function<'_>, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, cluster_x: u32, args: &mut [*mut c_void]) -> Result<(), CudaError> {
+        // SAFETY: plain-old-data attribute records, fully initialised below.
+        let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+        attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attributes[0].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cluster_x, y: 1, z: 1 };
+        attributes[1].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+        attributes[1].value.clusterSchedulingPolicyPreference = sys::CUclusterSchedulingPolicy::CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid[0],
+            gridDimY: grid[1],
+            gridDimZ: grid[2],
+            blockDimX: block[0],
+            blockDimY: block[1],
+            blockDimZ: block[2],
+            sharedMemBytes: shared_bytes,
+            hStream: self.stream,
+            attrs: attributes.as_mut_ptr(),
+            numAttrs: 2,
+        };
+        // SAFETY: as for `launch`; the configuration and its attributes outlive the call.
+        check("cuLaunchKernelEx", unsafe { sys::cuLaunchKernelEx(&config, function.function, args.as_mut_ptr(), std::ptr::null_mut()).result() })
+    }
 }
 
 impl Drop for Context {

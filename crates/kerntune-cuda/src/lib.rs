@@ -1,25 +1,27 @@
-//! kerntune's CUDA backend.
+//! kerntune's GPU backend for CUDA devices.
 //!
-//! [`CudaBackend`] implements the engine's backend for CUDA C kernels described by a
-//! [`kerntune_engine::spec::KernelSpec`]: a [`pool::CompilePool`] of NVRTC worker processes
-//! compiles configurations to cubins ahead of one benchmark worker process per GPU, which
-//! verifies each kernel against the reference on poisoned outputs and times it with an L2
-//! flush before every launch ([`bench`]). A worker that crashes or hangs is replaced and
-//! costs one configuration. [`driver`] is the thin safe layer over the CUDA driver;
-//! [`nvrtc`] compiles without a GPU.
+//! A [`Pipeline`] is the engine's backend: a [`pool::CompilePool`] of worker processes
+//! compiles configurations ahead of one benchmark worker process per GPU, which verifies
+//! each kernel against the reference on poisoned outputs and times it with an L2 flush
+//! before every launch ([`bench`]). A worker that crashes or hangs is replaced and costs one
+//! configuration. A [`Frontend`] supplies the language: [`CudaFrontend`] compiles CUDA C
+//! described by a [`kerntune_engine::spec::KernelSpec`] with [`nvrtc`]; the Triton
+//! frontend lives in `kerntune-triton`. [`driver`] is the thin safe layer over the driver.
 
-mod backend;
 pub mod bench;
 pub mod compile;
+mod cuda;
 pub mod driver;
 pub mod nvrtc;
+mod pipeline;
 pub mod pool;
 pub mod process;
 pub mod protocol;
 pub mod stats;
 mod verify;
 
-pub use backend::{CudaBackend, CudaOptions};
+pub use cuda::CudaFrontend;
 pub use driver::{driver_available, DeviceInfo};
 pub use nvrtc::nvrtc_available;
+pub use pipeline::{Frontend, Pipeline, PipelineOptions};
 pub use process::WorkerCommand;

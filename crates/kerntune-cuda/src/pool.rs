@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
-use crate::protocol::{CompileRequest, FromCompiler};
+use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
 
 /// What became of one compile request.
 #[derive(Debug)]
 pub enum CompileOutcome {
-    Compiled { id: u32, cubin: Vec<u8>, seconds: f64 },
+    Compiled { id: u32, cubin: Vec<u8>, seconds: f64, launch: Option<LaunchInfo> },
     Failed { id: u32, reason: String, seconds: f64 },
 }
 
@@ -98,7 +98,7 @@ impl CompilePool {
         };
         self.slots[index].job = None;
         match serde_json::from_str::<FromCompiler>(&text) {
-            Ok(FromCompiler::Compiled { id, cubin, seconds }) => Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds }),
+            Ok(FromCompiler::Compiled { id, cubin, seconds, launch }) => Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds, launch }),
             Ok(FromCompiler::Failed { id, message, seconds }) => Some(CompileOutcome::Failed { id, reason: message, seconds }),
             Err(error) => {
                 self.replace(index, hub);

@@ -25,12 +25,33 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
+/// Where one kernel parameter's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ParamSource {
+    /// The argument at this position of the setup.
+    Arg { index: usize },
+    /// A device buffer of this many bytes per program (block) of the launch, zeroed; a
+    /// null pointer when the size is 0 (Triton's global and profile scratch).
+    Scratch { bytes_per_program: u64 },
+}
+
 /// A compiled kernel ready to launch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelImage {
     pub cubin: Bytes,
     pub name: String,
     pub geometry: Geometry,
+    /// The kernel's parameters in order; `None` means every argument, in order.
+    #[serde(default)]
+    pub params: Option<Vec<ParamSource>>,
+    /// Blocks per thread-block cluster along x (1: no cluster).
+    #[serde(default = "one")]
+    pub cluster_x: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,14 +60,23 @@ pub enum ArgSetup {
     Scalar { name: String, bytes: Bytes },
 }
 
+/// What every configuration's outputs must match.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReferenceSetup {
+    /// The outputs of this kernel, run once at setup.
+    Kernel(KernelImage),
+    /// Expected contents of each checked output, in the order of `tolerances`.
+    Outputs { data: Vec<Init> },
+}
+
 /// Everything a benchmark worker needs before it can evaluate configurations.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
     pub args: Vec<ArgSetup>,
     pub timing: Timing,
-    /// The reference kernel whose outputs every configuration must match; `None` when the
-    /// spec has no verification.
-    pub reference: Option<KernelImage>,
+    /// `None` when outputs are not checked.
+    pub reference: Option<ReferenceSetup>,
     /// `(argument position, atol, rtol)` of each checked output.
     pub tolerances: Vec<(usize, f64, f64)>,
 }
@@ -96,16 +126,41 @@ pub enum FromBench {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompileRequest {
     pub id: u32,
-    pub source: String,
+    #[serde(flatten)]
+    pub job: CompileJob,
+}
+
+/// What to compile, for the worker of each language.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CompileJob {
+    /// CUDA C through NVRTC.
+    Cuda { source: String, name: String, options: Vec<String>, arch: String },
+    /// A configuration of the Triton kernel the worker was started for: constexpr values
+    /// and compile options (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`, `ptx_options`).
+    Triton { constexprs: serde_json::Map<String, serde_json::Value>, options: serde_json::Map<String, serde_json::Value> },
+}
+
+/// How to launch what a Triton worker compiled, read off the compiled kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchInfo {
     pub name: String,
-    pub options: Vec<String>,
-    pub arch: String,
+    pub shared_bytes: u32,
+    pub num_warps: u32,
+    pub num_ctas: u32,
+    pub params: Vec<ParamSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FromCompiler {
-    Compiled { id: u32, cubin: Bytes, seconds: f64 },
+    Compiled {
+        id: u32,
+        cubin: Bytes,
+        seconds: f64,
+        #[serde(default)]
+        launch: Option<LaunchInfo>,
+    },
     Failed { id: u32, message: String, seconds: f64 },
 }
 
@@ -115,7 +170,7 @@ mod tests {
 
     #[test]
     fn binaries_round_trip_as_base64() {
-        let message = FromCompiler::Compiled { id: 3, cubin: Bytes(vec![0, 255, 7, 0x7f]), seconds: 0.5 };
+        let message = FromCompiler::Compiled { id: 3, cubin: Bytes(vec![0, 255, 7, 0x7f]), seconds: 0.5, launch: None };
         let line = serde_json::to_string(&message).expect("serializes");
         assert!(line.contains("\"AP8Hfw==\""), "{line}");
         let back: FromCompiler = serde_json::from_str(&line).expect("parses");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kerntune_cuda::pool::{CompileOutcome, CompilePool};
 use kerntune_cuda::process::Hub;
-use kerntune_cuda::protocol::CompileRequest;
+use kerntune_cuda::protocol::{CompileJob, CompileRequest};
 use kerntune_cuda::WorkerCommand;
 
 /// A worker that answers "failed: fine" to each request, except that a request whose
@@ -26,7 +26,7 @@ fn fake_worker() -> WorkerCommand {
 }
 
 fn request(id: u32, source: &str) -> CompileRequest {
-    CompileRequest { id, source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() }
+    CompileRequest { id, job: CompileJob::Cuda { source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() } }
 }
 
 /// Runs the pool until every request has an outcome.

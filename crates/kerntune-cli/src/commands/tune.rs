@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kerntune_cuda::{driver_available, nvrtc_available, CudaBackend, CudaOptions, DeviceInfo, WorkerCommand};
+use kerntune_cuda::{driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_engine::spec::KernelSpec;
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
 use kerntune_space::{ConfigId, Space, Value};
@@ -72,12 +72,10 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&device.name))?;
     let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
-    let options = CudaOptions {
-        worker: WorkerCommand { program: std::env::current_exe().context("locating the kerntune binary")?, args: Vec::new() },
-        device: args.device,
-        compile_workers: workers,
-    };
-    let mut backend = Lazy::new(workers + 2, || CudaBackend::start(&spec, &space, options));
+    let worker = WorkerCommand { program: std::env::current_exe().context("locating the kerntune binary")?, args: Vec::new() };
+    let options = PipelineOptions { bench_worker: worker.clone(), compile_worker: worker, device: args.device, compile_workers: workers };
+    let frontend = CudaFrontend::new(&spec, &space);
+    let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options));
 
     if !args.json {
         println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
@@ -116,7 +114,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     .run(&mut on_event)?;
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
-    let workers_used = backend.started().map(CudaBackend::compile_workers);
+    let workers_used = backend.started().map(Pipeline::compile_workers);
     if args.json {
         println!("{}", summary_json(&summary, &spec, &space, &device, &tally, wall));
     } else {
@@ -269,7 +267,7 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
 fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<ExitCode> {
     use kerntune_cuda::pool::{CompileOutcome, CompilePool};
     use kerntune_cuda::process::Hub;
-    use kerntune_cuda::protocol::CompileRequest;
+    use kerntune_cuda::protocol::{CompileJob, CompileRequest};
     if !nvrtc_available() {
         bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: --compile-only needs it, not a GPU");
     }
@@ -284,20 +282,15 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     let ids: Vec<_> = space.ids().collect();
     for (index, id) in ids.iter().enumerate() {
         let values = config_values(space, *id);
-        pool.submit(CompileRequest {
-            id: index as u32,
-            source: spec.source_for(&values),
-            name: spec.kernel_name.clone(),
-            options: spec.options_for(&values),
-            arch: args.arch.clone(),
-        });
+        let job = CompileJob::Cuda { source: spec.source_for(&values), name: spec.kernel_name.clone(), options: spec.options_for(&values), arch: args.arch.clone() };
+        pool.submit(CompileRequest { id: index as u32, job });
     }
     let bar = render::progress(Some(ids.len() as u64), args.json);
     let (mut compiled, mut failed, mut summed) = (0usize, Vec::new(), 0.0);
     let mut record = |outcome: CompileOutcome, bar: &indicatif::ProgressBar| -> Result<()> {
         bar.inc(1);
         match outcome {
-            CompileOutcome::Compiled { id, cubin, seconds } => {
+            CompileOutcome::Compiled { id, cubin, seconds, .. } => {
                 summed += seconds;
                 compiled += 1;
                 let config = space.config_json(ids[id as usize]);

@@ -149,6 +149,9 @@ pub enum Init {
     Uniform { low: f64, high: f64 },
     /// A NumPy `.npy` file of the same element type and size.
     File(PathBuf),
+    /// A file of exactly the buffer's bytes (little-endian elements), as the Python
+    /// package writes the user's tensors.
+    Raw(PathBuf),
 }
 
 /// One argument of the kernel, in order.
@@ -172,8 +175,16 @@ const CHUNK: usize = 1 << 20;
 
 /// Host contents of a buffer: `len` elements of `dtype` from `init`, with a seed of its own.
 pub fn fill(dtype: DType, len: usize, init: &Init, seed: u64) -> Result<Vec<u8>, String> {
-    if let Init::File(path) = init {
-        return read_npy(path, dtype, len);
+    match init {
+        Init::File(path) => return read_npy(path, dtype, len),
+        Init::Raw(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if bytes.len() != len * dtype.size() {
+                return Err(format!("{}: holds {} bytes, the argument needs {}", path.display(), bytes.len(), len * dtype.size()));
+            }
+            return Ok(bytes);
+        }
+        _ => {}
     }
     let mut out = vec![0u8; len * dtype.size()];
     if matches!(init, Init::Zeros) {
@@ -214,7 +225,7 @@ fn fill_chunk(dtype: DType, init: &Init, seed: u64, index: usize, chunk: &mut [u
             let span = (high - low).max(1.0) as usize;
             (0..count).for_each(|_| dtype.encode(low + rng.below(span) as f64, &mut encoded));
         }
-        Init::Zeros | Init::File(_) => encoded.resize(chunk.len(), 0),
+        Init::Zeros | Init::File(_) | Init::Raw(_) => encoded.resize(chunk.len(), 0),
     }
     chunk.copy_from_slice(&encoded);
 }

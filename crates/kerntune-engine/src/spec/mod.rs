@@ -37,6 +37,9 @@ pub enum Reference {
     Config(Vec<Value>),
     /// A kernel with the same arguments, launched with its own geometry.
     Kernel { name: String, source: String, options: Vec<String>, grid: [Expression; 3], block: [Expression; 3] },
+    /// The expected contents of each output (Kernel Tuner's `answer`), in the order of the
+    /// tolerances.
+    Outputs(Vec<Init>),
 }
 
 #[derive(Debug, Clone)]
@@ -421,8 +424,24 @@ impl Builder<'_> {
 
     fn verify(&self, raw: &raw::RawVerify, params: &[Param], args: &[ArgSpec], names: &[&str], source: &str) -> Result<Verify, SpecError> {
         let error = self.error;
-        let reference = match (&raw.reference.config, &raw.reference.kernel) {
-            (Some(config), None) => {
+        let reference = match (&raw.reference.config, &raw.reference.kernel, &raw.reference.outputs) {
+            (None, None, Some(outputs)) => {
+                let mut data = Vec::new();
+                for arg in args.iter().filter(|a| matches!(a.kind, ArgKind::Buffer { output: true, .. })) {
+                    let file = outputs
+                        .get(&arg.name)
+                        .and_then(Json::as_str)
+                        .ok_or_else(|| error(format!("[verify] reference outputs: no file for output '{}'", arg.name)))?;
+                    let path = self.base.join(file);
+                    let is_npy = path.extension().is_some_and(|e| e == "npy");
+                    data.push(if is_npy { Init::File(path) } else { Init::Raw(path) });
+                }
+                if let Some(extra) = outputs.keys().find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))) {
+                    return Err(error(format!("[verify] reference outputs: '{extra}' is not an output buffer")));
+                }
+                Reference::Outputs(data)
+            }
+            (Some(config), None, None) => {
                 let values = params
                     .iter()
                     .map(|p| {
@@ -437,7 +456,7 @@ impl Builder<'_> {
                 }
                 Reference::Config(values)
             }
-            (None, Some(name)) => {
+            (None, Some(name), None) => {
                 let reference_source = match &raw.reference.source {
                     Some(file) => self.read(file, "[verify] reference source")?,
                     None => source.to_string(),
@@ -453,7 +472,7 @@ impl Builder<'_> {
                     block: self.three(block, &problem_only, "[verify] reference block")?,
                 }
             }
-            _ => return Err(error("[verify] reference takes either config = {...} or kernel = \"name\"".into())),
+            _ => return Err(error("[verify] reference takes one of config = {...}, kernel = \"name\" or outputs = {...}".into())),
         };
         let (atol, rtol) = (raw.atol.unwrap_or(1e-6), raw.rtol.unwrap_or(1e-5));
         let mut tolerances = Vec::new();

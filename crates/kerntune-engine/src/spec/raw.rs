@@ -190,6 +190,9 @@ pub(crate) struct RawReference {
     pub block: Option<Vec<ExprText>>,
     #[serde(default)]
     pub options: Vec<String>,
+    /// Files with the expected contents of each output (`.npy`, or raw bytes).
+    #[serde(default)]
+    pub outputs: Option<Map<String, Json>>,
 }
 
 #[derive(Debug, Deserialize)]

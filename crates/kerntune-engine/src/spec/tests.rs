@@ -109,3 +109,13 @@ fn mistakes_are_reported_with_their_key() {
         assert!(message.contains(expected), "expected {expected:?} in {message:?}");
     }
 }
+
+#[test]
+fn reference_outputs_are_files_per_output_buffer() {
+    let text = format!("{MINIMAL}\n[verify]\nreference = {{ outputs = {{ c = \"expected.npy\" }} }}\n");
+    let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
+    let Some(Verify { reference: Reference::Outputs(data), .. }) = &spec.verify else { panic!("outputs reference") };
+    assert_eq!(data, &vec![Init::File(example_dir().join("expected.npy"))]);
+    let wrong = format!("{MINIMAL}\n[verify]\nreference = {{ outputs = {{ a = \"x.bin\" }} }}\n");
+    assert!(parse_error(&wrong).contains("no file for output 'c'"));
+}

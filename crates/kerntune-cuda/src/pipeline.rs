@@ -1,15 +1,16 @@
-//! The CUDA backend of the engine: a compile pool running ahead of one benchmark worker.
+//! The GPU pipeline every language shares: a compile pool running ahead of one benchmark
+//! worker. A [`Frontend`] says how a configuration becomes a compile job and how a compiled
+//! kernel is launched; the [`Pipeline`] does the rest and is the engine's backend.
 //!
-//! `submit` turns a configuration into source and options and queues its compile; compiled
-//! kernels queue for the GPU; `next` waits for whichever worker speaks next, enforces the
-//! compile and launch deadlines, replaces crashed workers, and returns evaluations in the
-//! order they finish. Every failure of a configuration becomes an evaluation with a status
-//! and a reason; only a benchmark worker that cannot be (re)started is an error.
+//! `submit` asks the frontend for a compile job and queues it; compiled kernels queue for
+//! the GPU; `next` waits for whichever worker speaks next, enforces the compile and launch
+//! deadlines, replaces crashed workers, and returns evaluations in the order they finish.
+//! Every failure of a configuration becomes an evaluation with a status and a reason; only
+//! a benchmark worker that cannot be (re)started is an error.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use kerntune_engine::spec::{ArgKind, KernelSpec, Reference};
 use kerntune_engine::{Backend, BackendError};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Evaluation, Status};
@@ -17,13 +18,40 @@ use kerntune_store::{Costs, Evaluation, Status};
 use crate::driver::DeviceInfo;
 use crate::pool::{CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
-use crate::protocol::{ArgSetup, Bytes, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup, ToBench};
+use crate::protocol::{CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, LaunchInfo, Setup, ToBench};
 use crate::stats::median;
 
-/// How the backend runs: which worker program, which GPU, how many compilers.
+/// What a language contributes to the pipeline.
+pub trait Frontend {
+    /// The compile job of a configuration, or why the configuration cannot run on this
+    /// device (recorded `invalid_config` without compiling).
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
+
+    /// How to launch a compiled configuration; an error is a reason it is invalid.
+    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, launch: Option<LaunchInfo>) -> Result<KernelImage, String>;
+
+    /// The objective of a configuration whose median kernel time is `time_ms`.
+    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String>;
+
+    /// Whether stopping a configuration that is clearly slower in time is sound: the
+    /// objective is the time, or a function of it that no parameter changes.
+    fn early_stop_applies(&self) -> bool;
+
+    /// The benchmark worker's setup; may compile a reference through `compile`.
+    fn setup(&self, device: &DeviceInfo, compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>) -> Result<Setup, String>;
+
+    /// Timeouts of the protocol.
+    fn launch_timeout(&self) -> Duration;
+    fn compile_timeout(&self) -> Duration;
+}
+
+/// How the pipeline runs: which worker programs, which GPU, how many compilers.
 #[derive(Debug, Clone)]
-pub struct CudaOptions {
-    pub worker: WorkerCommand,
+pub struct PipelineOptions {
+    /// Runs `<args> __worker bench --device N`.
+    pub bench_worker: WorkerCommand,
+    /// Runs `<args> __worker compile`.
+    pub compile_worker: WorkerCommand,
     pub device: usize,
     pub compile_workers: usize,
 }
@@ -37,6 +65,8 @@ const EVALUATION_SLACK: Duration = Duration::from_secs(20);
 const WAIT_SLACK: Duration = Duration::from_secs(2);
 /// Restarts without a completed evaluation after which the benchmark worker is given up.
 const MAX_RESTARTS: usize = 3;
+/// Id of the reference's compile request, apart from every configuration's.
+const REFERENCE_JOB: u32 = u32::MAX - 1;
 
 #[derive(Debug)]
 enum BenchState {
@@ -58,11 +88,10 @@ struct Job {
     sent: Option<Instant>,
 }
 
-#[derive(Debug)]
-pub struct CudaBackend<'a> {
-    spec: &'a KernelSpec,
+pub struct Pipeline<'a> {
+    frontend: &'a dyn Frontend,
     space: &'a Space,
-    options: CudaOptions,
+    options: PipelineOptions,
     hub: Hub,
     pub device: DeviceInfo,
     bench: Worker,
@@ -76,8 +105,13 @@ pub struct CudaBackend<'a> {
     ready: VecDeque<(u32, KernelImage)>,
     done: VecDeque<(ConfigId, Evaluation)>,
     best_median_ms: Option<f64>,
-    early_stop_applies: bool,
     started: Instant,
+}
+
+impl std::fmt::Debug for Pipeline<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").field("device", &self.device.name).field("in_flight", &self.jobs.len()).finish()
+    }
 }
 
 fn bench_args(device: usize) -> Vec<String> {
@@ -88,39 +122,31 @@ fn failed(message: impl Into<String>) -> BackendError {
     BackendError(message.into())
 }
 
-impl<'a> CudaBackend<'a> {
-    /// Starts the workers, compiles the reference and sets the benchmark worker up.
-    pub fn start(spec: &'a KernelSpec, space: &'a Space, options: CudaOptions) -> Result<CudaBackend<'a>, BackendError> {
+impl<'a> Pipeline<'a> {
+    /// Starts the workers, has the frontend build the setup (compiling its reference) and
+    /// sets the benchmark worker up.
+    pub fn start(frontend: &'a dyn Frontend, space: &'a Space, options: PipelineOptions) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
         let hub = Hub::default();
-        let mut bench = Worker::spawn(&options.worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
+        let mut bench = Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
             .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
             FromBench::Fatal { message } => return Err(failed(message)),
             other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
         };
-        let mut pool = CompilePool::new(&options.worker, options.compile_workers, spec.timing.compile_timeout, &hub, 1)
+        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, frontend.compile_timeout(), &hub, 1)
             .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
-        let reference = match &spec.verify {
-            None => None,
-            Some(verify) => Some(compile_reference(spec, space, &verify.reference, &device, &mut pool, &hub)?),
-        };
-        let setup = build_setup(spec, reference)?;
+        let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, frontend.compile_timeout());
+        let setup = frontend.setup(&device, &mut compile).map_err(failed)?;
         bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
         match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::SetupDone => {}
             FromBench::Fatal { message } => return Err(failed(format!("setting up the GPU: {message}"))),
             other => return Err(failed(format!("unexpected message from the benchmark worker: {other:?}"))),
         }
-        // Early stopping compares times; it is sound only when the objective is the time or
-        // a function of it that no parameter changes.
-        let early_stop_applies = spec
-            .objective_expression
-            .as_ref()
-            .is_none_or(|e| e.variables().iter().all(|v| *v < spec.problem.len() || *v >= spec.problem.len() + spec.params.len()));
-        Ok(CudaBackend {
-            spec,
+        Ok(Pipeline {
+            frontend,
             space,
             options,
             hub,
@@ -136,7 +162,6 @@ impl<'a> CudaBackend<'a> {
             ready: VecDeque::new(),
             done: VecDeque::new(),
             best_median_ms: None,
-            early_stop_applies,
             started,
         })
     }
@@ -156,20 +181,21 @@ impl<'a> CudaBackend<'a> {
 
     fn on_compiled(&mut self, outcome: CompileOutcome) {
         match outcome {
-            CompileOutcome::Compiled { id, cubin, seconds } => {
+            CompileOutcome::Compiled { id, cubin, seconds, launch } => {
                 let Some(job) = self.jobs.get_mut(&id) else { return };
                 job.costs.compile_s = seconds;
-                match self.spec.geometry(&job.values) {
-                    Ok(geometry) => {
-                        let image = KernelImage { cubin: Bytes(cubin), name: self.spec.kernel_name.clone(), geometry };
-                        self.ready.push_back((id, image));
-                    }
+                match self.frontend.kernel_image(&job.values, cubin, launch) {
+                    Ok(image) => self.ready.push_back((id, image)),
                     Err(reason) => self.finish(id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
                 }
             }
             CompileOutcome::Failed { id, reason, seconds } => {
                 let costs = Costs { compile_s: seconds, ..Costs::default() };
-                self.finish(id, Evaluation::failed(Status::CompileFailed, truncate(&reason, 4000), costs));
+                // Compilers report a configuration the device cannot hold (too much shared
+                // memory) before finishing: that is a property of the configuration.
+                let status = if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
+                let reason = reason.strip_prefix("invalid config: ").unwrap_or(&reason);
+                self.finish(id, Evaluation::failed(status, truncate(reason, 4000), costs));
             }
         }
     }
@@ -179,13 +205,13 @@ impl<'a> CudaBackend<'a> {
             return Ok(());
         }
         let Some((id, kernel)) = self.ready.pop_front() else { return Ok(()) };
-        let best_median_ms = if self.early_stop_applies { self.best_median_ms } else { None };
+        let best_median_ms = if self.frontend.early_stop_applies() { self.best_median_ms } else { None };
         let request = ToBench::Evaluate(EvaluateRequest { id, kernel, best_median_ms });
         if let Some(job) = self.jobs.get_mut(&id) {
             job.sent = Some(Instant::now());
         }
         self.bench_state = BenchState::Busy { id };
-        self.deadline = Some(Instant::now() + self.spec.timing.launch_timeout + EVALUATION_SLACK);
+        self.deadline = Some(Instant::now() + self.frontend.launch_timeout() + EVALUATION_SLACK);
         if let Err(error) = self.bench.send(&request) {
             self.bench_died(&format!("could not be written to: {error}"))?;
         }
@@ -209,7 +235,7 @@ impl<'a> CudaBackend<'a> {
                 self.deadline = None;
             }
             (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
-                self.deadline = Some(Instant::now() + self.spec.timing.launch_timeout * launches.max(1) as u32 + WAIT_SLACK);
+                self.deadline = Some(Instant::now() + self.frontend.launch_timeout() * launches.max(1) as u32 + WAIT_SLACK);
             }
             (FromBench::Result(result), BenchState::Busy { id }) if *id == result.id => {
                 let lost = result.context_lost;
@@ -238,29 +264,22 @@ impl<'a> CudaBackend<'a> {
             framework_s: (round_trip - result.verify_s - result.benchmark_s).max(0.0),
             ..Costs::default()
         };
+        let mut metrics = attribute_metrics(&result);
         let evaluation = match result.status {
             Status::Ok | Status::EarlyStopped => {
                 let time = median(&result.samples);
                 if result.status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
                     self.best_median_ms = Some(time);
                 }
-                let metrics = attribute_metrics(&result, time);
-                match self.spec.objective_value(&job.values, time) {
-                    Ok(objective) => Evaluation {
-                        status: result.status,
-                        reason: result.reason,
-                        objective: Some(objective),
-                        samples: result.samples,
-                        costs,
-                        metrics,
-                    },
+                metrics.insert("time".into(), serde_json::json!(time));
+                match self.frontend.objective(&job.values, time) {
+                    Ok(objective) => Evaluation { status: result.status, reason: result.reason, objective: Some(objective), samples: result.samples, costs, metrics },
                     Err(reason) => Evaluation::failed(Status::RuntimeFailed, reason, costs),
                 }
             }
             status => {
                 let mut evaluation = Evaluation::failed(status, result.reason.clone().unwrap_or_default(), costs);
-                evaluation.metrics = attribute_metrics(&result, f64::NAN);
-                evaluation.metrics.remove("time");
+                evaluation.metrics = metrics;
                 evaluation.samples = result.samples;
                 evaluation
             }
@@ -272,9 +291,9 @@ impl<'a> CudaBackend<'a> {
     /// fresh worker is started.
     fn bench_died(&mut self, how: &str) -> Result<(), BackendError> {
         if let BenchState::Busy { id } = self.bench_state {
-            let launches_hung = self.deadline.is_some_and(|d| Instant::now() >= d);
-            let (status, reason) = if launches_hung {
-                (Status::Timeout, format!("the kernel did not finish within {:.1} s per launch; the worker was killed", self.spec.timing.launch_timeout.as_secs_f64()))
+            let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
+            let (status, reason) = if hung {
+                (Status::Timeout, format!("the kernel did not finish within {:.1} s per launch; the worker was killed", self.frontend.launch_timeout().as_secs_f64()))
             } else {
                 (Status::RuntimeFailed, format!("the benchmark worker {how}"))
             };
@@ -290,7 +309,7 @@ impl<'a> CudaBackend<'a> {
         self.restarts += 1;
         self.bench.kill();
         let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
-        self.bench = Worker::spawn(&self.options.worker, &bench_args(self.options.device), origin, &self.hub)
+        self.bench = Worker::spawn(&self.options.bench_worker, &bench_args(self.options.device), origin, &self.hub)
             .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
         self.bench_state = BenchState::Starting;
         self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
@@ -329,7 +348,7 @@ impl<'a> CudaBackend<'a> {
     }
 }
 
-impl Backend for CudaBackend<'_> {
+impl Backend for Pipeline<'_> {
     /// Enough configurations in flight to keep every compiler and the GPU busy.
     fn capacity(&self) -> usize {
         self.pool.workers() + 2
@@ -340,32 +359,15 @@ impl Backend for CudaBackend<'_> {
         let values: Vec<Value> = self.space.values(id).into_iter().cloned().collect();
         let job_id = self.next_job;
         self.next_job += 1;
-        // Configurations the device cannot launch fail here, before any compile.
-        let invalid = match self.spec.geometry(&values) {
-            Err(reason) => Some(reason),
-            Ok(g) if g.threads_per_block() > self.device.max_threads_per_block as u64 => {
-                Some(format!("{} threads per block; the device allows {}", g.threads_per_block(), self.device.max_threads_per_block))
-            }
-            Ok(_) => None,
-        };
-        let job = Job { config: id, values, costs: Costs::default(), sent: None };
-        match invalid {
-            Some(reason) => {
-                self.jobs.insert(job_id, job);
-                self.finish(job_id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default()));
-            }
-            None => {
-                let request = CompileRequest {
-                    id: job_id,
-                    source: self.spec.source_for(&job.values),
-                    name: self.spec.kernel_name.clone(),
-                    options: self.spec.options_for(&job.values),
-                    arch: self.device.arch(),
-                };
-                let mut job = job;
-                job.costs.framework_s = prepared.elapsed().as_secs_f64();
-                self.jobs.insert(job_id, job);
-                self.pool.submit(request);
+        let compile_job = self.frontend.compile_job(&values, &self.device);
+        let mut job = Job { config: id, values, costs: Costs::default(), sent: None };
+        job.costs.framework_s = prepared.elapsed().as_secs_f64();
+        self.jobs.insert(job_id, job);
+        match compile_job {
+            // Configurations the device cannot launch fail here, before any compile.
+            Err(reason) => self.finish(job_id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+            Ok(compile_job) => {
+                self.pool.submit(CompileRequest { id: job_id, job: compile_job });
                 for outcome in self.pool.dispatch(&self.hub) {
                     self.on_compiled(outcome);
                 }
@@ -398,10 +400,9 @@ impl Backend for CudaBackend<'_> {
     }
 }
 
-/// Registers, shared and local memory of the kernel, kept with its evaluation.
-fn attribute_metrics(result: &EvaluateResult, time_ms: f64) -> serde_json::Map<String, serde_json::Value> {
+/// Registers, shared and local memory of the kernel and its checked run's time.
+fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_json::Value> {
     let mut metrics = serde_json::Map::new();
-    metrics.insert("time".into(), serde_json::json!(time_ms));
     metrics.insert("verify_kernel_ms".into(), serde_json::json!(result.verify_kernel_ms));
     if let Some(a) = result.attributes {
         metrics.insert("registers".into(), a.registers.into());
@@ -439,77 +440,24 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
     }
 }
 
-/// Compiles the reference (a kernel of its own, or a named configuration) before tuning.
-fn compile_reference(spec: &KernelSpec, space: &Space, reference: &Reference, device: &DeviceInfo, pool: &mut CompilePool, hub: &Hub) -> Result<KernelImage, BackendError> {
-    // A reference kernel in a file that also holds the tuned kernel needs the parameters
-    // defined to compile: it gets those of the first valid configuration.
-    let first: Vec<Value> = space.ids().next().map(|id| space.values(id).into_iter().cloned().collect()).unwrap_or_default();
-    let (source, name, options, geometry) = match reference {
-        Reference::Config(values) => (spec.source_for(values), spec.kernel_name.clone(), spec.options_for(values), spec.geometry(values).map_err(failed)?),
-        Reference::Kernel { name, source, options, grid, block } => {
-            let mut text = spec.source_for(&first);
-            text.truncate(text.len() - spec.source.len());
-            text.push_str(source);
-            let values = spec.values(&first);
-            let dimension = |e: &kerntune_space::Expression| -> Result<u32, BackendError> {
-                let n = e.evaluate_with(&values).ok().and_then(|v| v.as_number()).ok_or_else(|| failed(format!("reference geometry '{e}'")))?;
-                Ok(n.ceil().max(1.0) as u32)
-            };
-            let geometry = kerntune_engine::spec::Geometry {
-                grid: [dimension(&grid[0])?, dimension(&grid[1])?, dimension(&grid[2])?],
-                block: [dimension(&block[0])?, dimension(&block[1])?, dimension(&block[2])?],
-                shared_bytes: 0,
-            };
-            (text, name.clone(), options.clone(), geometry)
-        }
-    };
-    pool.submit(CompileRequest { id: u32::MAX - 1, source, name: name.clone(), options, arch: device.arch() });
-    let deadline = Instant::now() + spec.timing.compile_timeout + Duration::from_secs(5);
+/// Compiles one job through the pool and waits for it (the reference, before tuning).
+fn compile_now(pool: &mut CompilePool, hub: &Hub, job: CompileJob, timeout: Duration) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
+    pool.submit(CompileRequest { id: REFERENCE_JOB, job });
+    let deadline = Instant::now() + timeout + Duration::from_secs(5);
     loop {
         if let Some(CompileOutcome::Failed { reason, .. }) = pool.dispatch(hub).into_iter().next() {
-            return Err(failed(format!("compiling the reference: {reason}")));
+            return Err(reason);
         }
         let Some(line) = hub.next(Some(deadline)) else {
-            return Err(failed("compiling the reference did not finish in time"));
+            return Err("the compile did not finish in time".into());
         };
         if !pool.owns(line.origin) {
             continue;
         }
         match pool.handle(line, hub) {
-            Some(CompileOutcome::Compiled { cubin, .. }) => return Ok(KernelImage { cubin: Bytes(cubin), name, geometry }),
-            Some(CompileOutcome::Failed { reason, .. }) => return Err(failed(format!("compiling the reference {name}: {reason}"))),
+            Some(CompileOutcome::Compiled { cubin, launch, .. }) => return Ok((cubin, launch)),
+            Some(CompileOutcome::Failed { reason, .. }) => return Err(reason),
             None => {}
         }
     }
-}
-
-/// The arguments with their sizes evaluated, for the benchmark worker.
-fn build_setup(spec: &KernelSpec, reference: Option<KernelImage>) -> Result<Setup, BackendError> {
-    let problem: Vec<Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
-    let mut args = Vec::new();
-    for (position, arg) in spec.args.iter().enumerate() {
-        let evaluate = |e: &kerntune_space::Expression| {
-            e.evaluate_with(&problem).map_err(|err| failed(format!("argument {}: '{e}': {err}", arg.name)))
-        };
-        args.push(match &arg.kind {
-            ArgKind::Buffer { size, init, output, poison } => {
-                let len = evaluate(size)?.as_number().filter(|n| *n >= 0.0).ok_or_else(|| failed(format!("argument {}: size is not a count", arg.name)))?;
-                ArgSetup::Buffer {
-                    name: arg.name.clone(),
-                    dtype: arg.dtype,
-                    len: len as usize,
-                    init: init.clone(),
-                    output: *output,
-                    poison: *poison,
-                    seed: spec.timing.seed.wrapping_mul(1_000_003).wrapping_add(position as u64),
-                }
-            }
-            ArgKind::Scalar { value } => {
-                let bytes = kerntune_engine::spec::scalar_bytes(arg.dtype, &evaluate(value)?).map_err(|e| failed(format!("argument {}: {e}", arg.name)))?;
-                ArgSetup::Scalar { name: arg.name.clone(), bytes: Bytes(bytes) }
-            }
-        });
-    }
-    let tolerances = spec.verify.as_ref().map(|v| v.tolerances.clone()).unwrap_or_default();
-    Ok(Setup { args, timing: spec.timing.clone(), reference, tolerances })
 }
