@@ -156,6 +156,10 @@ pub struct TuneArgs {
     /// GPU to tune on.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Measure every configuration again instead of answering from the store (new results
+    /// replace the stored ones).
+    #[arg(long)]
+    pub fresh: bool,
     /// Compile workers running ahead of the GPU. Default: one per core.
     #[arg(long)]
     pub compile_workers: Option<usize>,

@@ -144,3 +144,36 @@ impl CompilePool {
         slot.job = None;
     }
 }
+
+/// Compiles every request through the pool, handing each outcome to `on_outcome` as it
+/// arrives, until all are done or `stop` returns true.
+pub fn compile_all(
+    pool: &mut CompilePool,
+    hub: &Hub,
+    requests: Vec<CompileRequest>,
+    on_outcome: &mut dyn FnMut(CompileOutcome) -> Result<(), String>,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), String> {
+    for request in requests {
+        pool.submit(request);
+    }
+    while pool.pending() > 0 && !stop() {
+        for outcome in pool.dispatch(hub) {
+            on_outcome(outcome)?;
+        }
+        match hub.next(pool.deadline()) {
+            Some(line) if pool.owns(line.origin) => {
+                if let Some(outcome) = pool.handle(line, hub) {
+                    on_outcome(outcome)?;
+                }
+            }
+            Some(_) => {}
+            None => {
+                for outcome in pool.expire(hub) {
+                    on_outcome(outcome)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -16,6 +16,14 @@ use std::time::{Duration, Instant};
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Environment variables set for the worker (on top of the tuner's own).
+    pub env: Vec<(String, String)>,
+}
+
+impl WorkerCommand {
+    pub fn new(program: impl Into<PathBuf>, args: Vec<String>) -> WorkerCommand {
+        WorkerCommand { program: program.into(), args, env: Vec::new() }
+    }
 }
 
 /// Which worker a line came from: its slot and the generation of the process in it.
@@ -74,6 +82,7 @@ impl Worker {
         let mut child = Command::new(&command.program)
             .args(&command.args)
             .args(extra_args)
+            .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -22,7 +22,7 @@ fn fake_worker() -> WorkerCommand {
             printf '{"type":"failed","id":%s,"message":"fine","seconds":0.0}\n' "$id"
         done"#;
     // Extra arguments the pool appends ("__worker compile") land in $0 and $1, unused.
-    WorkerCommand { program: "sh".into(), args: vec!["-c".into(), script.into()] }
+    WorkerCommand::new("sh", vec!["-c".into(), script.into()])
 }
 
 fn request(id: u32, source: &str) -> CompileRequest {

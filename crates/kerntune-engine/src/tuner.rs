@@ -23,6 +23,9 @@ pub struct Tuner<'a> {
     pub strategy: Box<dyn Strategy>,
     pub backend: &'a mut dyn Backend,
     pub store: Option<(&'a Store, TuningId)>,
+    /// Answer configurations already in the store from it (the default); `false` measures
+    /// everything again, still recording each new result (replacing the old one).
+    pub reuse_stored: bool,
     pub objective: Objective,
     pub budget: Budget,
     pub seed: u64,
@@ -113,8 +116,8 @@ impl Tuner<'_> {
             return Err(TuneError::EmptySpace);
         }
         let stored = match self.store {
-            Some((store, tuning)) => stored_by_id(self.space, store, tuning)?,
-            None => HashMap::new(),
+            Some((store, tuning)) if self.reuse_stored => stored_by_id(self.space, store, tuning)?,
+            _ => HashMap::new(),
         };
         on_event(Event::Started { space_size: self.space.len(), from_store: stored.len(), budget: &self.budget });
         let mut state = Loop {

@@ -20,6 +20,7 @@ fn run(landscape: &Landscape, space: &Space, strategy: &str, budget: Budget, see
         strategy: build_strategy(strategy, &Default::default()).expect("strategy"),
         backend: &mut backend,
         store,
+        reuse_stored: true,
         objective: landscape.objective.clone(),
         budget,
         seed,

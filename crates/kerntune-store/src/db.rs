@@ -113,6 +113,17 @@ pub struct Store {
 }
 
 impl Store {
+    /// Where results go unless told otherwise: `$KERNTUNE_DB`, else `kerntune/results.db`
+    /// in the user's cache folder (`$XDG_CACHE_HOME`, else `~/.cache`).
+    pub fn default_path() -> std::path::PathBuf {
+        use std::path::PathBuf;
+        std::env::var_os("KERNTUNE_DB")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("kerntune/results.db")))
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kerntune/results.db")))
+            .unwrap_or_else(|| PathBuf::from("kerntune-results.db"))
+    }
+
     /// Opens (creating if needed) the database at `path`.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let name = path.display().to_string();

@@ -68,6 +68,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         strategy,
         backend: &mut backend,
         store: tuning,
+        reuse_stored: true,
         objective: landscape.objective.clone(),
         budget,
         seed: args.search.seed,

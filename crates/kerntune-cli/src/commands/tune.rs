@@ -33,13 +33,9 @@ pub fn worker(args: WorkerArgs) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// The results database: `--db`, else `$KERNTUNE_DB`, else the user's cache folder.
+/// The results database: `--db`, else the default one.
 fn database(explicit: Option<PathBuf>) -> PathBuf {
-    explicit
-        .or_else(|| std::env::var_os("KERNTUNE_DB").map(PathBuf::from))
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("kerntune/results.db")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kerntune/results.db")))
-        .unwrap_or_else(|| PathBuf::from("kerntune-results.db"))
+    explicit.unwrap_or_else(Store::default_path)
 }
 
 fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
@@ -72,7 +68,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&device.name))?;
     let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
-    let worker = WorkerCommand { program: std::env::current_exe().context("locating the kerntune binary")?, args: Vec::new() };
+    let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
     let options = PipelineOptions { bench_worker: worker.clone(), compile_worker: worker, device: args.device, compile_workers: workers };
     let frontend = CudaFrontend::new(&spec, &space);
     let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options));
@@ -106,6 +102,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         strategy,
         backend: &mut backend,
         store: Some((&store, tuning)),
+        reuse_stored: !args.fresh,
         objective: spec.objective.clone(),
         budget,
         seed: args.search.seed,
@@ -265,7 +262,7 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
 }
 
 fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<ExitCode> {
-    use kerntune_cuda::pool::{CompileOutcome, CompilePool};
+    use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
     use kerntune_cuda::process::Hub;
     use kerntune_cuda::protocol::{CompileJob, CompileRequest};
     if !nvrtc_available() {
@@ -276,25 +273,30 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {}", args.arch)))?;
     let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
-    let command = WorkerCommand { program: std::env::current_exe()?, args: Vec::new() };
+    let command = WorkerCommand::new(std::env::current_exe()?, Vec::new());
     let hub = Hub::default();
     let mut pool = CompilePool::new(&command, workers, spec.timing.compile_timeout, &hub, 0)?;
     let ids: Vec<_> = space.ids().collect();
-    for (index, id) in ids.iter().enumerate() {
-        let values = config_values(space, *id);
-        let job = CompileJob::Cuda { source: spec.source_for(&values), name: spec.kernel_name.clone(), options: spec.options_for(&values), arch: args.arch.clone() };
-        pool.submit(CompileRequest { id: index as u32, job });
-    }
+    let requests = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| {
+            let values = config_values(space, *id);
+            let job = CompileJob::Cuda { source: spec.source_for(&values), name: spec.kernel_name.clone(), options: spec.options_for(&values), arch: args.arch.clone() };
+            CompileRequest { id: index as u32, job }
+        })
+        .collect();
     let bar = render::progress(Some(ids.len() as u64), args.json);
     let (mut compiled, mut failed, mut summed) = (0usize, Vec::new(), 0.0);
-    let mut record = |outcome: CompileOutcome, bar: &indicatif::ProgressBar| -> Result<()> {
+    let mut record = |outcome: CompileOutcome| -> Result<(), String> {
         bar.inc(1);
         match outcome {
             CompileOutcome::Compiled { id, cubin, seconds, .. } => {
                 summed += seconds;
                 compiled += 1;
-                let config = space.config_json(ids[id as usize]);
-                store.save_artifact(tuning, &config, "cubin", &cubin, &format!("nvrtc --gpu-architecture={} {}", args.arch, spec.options_for(&config_values(space, ids[id as usize])).join(" ")))?;
+                let values = config_values(space, ids[id as usize]);
+                let provenance = format!("nvrtc --gpu-architecture={} {}", args.arch, spec.options_for(&values).join(" "));
+                store.save_artifact(tuning, &space.config_json(ids[id as usize]), "cubin", &cubin, &provenance).map_err(|e| e.to_string())?;
             }
             CompileOutcome::Failed { id, reason, seconds } => {
                 summed += seconds;
@@ -303,26 +305,8 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
         }
         Ok(())
     };
-    while pool.pending() > 0 {
-        if interrupt::flag().load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        for outcome in pool.dispatch(&hub) {
-            record(outcome, &bar)?;
-        }
-        match hub.next(pool.deadline()) {
-            Some(line) => {
-                if let Some(outcome) = pool.handle(line, &hub) {
-                    record(outcome, &bar)?;
-                }
-            }
-            None => {
-                for outcome in pool.expire(&hub) {
-                    record(outcome, &bar)?;
-                }
-            }
-        }
-    }
+    let stop = || interrupt::flag().load(std::sync::atomic::Ordering::SeqCst);
+    compile_all(&mut pool, &hub, requests, &mut record, &stop).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
     if args.json {

@@ -289,7 +289,7 @@ impl Builder<'_> {
                 (objective, expression)
             }
         };
-        let timing = self.timing(&raw.timing)?;
+        let timing = timing_from_raw(&raw.timing).map_err(|e| error(format!("[timing] {e}")))?;
         let reference_source = match &verify {
             Some(Verify { reference: Reference::Kernel { source, .. }, .. }) => source.clone(),
             _ => String::new(),
@@ -491,34 +491,41 @@ impl Builder<'_> {
         }
         Ok(Verify { reference, tolerances })
     }
+}
 
-    fn timing(&self, raw: &raw::RawTiming) -> Result<Timing, SpecError> {
-        let error = self.error;
-        let mut timing = Timing::default();
-        let duration = |text: &Option<String>, key: &str, default: Duration| -> Result<Duration, SpecError> {
-            text.as_deref().map_or(Ok(default), |t| parse_duration(t).map_err(|e| error(format!("[timing] {key}: {e}"))))
-        };
-        timing.flush = match raw.flush.as_deref() {
-            None | Some("l2") => Flush::L2,
-            Some("none") => Flush::None,
-            Some(other) => return Err(error(format!("[timing] flush '{other}': use \"l2\" or \"none\""))),
-        };
-        timing.min_samples = raw.min_samples.unwrap_or(timing.min_samples).max(1);
-        timing.max_samples = raw.max_samples.unwrap_or(timing.max_samples).max(timing.min_samples);
-        timing.ci_target = raw.ci_target.unwrap_or(timing.ci_target);
-        timing.time_cap = duration(&raw.time_cap, "time_cap", timing.time_cap)?;
-        timing.early_stop = match &raw.early_stop {
-            None => timing.early_stop,
-            Some(Json::Bool(false)) => None,
-            Some(Json::Number(n)) => n.as_f64().filter(|f| *f > 0.0).map(|f| f.max(1.0)),
-            Some(other) => return Err(error(format!("[timing] early_stop: {other} (a factor such as 1.1, or false)"))),
-        };
-        timing.early_stop_samples = raw.early_stop_samples.unwrap_or(timing.early_stop_samples).max(1);
-        timing.launch_timeout = duration(&raw.launch_timeout, "launch_timeout", timing.launch_timeout)?;
-        timing.compile_timeout = duration(&raw.compile_timeout, "compile_timeout", timing.compile_timeout)?;
-        timing.seed = raw.seed.unwrap_or(timing.seed);
-        Ok(timing)
+impl Timing {
+    /// The protocol from a table in the spec's `[timing]` format (as JSON).
+    pub fn from_json(table: &Json) -> Result<Timing, String> {
+        let raw: raw::RawTiming = serde_json::from_value(table.clone()).map_err(|e| e.to_string())?;
+        timing_from_raw(&raw)
     }
+}
+
+fn timing_from_raw(raw: &raw::RawTiming) -> Result<Timing, String> {
+    let mut timing = Timing::default();
+    let duration = |text: &Option<String>, key: &str, default: Duration| -> Result<Duration, String> {
+        text.as_deref().map_or(Ok(default), |t| parse_duration(t).map_err(|e| format!("{key}: {e}")))
+    };
+    timing.flush = match raw.flush.as_deref() {
+        None | Some("l2") => Flush::L2,
+        Some("none") => Flush::None,
+        Some(other) => return Err(format!("flush '{other}': use \"l2\" or \"none\"")),
+    };
+    timing.min_samples = raw.min_samples.unwrap_or(timing.min_samples).max(1);
+    timing.max_samples = raw.max_samples.unwrap_or(timing.max_samples).max(timing.min_samples);
+    timing.ci_target = raw.ci_target.unwrap_or(timing.ci_target);
+    timing.time_cap = duration(&raw.time_cap, "time_cap", timing.time_cap)?;
+    timing.early_stop = match &raw.early_stop {
+        None => timing.early_stop,
+        Some(Json::Bool(false)) => None,
+        Some(Json::Number(n)) => n.as_f64().filter(|f| *f > 0.0).map(|f| f.max(1.0)),
+        Some(other) => return Err(format!("early_stop: {other} (a factor such as 1.1, or false)")),
+    };
+    timing.early_stop_samples = raw.early_stop_samples.unwrap_or(timing.early_stop_samples).max(1);
+    timing.launch_timeout = duration(&raw.launch_timeout, "launch_timeout", timing.launch_timeout)?;
+    timing.compile_timeout = duration(&raw.compile_timeout, "compile_timeout", timing.compile_timeout)?;
+    timing.seed = raw.seed.unwrap_or(timing.seed);
+    Ok(timing)
 }
 
 /// A restriction with problem variables replaced by their values, so that the space

@@ -1,0 +1,59 @@
+//! One Python exception class per kind of error, all under `kerntune.KerntuneError`, with
+//! the Rust error's own message (never its Debug text).
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(kerntune, KerntuneError, PyException, "Base class of kerntune's errors.");
+create_exception!(kerntune, SpaceError, KerntuneError, "Bad parameters or restrictions.");
+create_exception!(kerntune, SpecError, KerntuneError, "A kernel description kerntune cannot use.");
+create_exception!(kerntune, StrategyError, KerntuneError, "An unknown strategy or bad strategy options.");
+create_exception!(kerntune, StoreError, KerntuneError, "The results database cannot be read or written.");
+create_exception!(kerntune, BackendError, KerntuneError, "The GPU pipeline cannot go on (no GPU, no compiler, a broken reference...).");
+create_exception!(kerntune, NoGpuError, BackendError, "No usable NVIDIA GPU or driver on this machine.");
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("KerntuneError", py.get_type::<KerntuneError>())?;
+    m.add("SpaceError", py.get_type::<SpaceError>())?;
+    m.add("SpecError", py.get_type::<SpecError>())?;
+    m.add("StrategyError", py.get_type::<StrategyError>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
+    m.add("BackendError", py.get_type::<BackendError>())?;
+    m.add("NoGpuError", py.get_type::<NoGpuError>())?;
+    Ok(())
+}
+
+pub fn space(error: impl std::fmt::Display) -> PyErr {
+    SpaceError::new_err(error.to_string())
+}
+
+pub fn spec(error: impl std::fmt::Display) -> PyErr {
+    SpecError::new_err(error.to_string())
+}
+
+pub fn strategy(error: impl std::fmt::Display) -> PyErr {
+    StrategyError::new_err(error.to_string())
+}
+
+pub fn store(error: impl std::fmt::Display) -> PyErr {
+    StoreError::new_err(error.to_string())
+}
+
+pub fn backend(error: impl std::fmt::Display) -> PyErr {
+    BackendError::new_err(error.to_string())
+}
+
+pub fn no_gpu(message: impl Into<String>) -> PyErr {
+    NoGpuError::new_err(message.into())
+}
+
+/// An error of the tuning loop, by kind.
+pub fn tune(error: kerntune_engine::TuneError) -> PyErr {
+    match error {
+        kerntune_engine::TuneError::EmptySpace => SpaceError::new_err(error.to_string()),
+        kerntune_engine::TuneError::Store(e) => store(e),
+        other => backend(other),
+    }
+}

@@ -1,0 +1,57 @@
+//! The extension module `kerntune._kerntune`: thin bindings over kerntune's Rust crates.
+//!
+//! The friendly API lives in the pure-Python package (`python/kerntune/`); this module
+//! offers what it needs: tuning a Triton kernel described by a job (JSON) or a CUDA C
+//! kernel described by a spec file, compiling a Triton space without a GPU, enumerating a
+//! space, and the worker processes' entry points. Results cross as JSON text. Every error
+//! kind maps to a Python exception class of its own ([`errors`]). Long calls release the
+//! GIL and check for Ctrl-C after every evaluation.
+
+mod errors;
+mod tuning;
+
+use pyo3::prelude::*;
+
+/// Runs the benchmark worker on standard input and output (see `kerntune._worker`).
+#[pyfunction]
+fn run_bench_worker(py: Python<'_>, device: usize) -> i32 {
+    py.detach(|| kerntune_cuda::bench::run(device))
+}
+
+/// Runs the NVRTC compile worker on standard input and output.
+#[pyfunction]
+fn run_compile_worker(py: Python<'_>) -> i32 {
+    py.detach(kerntune_cuda::compile::run)
+}
+
+/// The results database used when none is given.
+#[pyfunction]
+fn default_db() -> String {
+    kerntune_store::Store::default_path().display().to_string()
+}
+
+/// The valid configurations of `params` (a JSON object of `name: [values]`) under
+/// `restrictions`, as a JSON list of objects, at most `limit` of them, in order.
+#[pyfunction]
+#[pyo3(signature = (params, restrictions, limit = None))]
+fn valid_configs(params: &str, restrictions: Vec<String>, limit: Option<usize>) -> PyResult<String> {
+    let space = tuning::space_of(params, &restrictions)?;
+    let configs: Vec<serde_json::Value> =
+        space.ids().take(limit.unwrap_or(usize::MAX)).map(|id| serde_json::Value::Object(space.config_json(id))).collect();
+    Ok(serde_json::Value::Array(configs).to_string())
+}
+
+#[pymodule]
+fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(run_bench_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(run_compile_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(default_db, m)?)?;
+    m.add_function(wrap_pyfunction!(valid_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::tune_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

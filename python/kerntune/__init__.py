@@ -1,0 +1,43 @@
+"""kerntune: find the fastest correct build of a GPU kernel.
+
+- ``kerntune.tune(kernel, args, grid, params, ...)`` tunes a ``@triton.jit`` kernel;
+- ``@kerntune.autotune(params=..., key=[...])`` replaces ``@triton.autotune``;
+- ``kerntune.tune_kernel(...)`` takes Kernel Tuner's arguments for CUDA C kernels;
+- ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU.
+
+Results are kept in a SQLite store, so tuning the same thing again costs nothing.
+"""
+
+from kerntune._kerntune import (
+    BackendError,
+    KerntuneError,
+    NoGpuError,
+    SpaceError,
+    SpecError,
+    StoreError,
+    StrategyError,
+    __version__,
+    default_db,
+)
+from kerntune._results import TuneResult
+from kerntune._tune import Tensor, compile, tune
+from kerntune._autotune import autotune
+from kerntune._kernel_tuner import tune_kernel
+
+__all__ = [
+    "BackendError",
+    "KerntuneError",
+    "NoGpuError",
+    "SpaceError",
+    "SpecError",
+    "StoreError",
+    "StrategyError",
+    "Tensor",
+    "TuneResult",
+    "autotune",
+    "compile",
+    "default_db",
+    "tune",
+    "tune_kernel",
+    "__version__",
+]

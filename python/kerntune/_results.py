@@ -1,0 +1,72 @@
+"""The result of a tuning run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found.
+
+    ``best_config`` holds every tuned parameter of the best configuration, constexprs and
+    compile options alike (``maxnreg = 0`` and an empty ``ptx_options`` are left out, so it
+    can be passed to a Triton launch as keyword arguments). ``results`` has one entry per
+    configuration observed: its config, status (``ok``, ``compile_failed``,
+    ``invalid_output``, ``early_stopped``...), reason, objective, median time and samples.
+    """
+
+    best_config: Optional[dict]
+    best_objective: Optional[float]
+    best_time_ms: Optional[float]
+    objective: str
+    higher_is_better: bool
+    evaluations: int
+    failed: int
+    from_store: int
+    stop: str
+    wall_s: float
+    db: str
+    results: list = field(default_factory=list)
+    trace: list = field(default_factory=list)
+    costs: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TuneResult":
+        data = json.loads(text)
+        best = data.get("best") or {}
+        config = best.get("config")
+        if config is not None:
+            config = {
+                k: v
+                for k, v in config.items()
+                if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")
+            }
+        return cls(
+            best_config=config,
+            best_objective=best.get("objective"),
+            best_time_ms=best.get("time_ms"),
+            objective=data["objective"]["name"],
+            higher_is_better=data["objective"]["higher_is_better"],
+            evaluations=data["evaluations"],
+            failed=data["failed"],
+            from_store=data["from_store"],
+            stop=data["stop"],
+            wall_s=data["wall_s"],
+            db=data["db"],
+            results=data["results"],
+            trace=data["trace"],
+            costs=data["costs"],
+        )
+
+    def __repr__(self) -> str:
+        best = "none" if self.best_config is None else f"{self.best_objective:.6g} {self.objective} with {self.best_config}"
+        return (
+            f"TuneResult(best: {best}; {self.evaluations} evaluations, {self.failed} failed, "
+            f"{self.from_store} from the store; stopped: {self.stop})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)

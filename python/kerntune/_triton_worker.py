@@ -1,0 +1,164 @@
+"""The Triton compile worker: a child process that compiles configurations of one
+@triton.jit kernel for a target architecture, with no GPU.
+
+It is started with a setup file that names the kernel (module file and function) and
+describes the arguments of the call being tuned. Each configuration is specialized by
+Triton's own binder on stand-ins for those arguments, exactly as Triton's JIT specializes
+the real call (integers equal to 1 become constants, 16-divisible integers and 16-aligned
+pointers get ``tt.divisibility = 16``, and whatever else this Triton version does), then
+compiled with ``triton.compile(ASTSource(...), target=GPUTarget(...))``.
+
+A configuration whose shared memory, known after the LLVM stage, exceeds the device's
+limit is refused there, before ptxas runs.
+
+Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "constexprs",
+"options"}``), one JSON reply per line on stdout.
+"""
+
+import base64
+import importlib
+import importlib.util
+import json
+import re
+import sys
+import time
+
+
+class _Tensor:
+    """Stands in for a tensor argument: Triton's binder reads only its dtype and address."""
+
+    def __init__(self, dtype, data_ptr):
+        self.dtype = dtype
+        self._data_ptr = data_ptr
+
+    def data_ptr(self):
+        return self._data_ptr
+
+
+class SharedMemoryTooLarge(Exception):
+    pass
+
+
+def load_kernel(setup):
+    """The JITFunction named by the setup, importing its module the way the user did."""
+    module = None
+    name = setup.get("module_name")
+    if name and name != "__main__":
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # fall back to the file: the module may not be importable by name here
+            module = None
+    if module is None:
+        spec = importlib.util.spec_from_file_location("kerntune_user_module", setup["module_file"])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kerntune_user_module"] = module
+        spec.loader.exec_module(module)
+    kernel = module
+    for part in setup["function"].split("."):
+        kernel = getattr(kernel, part)
+    # Unwrap decorators that hold the JITFunction (triton.autotune, kerntune.autotune...).
+    from triton.runtime.jit import JITFunction
+
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel
+
+
+def stand_in(arg):
+    kind = arg["kind"]
+    if kind == "tensor":
+        return _Tensor(arg["dtype"], arg["data_ptr"])
+    return arg.get("value")
+
+
+def refuse_large_shared_memory(limit):
+    """Wraps the NVIDIA backend's LLVM stage so that a configuration needing more shared
+    memory than the device has fails before ptxas (which is where most of the time goes)."""
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    original = CUDABackend.add_stages
+
+    def add_stages(self, stages, options, *rest):
+        original(self, stages, options, *rest)
+        if "llir" not in stages:
+            return
+        make_llir = stages["llir"]
+
+        def checked(src, metadata):
+            out = make_llir(src, metadata)
+            shared = metadata.get("shared", 0) or 0
+            if shared > limit:
+                raise SharedMemoryTooLarge(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
+            return out
+
+        stages["llir"] = checked
+
+    CUDABackend.add_stages = add_stages
+
+
+def ptx_param_count(ptx, name):
+    """Parameters of the kernel's entry in its PTX: the launch ABI of this Triton version,
+    read off the compiled kernel rather than assumed."""
+    match = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
+    if not match:
+        raise RuntimeError(f"no .entry {name} in the PTX")
+    return len(re.findall(r"\.param\s", match.group(1)))
+
+
+def main(setup_path):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    with open(setup_path) as f:
+        setup = json.load(f)
+    target = GPUTarget("cuda", setup["arch"], 32)
+    if setup.get("shared_limit"):
+        refuse_large_shared_memory(setup["shared_limit"])
+    kernel = load_kernel(setup)
+    backend = make_backend(target)
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    stand_ins = {a["name"]: stand_in(a) for a in setup["args"]}
+    arg_names = [p.name for p in kernel.params]
+    out = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        start = time.perf_counter()
+        try:
+            kwargs = dict(request["constexprs"])
+            kwargs.update(request["options"])
+            call = dict(stand_ins)
+            call.update({k: v for k, v in kwargs.items() if k in arg_names})
+            options = {k: v for k, v in kwargs.items() if k not in arg_names}
+            bound, specialization, opts = binder(**call, **options)
+            parsed, signature, constexprs, attrs = kernel._pack_args(backend, options, bound, specialization, opts)
+            compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target, options=parsed.__dict__)
+            metadata = compiled.metadata
+            passed = [i for i, name in enumerate(arg_names) if signature[name] != "constexpr"]
+            extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(passed)
+            scratch_sizes = [metadata.global_scratch_size, metadata.profile_scratch_size]
+            if extra < 0 or extra > len(scratch_sizes):
+                raise RuntimeError(f"the kernel has {extra} parameters beyond its arguments; this Triton's launch ABI is not known")
+            params = [{"kind": "arg", "index": i} for i in passed]
+            params += [{"kind": "scratch", "bytes_per_program": scratch_sizes[k] or 0} for k in range(extra)]
+            reply = {
+                "type": "compiled",
+                "id": request["id"],
+                "cubin": base64.b64encode(compiled.asm["cubin"]).decode(),
+                "seconds": time.perf_counter() - start,
+                "launch": {
+                    "name": metadata.name,
+                    "shared_bytes": metadata.shared,
+                    "num_warps": metadata.num_warps,
+                    "num_ctas": metadata.num_ctas,
+                    "params": params,
+                },
+            }
+        except SharedMemoryTooLarge as error:
+            reply = {"type": "failed", "id": request["id"], "message": f"invalid config: {error}", "seconds": time.perf_counter() - start}
+        except Exception as error:  # any compiler error fails this configuration only
+            message = f"{type(error).__name__}: {error}".strip()
+            reply = {"type": "failed", "id": request["id"], "message": message[-4000:], "seconds": time.perf_counter() - start}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()

@@ -1,0 +1,448 @@
+"""``kerntune.tune``: tune a ``@triton.jit`` kernel on the GPU.
+
+The kernel is compiled by worker processes on the CPU (one per core), each specializing a
+configuration exactly as Triton's JIT would specialize this call; the benchmark worker
+owns copies of the call's tensors and launches the cubins from Rust with Triton's ABI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import sys
+import tempfile
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from kerntune import _kerntune
+from kerntune._results import TuneResult
+
+OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
+
+# Element types the benchmark worker knows, by torch dtype name.
+_DTYPES = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "u8",
+}
+
+# How Triton's launcher packs a scalar of each type.
+_SCALAR_FORMATS = {
+    "i1": "<b", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
+    "u1": "<B", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
+    "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
+}
+
+
+def jit_function(kernel):
+    """The ``JITFunction`` inside decorators (``triton.autotune``, ``kerntune.autotune``)."""
+    from triton.runtime.jit import JITFunction
+
+    fn = kernel
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    if not isinstance(fn, JITFunction):
+        raise TypeError(f"{kernel!r} is not a @triton.jit function")
+    return fn
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "data_ptr") and hasattr(value, "dtype") and hasattr(value, "element_size")
+
+
+def _dtype_name(tensor) -> str:
+    return str(tensor.dtype).split(".")[-1]
+
+
+def _storage_span(tensor) -> int:
+    """Elements of storage the tensor reaches, from its first element."""
+    if tensor.numel() == 0:
+        return 0
+    if any(s < 0 for s in tensor.stride()):
+        raise ValueError("tensors with negative strides are not supported")
+    return 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
+
+
+def _write_tensor(tensor, path: str) -> None:
+    import torch
+
+    span = _storage_span(tensor)
+    flat = torch.as_strided(tensor, (span,), (1,))
+    flat.detach().contiguous().cpu().view(torch.uint8).numpy().tofile(path)
+
+
+def _pack_scalar(kind: str, value) -> str:
+    import base64
+
+    if kind == "bf16":
+        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        data = struct.pack("<H", ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
+    else:
+        fmt = _SCALAR_FORMATS.get(kind)
+        if fmt is None:
+            raise TypeError(f"scalar arguments of Triton type {kind} are not supported")
+        data = struct.pack(fmt, value)
+    return base64.b64encode(data).decode()
+
+
+def worker_env() -> dict:
+    """The environment workers need on top of ours: this interpreter's import path, so that
+    they import kerntune and the user's modules as this process does."""
+    return {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+
+
+def worker_command(extra: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "kerntune._worker", *extra]
+
+
+def default_budget(strategy, max_fevals, time_limit, target):
+    """100 evaluations unless the caller bounds the search otherwise; brute force takes
+    the whole space."""
+    if max_fevals is not None or time_limit is not None or target is not None or strategy == "brute_force":
+        return max_fevals
+    return 100
+
+
+def _grid_function(grid, call_args: Mapping[str, Any], names: Sequence[str]):
+    """Turns the user's grid (a callable of META, a tuple, or an expression string) into a
+    function of a configuration's values."""
+    def meta(values):
+        m = dict(call_args)
+        m.update(zip(names, values))
+        return m
+
+    if callable(grid):
+        def fn(values):
+            g = grid(meta(values))
+            return [int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))]
+    elif isinstance(grid, str):
+        def cdiv(a, b):
+            return -(-a // b)
+
+        def fn(values):
+            g = eval(grid, {"__builtins__": {}, "cdiv": cdiv, "min": min, "max": max}, meta(values))
+            return [int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))]
+    else:
+        fixed = [int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+
+        def fn(values):
+            return fixed
+    return fn
+
+
+def _specialization(fn, call: Mapping[str, Any], config: Mapping[str, Any], arch: int):
+    """Triton's specialization of this call (types and constants), from its own binder."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    kwargs = dict(call)
+    kwargs.update({k: v for k, v in config.items() if k in fn.arg_names})
+    options = {k: v for k, v in config.items() if k not in fn.arg_names and not (k == "maxnreg" and v == 0)}
+    _, specialization, _ = binder(**kwargs, **options)
+    return specialization
+
+
+def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[str], limit: int = 64) -> list[dict]:
+    return json.loads(_kerntune.valid_configs(json.dumps(params), list(restrictions), limit))
+
+
+def _reference_outputs(fn, grid, call, configs, restore_value):
+    """Runs the first configuration that runs, through Triton itself, on copies of the
+    tensors: the tensors it changes are the outputs, and their new contents the reference."""
+    import torch
+
+    errors = []
+    for config in configs:
+        copies = {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}
+        launch = {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
+        try:
+            fn[lambda meta: tuple(grid(list(config.values())))](**copies, **launch)
+            torch.cuda.synchronize()
+        except Exception as error:  # try the next configuration
+            errors.append(f"{config}: {type(error).__name__}: {error}")
+            continue
+        changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and not _same_bytes(copies[k], v)}
+        return config, changed
+    raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
+
+
+def _same_bytes(a, b) -> bool:
+    import torch
+
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def _default_tolerance(tensor) -> float:
+    return 1e-2 if tensor.is_floating_point() else 0.0
+
+
+class Tensor:
+    """A stand-in for a tensor argument when compiling without a GPU
+    (``kerntune.compile``): its element type, shape and address (for alignment)."""
+
+    def __init__(self, dtype: str, shape: Sequence[int], data_ptr: int = 1 << 20):
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self._data_ptr = data_ptr
+
+    def data_ptr(self) -> int:
+        return self._data_ptr
+
+    def element_size(self) -> int:
+        return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}.get(self.dtype, 1)
+
+
+def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
+    """The call's arguments in the kernel's order (defaults filled in), tuned ones left out."""
+    unknown = [k for k in args if k not in fn.arg_names]
+    if unknown:
+        raise TypeError(f"{fn.__name__} has no argument named {', '.join(unknown)}")
+    for name in params:
+        if name not in fn.arg_names and name not in OPTION_NAMES:
+            raise ValueError(f"parameter '{name}' is neither an argument of {fn.__name__} nor a compile option ({', '.join(OPTION_NAMES)})")
+        if name in fn.arg_names and not fn.params[fn.arg_names.index(name)].is_constexpr:
+            raise ValueError(f"parameter '{name}' must be a tl.constexpr argument of {fn.__name__} to be tuned")
+    call = {}
+    for p in fn.params:
+        if p.name in params:
+            continue
+        if p.name in args:
+            call[p.name] = args[p.name]
+        elif p.has_default:
+            call[p.name] = p.default
+        else:
+            raise TypeError(f"missing argument '{p.name}' of {fn.__name__} (give it in args or tune it in params)")
+    return call
+
+
+def _describe(fn, call, params, specialization):
+    """Per kernel parameter: the job's argument entry (buffer, scalar or constant) and the
+    compile worker's stand-in description."""
+    job_args, describe = [], []
+    for index, p in enumerate(fn.params):
+        kind = specialization[index][0]
+        if p.name in params:
+            job_args.append({"kind": "constant", "name": p.name})
+            describe.append({"name": p.name, "kind": "tuned"})
+            continue
+        value = call[p.name]
+        if kind == "constexpr":
+            job_args.append({"kind": "constant", "name": p.name})
+            describe.append({"name": p.name, "kind": "value", "value": value})
+        elif _is_tensor(value):
+            dtype = _DTYPES.get(_dtype_name(value), "u8" if value.element_size() == 1 else None)
+            if dtype is None:
+                raise TypeError(f"argument {p.name}: tensors of {value.dtype} are not supported yet")
+            job_args.append({"kind": "buffer", "name": p.name, "dtype": dtype, "len": 0, "file": "", "output": False})
+            describe.append({"name": p.name, "kind": "tensor", "dtype": _dtype_name(value), "data_ptr": value.data_ptr()})
+        else:
+            job_args.append({"kind": "scalar", "name": p.name, "bytes": _pack_scalar(kind, value)})
+            describe.append({"name": p.name, "kind": "value", "value": value})
+    return job_args, describe
+
+
+def _job(fn, call, params, restrictions, arch, shared_limit, workdir):
+    """The tuning job every call shares: arguments described, the compile worker's setup
+    file written, the kernel fingerprinted."""
+    import triton
+
+    configs = _first_valid_config(params, restrictions)
+    if not configs:
+        raise _kerntune.SpaceError("no configuration satisfies the restrictions")
+    specialization = _specialization(fn, call, configs[0], arch)
+    job_args, describe = _describe(fn, call, params, specialization)
+    setup_path = os.path.join(workdir, "triton-setup.json")
+    module = sys.modules.get(fn.fn.__module__)
+    with open(setup_path, "w") as f:
+        json.dump({
+            "module_file": getattr(module, "__file__", None),
+            "module_name": fn.fn.__module__,
+            "function": fn.fn.__qualname__,
+            "args": describe,
+            "arch": arch,
+            "shared_limit": shared_limit,
+        }, f)
+    problem = {
+        "args": {d["name"]: (f"{d['dtype']}{list(call[d['name']].shape)}" if d["kind"] == "tensor" else d.get("value")) for d in describe if d["kind"] != "tuned"},
+        "specialization": [list(s) for s in specialization if s[0] != "constexpr"],
+    }
+    fingerprint = hashlib.sha256(json.dumps([fn.cache_key, triton.__version__, problem["specialization"]], default=str).encode()).hexdigest()[:16]
+    job = {
+        "kernel_name": fn.__name__,
+        "params": params,
+        "restrictions": list(restrictions),
+        "args": job_args,
+        "fingerprint": fingerprint,
+        "problem": problem,
+        "compile_worker": worker_command(["--triton-setup", setup_path]),
+        "bench_worker": worker_command([]),
+        "worker_env": worker_env(),
+    }
+    return job, describe, configs
+
+
+def compile(
+    kernel,
+    args: Mapping[str, Any],
+    params: Mapping[str, Sequence],
+    restrictions: Optional[Sequence[str]] = None,
+    *,
+    arch: str = "sm_90",
+    shared_limit: int = 232448,
+    db: Optional[str] = None,
+    compile_workers: Optional[int] = None,
+) -> list:
+    """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
+    the specialization Triton's JIT would give this call. ``args`` may hold
+    ``kerntune.Tensor`` stand-ins instead of tensors. Returns one entry per configuration
+    (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
+    memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
+    kept in the results store."""
+    fn = jit_function(kernel)
+    params = {k: list(v) for k, v in params.items()}
+    call = _bind(fn, args, params)
+    workdir = tempfile.mkdtemp(prefix="kerntune-")
+    number = int(arch.removeprefix("sm_").rstrip("a"))
+    job, _, _ = _job(fn, call, params, restrictions or [], number, shared_limit, workdir)
+    text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
+    return json.loads(text)
+
+
+def tune(
+    kernel,
+    args: Mapping[str, Any],
+    grid: Union[Callable, str, Sequence[int]],
+    params: Mapping[str, Sequence],
+    restrictions: Optional[Sequence[str]] = None,
+    answer: Optional[Mapping[str, Any]] = None,
+    atol: Optional[float] = None,
+    rtol: Optional[float] = None,
+    strategy: str = "default",
+    max_fevals: Optional[int] = None,
+    time_limit: Optional[float] = None,
+    db: Optional[str] = None,
+    *,
+    target: Optional[float] = None,
+    strategy_options: Optional[Mapping[str, Any]] = None,
+    objective: Optional[tuple] = None,
+    timing: Optional[Mapping[str, Any]] = None,
+    restore_value: Sequence[str] = (),
+    seed: int = 0,
+    fresh: bool = False,
+    compile_workers: Optional[int] = None,
+    device: Optional[int] = None,
+    progress: bool = True,
+) -> TuneResult:
+    """Tunes a ``@triton.jit`` kernel and returns the best configuration.
+
+    ``args`` maps the kernel's argument names to torch tensors (on the GPU), ints, floats or
+    bools; ``params`` maps tuned names to their values: the kernel's ``tl.constexpr``
+    parameters and the compile options ``num_warps``, ``num_stages``, ``num_ctas``,
+    ``maxnreg`` (0 = compiler's choice) and ``ptx_options`` (ptxas flags, "" = none).
+    ``grid`` is a callable of the launch's META (the arguments and the configuration, as
+    for ``triton.autotune``), an expression string over the same names (``cdiv`` allowed),
+    or a fixed tuple. ``restrictions`` are Python expressions over the parameters.
+
+    Every configuration is checked before it is timed: against ``answer`` (a mapping of
+    output names to expected tensors) when given, else against the outputs of the first
+    configuration that runs through Triton itself, the outputs being the tensors that run
+    changes. ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
+    Outputs are poisoned before the checked run; list in ``restore_value`` those the kernel
+    also reads (they are restored instead, as in ``triton.autotune``).
+
+    ``strategy`` (see ``kerntune strategies``), ``max_fevals`` (default 100 unless a time
+    limit or a target is given), ``time_limit`` (seconds) and ``target`` bound the search.
+    Results are kept in ``db`` (default ``$KERNTUNE_DB`` or ``~/.cache/kerntune/results.db``):
+    a second call with the same kernel, arguments' shapes and types, and parameters answers
+    from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.
+    ``("TFLOP/s", "2*M*N*K / (time * 1e-3) / 1e12")`` over the parameters, the call's scalar
+    arguments and ``time`` in ms. Ctrl-C stops after the evaluation in progress, keeping
+    every result. ``fresh=True`` measures everything again instead of answering from the
+    store (the new results replace the stored ones).
+    """
+    import torch
+
+    fn = jit_function(kernel)
+    params = {k: list(v) for k, v in params.items()}
+    restrictions = list(restrictions or [])
+    call = _bind(fn, args, params)
+    device = torch.cuda.current_device() if device is None else device
+    info = json.loads(_kerntune.device_info(device))
+    arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
+    grid_fn = _grid_function(grid, call, list(params))
+    workdir = tempfile.mkdtemp(prefix="kerntune-")
+    job, describe, configs = _job(fn, call, params, restrictions, arch, info["max_shared_per_block_optin"], workdir)
+    job_args = job["args"]
+    for entry in job_args:
+        if entry["kind"] == "buffer":
+            value = call[entry["name"]]
+            entry["file"] = os.path.join(workdir, f"{entry['name']}.bin")
+            entry["len"] = _storage_span(value)
+            _write_tensor(value, entry["file"])
+
+    reference = None
+    if answer is None:
+        _, outputs = _reference_outputs(fn, grid_fn, call, configs, restore_value)
+    else:
+        outputs = dict(answer)
+    if outputs:
+        reference = []
+        for name, expected in outputs.items():
+            position = fn.arg_names.index(name)
+            tensor = call[name]
+            if not tensor.is_contiguous():
+                raise ValueError(f"output {name} must be contiguous to be checked")
+            job_args[position]["output"] = True
+            path = os.path.join(workdir, f"{name}.expected.bin")
+            _write_tensor(expected.to(tensor.dtype).reshape(tensor.shape), path)
+            tolerance = _default_tolerance(tensor)
+            reference.append({
+                "position": position,
+                "file": path,
+                "atol": tolerance if atol is None else atol,
+                "rtol": tolerance if rtol is None else rtol,
+            })
+    for name in restore_value:
+        job_args[fn.arg_names.index(name)]["poison"] = False
+    scalars = {d["name"]: d["value"] for d in describe if d["kind"] == "value" and isinstance(d.get("value"), (int, float))}
+    job["reference"] = reference
+    job["timing"] = dict(timing or {})
+    if objective is not None:
+        job["objective"] = {"name": objective[0], "expression": objective[1], "values": scalars}
+    bar = _Progress() if progress else None
+    text = _kerntune.tune_triton(
+        json.dumps(job), grid_fn, strategy, json.dumps(dict(strategy_options or {})),
+        default_budget(strategy, max_fevals, time_limit, target),
+        time_limit, target, seed, db, fresh, compile_workers or os.cpu_count() or 4, device, bar,
+    )
+    if bar:
+        bar.close()
+    return TuneResult.from_json(text)
+
+
+class _Progress:
+    """A one-line progress report on standard error."""
+
+    def __init__(self):
+        self.shown = False
+
+    def __call__(self, done, total, best):
+        if not sys.stderr.isatty():
+            return
+        best_text = "" if best is None else f", best {best:.5g}"
+        sys.stderr.write(f"\rkerntune: {done}/{total} configurations{best_text}   ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            sys.stderr.write("\n")

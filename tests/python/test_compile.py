@@ -1,0 +1,155 @@
+"""Compiling Triton kernels on the CPU through kerntune's compile workers: every produced
+cubin is checked against the cubin itself (cuobjdump, from Triton's wheel) for its kernel
+name and parameter count, and its shared memory against what the configuration needs."""
+
+import base64
+import os
+import re
+import subprocess
+
+import pytest
+import triton
+
+import kerntune
+from kerntune import Tensor
+
+CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def cubin_facts(cubin: bytes, tmp_path) -> tuple[list[str], int]:
+    """Global function symbols and the kernel's parameter count, read off the ELF."""
+    path = tmp_path / "kernel.cubin"
+    path.write_bytes(cubin)
+    dump = subprocess.run([CUOBJDUMP, "--dump-elf", str(path)], check=True, capture_output=True, text=True).stdout
+    functions = re.findall(r"^\s*0x[0-9a-f]+\s+0\s+0x[0-9a-f]+\s+0x12\s+\S+\s+\S+\s+(\S+)\s*$", dump, re.M)
+    params = dump.count("EIATTR_KPARAM_INFO")
+    return functions, params
+
+
+def check_compiled(outcomes, kernel_name, argument_count, tmp_path):
+    compiled = [o for o in outcomes if o["status"] == "compiled"]
+    assert compiled, outcomes[:3]
+    for outcome in compiled:
+        launch = outcome["launch"]
+        assert launch["name"] == kernel_name
+        functions, params = cubin_facts(base64.b64decode(outcome["cubin"]), tmp_path)
+        assert functions == [kernel_name], functions
+        # The launch passes exactly the parameters the cubin declares: the arguments Triton
+        # kept, then its scratch pointers.
+        assert params == len(launch["params"]), (params, launch["params"])
+        kept = [p["index"] for p in launch["params"] if p["kind"] == "arg"]
+        assert kept == sorted(kept) and len(kept) <= argument_count
+    return compiled
+
+
+def matmul_args(size=1024):
+    return dict(
+        a_ptr=Tensor("float16", (size, size)), b_ptr=Tensor("float16", (size, size)), c_ptr=Tensor("float16", (size, size)),
+        M=size, N=size, K=size, stride_am=size, stride_ak=1, stride_bk=size, stride_bn=1, stride_cm=size, stride_cn=1,
+    )
+
+
+def test_matmul_cubins_have_the_right_name_parameters_and_shared_memory(tmp_path):
+    import matmul
+
+    params = {"BLOCK_SIZE_M": [64, 128], "BLOCK_SIZE_N": [64, 128], "BLOCK_SIZE_K": [32, 64], "GROUP_SIZE_M": [8], "num_stages": [3], "num_warps": [4]}
+    outcomes = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)
+    compiled = check_compiled(outcomes, "matmul_kernel", 16, tmp_path)
+    assert len(compiled) == 8
+    for outcome in compiled:
+        config, launch = outcome["config"], outcome["launch"]
+        # Specialized like Triton's JIT: the unit strides are constants, not parameters.
+        kept = [p["index"] for p in launch["params"] if p["kind"] == "arg"]
+        assert kept == [0, 1, 2, 3, 4, 5, 6, 8, 10], kept
+        tiles = (config["BLOCK_SIZE_M"] + config["BLOCK_SIZE_N"]) * config["BLOCK_SIZE_K"] * 2
+        assert launch["shared_bytes"] >= (config["num_stages"] - 1) * tiles, (config, launch["shared_bytes"])
+        assert launch["num_warps"] == config["num_warps"]
+
+
+def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
+    import matmul
+
+    params = {"BLOCK_SIZE_M": [256], "BLOCK_SIZE_N": [256], "BLOCK_SIZE_K": [128, 256], "GROUP_SIZE_M": [8], "num_stages": [5], "num_warps": [8]}
+    outcomes = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)
+    for outcome in outcomes:
+        assert outcome["status"] == "invalid_config", outcome
+        assert "shared memory" in outcome["reason"]
+
+
+def test_every_example_compiles_for_sm90(tmp_path):
+    import attention
+    import conv2d
+    import grouped_gemm
+
+    cases = [
+        (attention.attention_fwd, dict(Q=Tensor("float16", (2, 4, 512, 64)), K=Tensor("float16", (2, 4, 512, 64)), V=Tensor("float16", (2, 4, 512, 64)),
+                                       Out=Tensor("float16", (2, 4, 512, 64)), sm_scale=0.125, stride_z=131072, stride_h=32768, stride_m=64,
+                                       stride_d=1, H=4, N_CTX=512, HEAD_DIM=64),
+         {"BLOCK_M": [64, 128], "BLOCK_N": [64], "PRE_LOAD_V": [False, True], "num_warps": [4], "num_stages": [2]}, 15),
+        (grouped_gemm.grouped_matmul_kernel, dict(a_ptr=Tensor("float16", (1 << 20,)), b_ptr=Tensor("float16", (1 << 20,)), c_ptr=Tensor("float16", (1 << 20,)),
+                                                  offsets_ptr=Tensor("int64", (12,)), sizes_ptr=Tensor("int32", (12,)), group_count=4),
+         {"NUM_SM": [132], "BLOCK_SIZE_M": [64, 128], "BLOCK_SIZE_N": [64], "BLOCK_SIZE_K": [32], "num_warps": [4], "num_stages": [3]}, 10),
+        (conv2d.conv2d_kernel, dict(x_ptr=Tensor("float16", (8, 56, 56, 64)), w_ptr=Tensor("float16", (3, 3, 64, 64)), y_ptr=Tensor("float16", (8, 56, 56, 64)),
+                                    N=8, H=56, W=56, C=64, K=64, P=56, Q=56, R=3, S=3, stride=1, pad=1),
+         {"BLOCK_NI_HO_WO": [64, 128], "BLOCK_CI": [32], "BLOCK_CO": [64], "num_warps": [4], "num_stages": [2]}, 17),
+    ]
+    for kernel, args, params, count in cases:
+        name = kerntune._tune.jit_function(kernel).__name__
+        check_compiled(kerntune.compile(kernel, args, params, compile_workers=2), name, count, tmp_path)
+
+
+def test_a_configuration_that_does_not_compile_fails_alone(tmp_path):
+    source = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def fussy(x_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK != 64, "BLOCK 64 is not supported")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
+'''
+    (tmp_path / "fussy_kernels.py").write_text(source)
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("fussy_kernels")
+        outcomes = kerntune.compile(module.fussy, {"x_ptr": Tensor("float32", (1000,)), "n": 1000}, {"BLOCK": [32, 64, 128]}, compile_workers=1)
+    finally:
+        sys.path.remove(str(tmp_path))
+    statuses = {o["config"]["BLOCK"]: o["status"] for o in outcomes}
+    assert statuses == {32: "compiled", 64: "compile_failed", 128: "compiled"}
+    failed = next(o for o in outcomes if o["status"] == "compile_failed")
+    assert "BLOCK 64 is not supported" in failed["reason"]
+
+
+def test_compiled_cubins_are_kept_in_the_store(db):
+    import matmul
+    import sqlite3
+
+    params = {"BLOCK_SIZE_M": [64], "BLOCK_SIZE_N": [64, 128], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8], "num_stages": [3], "num_warps": [4]}
+    kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2, db=db)
+    rows = sqlite3.connect(db).execute("select kind, length(data) from artifacts").fetchall()
+    assert len(rows) == 2 and all(kind == "cubin" and size > 1000 for kind, size in rows)
+
+
+def test_bad_calls_are_clear_errors():
+    import matmul
+
+    with pytest.raises(TypeError, match="missing argument 'K'"):
+        args = matmul_args()
+        del args["K"]
+        kerntune.compile(matmul.matmul_kernel, args, {"BLOCK_SIZE_M": [64]})
+    with pytest.raises(ValueError, match="neither an argument"):
+        kerntune.compile(matmul.matmul_kernel, matmul_args(), {"BLOCK_M": [64]})
+    with pytest.raises(ValueError, match="must be a tl.constexpr"):
+        kerntune.compile(matmul.matmul_kernel, matmul_args(), {"M": [64]})
+    params = {"BLOCK_SIZE_M": [64], "BLOCK_SIZE_N": [64], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8]}
+    with pytest.raises(kerntune.SpaceError, match="at column"):
+        kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=["BLOCK_SIZE_M >"])
+    with pytest.raises(kerntune.SpaceError, match="no configuration"):
+        kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=["BLOCK_SIZE_M > 64"])
+    with pytest.raises(TypeError, match="not a @triton.jit"):
+        kerntune.compile(print, {}, {})
