@@ -2,13 +2,17 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [timing]   (default: all); logs go to $OUT.
+# Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [sass]   (default: all);
+# logs go to $OUT.
 set -u
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
 mkdir -p "$OUT"
 export KERNTUNE=$PWD/.device/kerntune KERNTUNE_BIN=$PWD/.device/kerntune KERNTUNE_REPO=$PWD
-stages=${*:-tests kt timing}
+# The Python package, from the wheel built here (the GPU machine has no Rust toolchain).
+python3 -m pip install -q --upgrade --no-deps --no-index --target /tmp/kerntune-site .device/kerntune-*.whl 2>&1 | grep -v WARNING | tail -1
+export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
+stages=${*:-tests kt timing pytest triton}
 summary=()
 for stage in $stages; do
     case $stage in
@@ -24,6 +28,16 @@ for stage in $stages; do
         echo "=== kerntune versus Kernel Tuner"
         bash bench/kt_cuda.sh 2>&1 | tee "$OUT/kt_cuda.log"
         summary+=("$(grep -E '^run [12]:' "$OUT/kt_cuda.log")")
+        ;;
+    pytest)
+        echo "=== Python GPU tests"
+        python3 -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$OUT/pytest.log"
+        summary+=("python tests: $(tail -1 "$OUT/pytest.log")")
+        ;;
+    triton)
+        echo "=== Triton matmul benchmark"
+        python3 bench/triton_matmul.py 2>&1 | tee "$OUT/triton_matmul.log"
+        summary+=("$(sed -n '/=== summary/,$p' "$OUT/triton_matmul.log")")
         ;;
     timing)
         echo "=== timing agreement"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds (here, not on the GPU machine) what gpu/check.sh runs there, into .device/.
+# Builds (here, not on the GPU machine) what gpu/check.sh runs there, into .device/: the
+# kerntune binary, the Rust GPU test binary and the Python wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p kerntune-cli
@@ -8,4 +9,6 @@ mkdir -p .device
 strip -o .device/kerntune target/release/kerntune
 test_binary=$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)
 strip -o .device/gpu-tests "$test_binary"
+rm -f .device/*.whl
+maturin build --release -q -o .device 2>&1 | grep -v "^📦" || true
 ls -la .device

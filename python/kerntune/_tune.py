@@ -300,19 +300,23 @@ def compile(
     shared_limit: int = 232448,
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
+    compile_timeout: Optional[float] = None,
 ) -> list:
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
     ``kerntune.Tensor`` stand-ins instead of tensors. Returns one entry per configuration
     (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
     memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
-    kept in the results store."""
+    kept in the results store. A compile that outlasts ``compile_timeout`` seconds (default
+    60) fails that configuration."""
     fn = jit_function(kernel)
     params = {k: list(v) for k, v in params.items()}
     call = _bind(fn, args, params)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     number = int(arch.removeprefix("sm_").rstrip("a"))
     job, _, _ = _job(fn, call, params, restrictions or [], number, shared_limit, workdir)
+    if compile_timeout is not None:
+        job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
     text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
     return json.loads(text)
 

@@ -73,6 +73,8 @@ pub struct Worker {
     child: Child,
     stdin: ChildStdin,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Set when the worker's standard error has been read to its end.
+    stderr_done: Arc<std::sync::atomic::AtomicBool>,
 }
 
 const STDERR_LINES: usize = 20;
@@ -101,7 +103,8 @@ impl Worker {
             let _ = sender.send(Line { origin, text: None });
         });
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        let tail = Arc::clone(&stderr_tail);
+        let stderr_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tail, done) = (Arc::clone(&stderr_tail), Arc::clone(&stderr_done));
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Ok(mut tail) = tail.lock() {
@@ -111,8 +114,9 @@ impl Worker {
                     tail.push_back(line);
                 }
             }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        Ok(Worker { origin, child, stdin, stderr_tail })
+        Ok(Worker { origin, child, stdin, stderr_tail, stderr_done })
     }
 
     pub fn send<T: serde::Serialize>(&mut self, message: &T) -> std::io::Result<()> {
@@ -141,6 +145,10 @@ impl Worker {
             Some(status) => describe_exit(status),
             None => "stopped answering".to_string(),
         };
+        // The last words on standard error may still be in the pipe when the exit is seen.
+        while !self.stderr_done.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let tail: Vec<String> = self.stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
         if let Some(last) = tail.iter().rev().find(|l| !l.trim().is_empty()) {
             words.push_str(&format!(" ({})", last.trim()));

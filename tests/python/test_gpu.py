@@ -1,0 +1,112 @@
+"""Tuning on a real GPU from Python (skipped without one; gpu/check.sh runs these on the
+device machine)."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kerntune
+
+pytestmark = pytest.mark.gpu
+
+
+def test_matmul_tunes_verifies_and_its_best_config_runs(db):
+    import torch
+    import matmul
+
+    torch.manual_seed(0)
+    a = torch.randn((1024, 1024), device="cuda", dtype=torch.float16)
+    b = torch.randn((1024, 1024), device="cuda", dtype=torch.float16)
+    c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
+    result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                           answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
+    assert result.evaluations == 24 and result.best_config is not None, result
+    statuses = {r["status"] for r in result.results}
+    assert "invalid_output" not in statuses, result.results
+    matmul.matmul_kernel.jit[matmul.grid](**matmul.arguments(a, b, c), **result.best_config)
+    torch.testing.assert_close(c, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
+    again = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                          answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
+    assert again.from_store == 24 and again.best_config == result.best_config
+
+
+def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
+    """Without an answer, the first configuration run by Triton itself is the reference, and
+    a configuration that computes something else is recorded invalid_output."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    torch.manual_seed(0)
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    result = kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
+                           {"BLOCK": [256, 512, 1024], "BUGGY": [0, 1]}, strategy="brute_force", db=db, progress=False)
+    statuses = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["status"] for r in result.results}
+    assert all(statuses[(b, 1)] == "invalid_output" for b in (256, 512, 1024)), statuses
+    assert all(statuses[(b, 0)] in ("ok", "early_stopped") for b in (256, 512, 1024)), statuses
+    assert result.best_config["BUGGY"] == 0
+
+
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, BUGGY: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        y = x * 2.0 + (1.0 if BUGGY else 0.0)
+        tl.store(y_ptr + offs, y, mask=offs < n)
+except ImportError:  # collected without triton: the module's tests are skipped anyway
+    pass
+
+
+def test_autotune_tunes_once_then_a_new_process_reuses_the_store(db, tmp_path):
+    script = f"""
+import sys, time
+sys.path.insert(0, {repr(str(__import__('pathlib').Path(__file__).parents[2] / 'examples' / 'triton'))})
+import os
+os.environ['KERNTUNE_DB'] = {db!r}
+import matmul, kerntune
+matmul.matmul_kernel.max_fevals = 12
+start = time.time()
+matmul.check_autotune(1024)
+first = time.time() - start
+start = time.time()
+matmul.check_autotune(1024)
+print('timings', first, time.time() - start)
+"""
+    path = tmp_path / "autotune_run.py"
+    path.write_text(script)
+    env = dict(__import__("os").environ, KERNTUNE_DB=db)
+    first = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    print(first.stdout, second.stdout)
+    import sqlite3
+
+    rows = sqlite3.connect(db).execute("select count(*) from evaluations").fetchone()[0]
+    assert rows == 12, "the second process tuned nothing new"
+
+
+def test_tune_kernel_takes_kernel_tuners_arguments(db):
+    import numpy as np
+
+    source = """
+extern "C" __global__ void vector_add(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}"""
+    n = np.int32(1 << 22)
+    a = np.random.randn(n).astype(np.float32)
+    b = np.random.randn(n).astype(np.float32)
+    c = np.zeros_like(a)
+    results, env = kerntune.tune_kernel("vector_add", source, n, [c, a, b, n], {"block_size_x": [64, 128, 256, 512, 1024]},
+                                        answer=[a + b, None, None, None], strategy="brute_force", db=db)
+    assert len(results) == 5
+    assert all(isinstance(r["time"], float) for r in results), results
+    assert env["best"]["config"]["block_size_x"] in (64, 128, 256, 512, 1024)
