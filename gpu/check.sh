@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [sass]   (default: all);
+# Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [schedule]   (default: all);
 # logs go to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ export KERNTUNE=$PWD/.device/kerntune KERNTUNE_BIN=$PWD/.device/kerntune KERNTUN
 # The Python package, from the wheel built here (the GPU machine has no Rust toolchain).
 python3 -m pip install -q --upgrade --no-deps --no-index --target /tmp/kerntune-site .device/kerntune-*.whl 2>&1 | grep -v WARNING | tail -1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt timing pytest triton}
+stages=${*:-tests kt timing pytest triton schedule}
 summary=()
 for stage in $stages; do
     case $stage in
@@ -38,6 +38,12 @@ for stage in $stages; do
         echo "=== Triton matmul benchmark"
         python3 bench/triton_matmul.py 2>&1 | tee "$OUT/triton_matmul.log"
         summary+=("$(sed -n '/=== summary/,$p' "$OUT/triton_matmul.log")")
+        ;;
+    schedule)
+        echo "=== schedule tuning"
+        python3 bench/schedule.py 2>&1 | tee "$OUT/schedule.log"
+        "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/schedule-cuda.db" --max-fevals 30 --schedule --schedule-budget 1000 2>&1 | tee "$OUT/schedule-cuda.log"
+        summary+=("$(sed -n '/=== schedule summary/,$p' "$OUT/schedule.log")" "cuda matmul_sram: $(grep -E '^(Interleaved|Kept|Not kept|No schedule)' "$OUT/schedule-cuda.log" | tr '\n' ' ')")
         ;;
     timing)
         echo "=== timing agreement"

@@ -3,7 +3,8 @@
 - ``kerntune.tune(kernel, args, grid, params, ...)`` tunes a ``@triton.jit`` kernel;
 - ``@kerntune.autotune(params=..., key=[...])`` replaces ``@triton.autotune``;
 - ``kerntune.tune_kernel(...)`` takes Kernel Tuner's arguments for CUDA C kernels;
-- ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU.
+- ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU;
+- ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton.
 
 Results are kept in a SQLite store, so tuning the same thing again costs nothing.
 """
@@ -23,6 +24,7 @@ from kerntune._results import TuneResult
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
 from kerntune._kernel_tuner import tune_kernel
+from kerntune._schedule import use_schedule
 
 __all__ = [
     "BackendError",
@@ -39,5 +41,6 @@ __all__ = [
     "default_db",
     "tune",
     "tune_kernel",
+    "use_schedule",
     "__version__",
 ]

@@ -32,6 +32,8 @@ class TuneResult:
     results: list = field(default_factory=list)
     trace: list = field(default_factory=list)
     costs: dict = field(default_factory=dict)
+    #: The schedule stage's report (``tune(..., schedule=True)``), else None.
+    schedule: Optional[dict] = None
 
     @classmethod
     def from_json(cls, text: str) -> "TuneResult":

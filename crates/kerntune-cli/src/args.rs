@@ -36,6 +36,9 @@ pub enum Command {
     Export(ExportArgs),
     /// List the search strategies and their options.
     Strategies(StrategiesArgs),
+    /// Read and rewrite the native instruction schedule (SASS) of a Hopper cubin.
+    #[command(subcommand)]
+    Sass(SassCommand),
     /// A worker process of a tuning run (started by kerntune itself).
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
@@ -175,6 +178,18 @@ pub struct TuneArgs {
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Then tune the native instruction schedule (SASS) of the best configuration.
+    #[arg(long)]
+    pub schedule: bool,
+    /// Candidate schedules to evaluate.
+    #[arg(long, default_value_t = 1000)]
+    pub schedule_budget: usize,
+    /// Search method for schedules: hill_climb or anneal.
+    #[arg(long, default_value = "hill_climb")]
+    pub schedule_method: String,
+    /// Random input sets on which the best schedule must match the original bit for bit.
+    #[arg(long, default_value_t = 10_000)]
+    pub schedule_check_sets: u32,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -189,4 +204,44 @@ pub struct WorkerArgs {
     pub kind: WorkerKind,
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SassCommand {
+    /// List a kernel's instructions with their control bits, defs and uses, and which
+    /// moves of memory instructions are legal.
+    Show(SassShowArgs),
+    /// Apply random legal moves to a kernel's schedule and write the rewritten cubin.
+    Shuffle(SassShuffleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SassShowArgs {
+    /// A cubin for sm_90.
+    pub cubin: PathBuf,
+    /// The kernel (needed when the cubin holds several).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SassShuffleArgs {
+    /// A cubin for sm_90.
+    pub cubin: PathBuf,
+    /// The kernel (needed when the cubin holds several).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Random legal moves to apply.
+    #[arg(long, default_value_t = 10)]
+    pub moves: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Where to write the rewritten cubin.
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// Skip checking with nvdisasm that the result is exactly the intended permutation.
+    #[arg(long)]
+    pub no_verify: bool,
 }

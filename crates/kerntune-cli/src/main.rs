@@ -10,6 +10,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`kerntune ... | head`), as other command-line tools do,
+    // instead of panicking on the failed write.
+    // SAFETY: restoring the default disposition of a signal, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = args::Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,

@@ -60,6 +60,36 @@ pub fn run(ordinal: usize) -> i32 {
                     return 1;
                 }
             },
+            ToBench::Compare { original, candidate, sets, seed } => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "compare before setup".into() });
+                    return 1;
+                };
+                match worker.compare(&context, &original, &candidate, sets, seed, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                }) {
+                    Ok((differing, first_difference)) => reply(&FromBench::Compared { sets, differing, first_difference }),
+                    Err(message) => {
+                        reply(&FromBench::Fatal { message });
+                        return 1;
+                    }
+                };
+            }
+            ToBench::Interleave { a, b, rounds } => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "interleave before setup".into() });
+                    return 1;
+                };
+                match worker.interleave(&context, &a, &b, rounds, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                }) {
+                    Ok((a, b)) => reply(&FromBench::Interleaved { a, b }),
+                    Err(message) => {
+                        reply(&FromBench::Fatal { message });
+                        return 1;
+                    }
+                };
+            }
             ToBench::Evaluate(request) => {
                 let Some(worker) = worker.as_mut() else {
                     reply(&FromBench::Fatal { message: "evaluate before setup".into() });
@@ -83,6 +113,8 @@ struct Argument {
     dtype: DType,
     len: usize,
     buffer: Option<DeviceBuffer>,
+    /// The setup's contents of a floating-point input, to restore after random inputs.
+    host: Option<Vec<u8>>,
     output: bool,
     poison: bool,
     /// Initial contents of an output that is restored rather than poisoned.
@@ -96,6 +128,7 @@ struct Worker {
     slots: Vec<u64>,
     timing: Timing,
     tolerances: Vec<(usize, f64, f64)>,
+    bitwise: bool,
     comparer: Option<Comparer>,
     flush: Option<DeviceBuffer>,
     flushes: u8,
@@ -133,13 +166,14 @@ impl Worker {
                         None
                     };
                     slots.push(buffer.pointer());
-                    arguments.push(Argument { dtype: *dtype, len: *len, buffer: Some(buffer), output: *output, poison: *poison, initial, reference: None });
+                    let host = (!*output && dtype.is_float()).then_some(data);
+                    arguments.push(Argument { dtype: *dtype, len: *len, buffer: Some(buffer), host, output: *output, poison: *poison, initial, reference: None });
                 }
                 ArgSetup::Scalar { bytes, .. } => {
                     let mut slot = [0u8; 8];
                     slot[..bytes.0.len().min(8)].copy_from_slice(&bytes.0[..bytes.0.len().min(8)]);
                     slots.push(u64::from_le_bytes(slot));
-                    arguments.push(Argument { dtype: DType::U8, len: 0, buffer: None, output: false, poison: false, initial: None, reference: None });
+                    arguments.push(Argument { dtype: DType::U8, len: 0, buffer: None, host: None, output: false, poison: false, initial: None, reference: None });
                 }
             }
         }
@@ -152,6 +186,7 @@ impl Worker {
             slots,
             timing: setup.timing,
             tolerances: setup.tolerances,
+            bitwise: setup.bitwise,
             comparer: None,
             flush,
             flushes: 0,
@@ -190,6 +225,9 @@ impl Worker {
     fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
         let module = context.load_module(&reference.cubin.0).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
+        if reference.geometry.shared_bytes > 48 * 1024 {
+            function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
+        }
         self.prepare_outputs(context).map_err(|e| e.to_string())?;
         let (mut pointers, _scratch) = self.kernel_pointers(context, reference).map_err(|e| e.to_string())?;
         launch_image(context, &function, reference, &mut pointers)
@@ -211,7 +249,7 @@ impl Worker {
             let argument = &self.arguments[*position];
             let (Some(comparer), Some(reference)) = (&self.comparer, &argument.reference) else { continue };
             let check = comparer
-                .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0)
+                .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0, false)
                 .map_err(|e| e.to_string())?;
             if check.nan > 0 {
                 return Err(format!("the reference leaves {} NaN elements in output #{position} (first at {})", check.nan, check.first_bad));
@@ -373,7 +411,7 @@ impl Worker {
             let argument = &self.arguments[*position];
             let (Some(buffer), Some(reference)) = (&argument.buffer, &argument.reference) else { continue };
             let found = comparer
-                .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol)
+                .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol, self.bitwise)
                 .map_err(|e| Failure::cuda(Status::RuntimeFailed, "comparing outputs", e))?;
             if found.bad > 0 {
                 problems.push(format!(
@@ -387,6 +425,130 @@ impl Worker {
         } else {
             Err(Failure { status: Status::InvalidOutput, reason: problems.join("; "), context_lost: false })
         }
+    }
+
+    /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs and
+    /// compares their outputs bit for bit; returns how many sets differed and the first
+    /// difference. The setup's inputs are restored afterwards.
+    fn compare(&mut self, context: &Context, original: &KernelImage, candidate: &KernelImage, sets: u32, seed: u64, waiting: &mut dyn FnMut(usize)) -> Result<(u32, Option<String>), String> {
+        let comparer = self.comparer.take().map_or_else(|| Comparer::new(context), Ok)?;
+        let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
+        self.comparer = Some(comparer);
+        for argument in &self.arguments {
+            if let (Some(buffer), Some(host)) = (&argument.buffer, &argument.host) {
+                context.upload(buffer, host).map_err(|e| e.to_string())?;
+            }
+        }
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn compare_with(&mut self, context: &Context, comparer: &Comparer, original: &KernelImage, candidate: &KernelImage, sets: u32, seed: u64, waiting: &mut dyn FnMut(usize)) -> Result<(u32, Option<String>), String> {
+        let text = |e: CudaError| e.to_string();
+        let filler = context.load_module(&crate::nvrtc::compile(crate::verify::FILL_SOURCE, "kerntune_fill", &[], &context.info.arch()).map_err(|e| e.message)?.cubin).map_err(text)?;
+        let fill = filler.function("kerntune_fill").map_err(text)?;
+        let original_module = context.load_module(&original.cubin.0).map_err(text)?;
+        let candidate_module = context.load_module(&candidate.cubin.0).map_err(text)?;
+        let original_function = original_module.function(&original.name).map_err(text)?;
+        let candidate_function = candidate_module.function(&candidate.name).map_err(text)?;
+        for (function, image) in [(&original_function, original), (&candidate_function, candidate)] {
+            if image.geometry.shared_bytes > 48 * 1024 {
+                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
+            }
+        }
+        let outputs: Vec<usize> = self.tolerances.iter().map(|(p, _, _)| *p).collect();
+        let expected: Vec<DeviceBuffer> = outputs
+            .iter()
+            .map(|p| context.alloc(self.arguments[*p].buffer.as_ref().map_or(0, DeviceBuffer::bytes)))
+            .collect::<Result<_, _>>()
+            .map_err(text)?;
+        let (mut differing, mut first) = (0u32, None);
+        for set in 0..sets {
+            if set % 100 == 0 {
+                waiting(300);
+            }
+            for (position, argument) in self.arguments.iter().enumerate() {
+                let (Some(buffer), Some(_)) = (&argument.buffer, &argument.host) else { continue };
+                let code = match argument.dtype {
+                    DType::F16 => 0,
+                    DType::Bf16 => 1,
+                    DType::F32 => 2,
+                    _ => 3,
+                };
+                let (mut pointer, mut len, mut code, mut set_seed) = (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
+                let mut args: [*mut c_void; 4] = [(&mut pointer as *mut u64).cast(), (&mut len as *mut u64).cast(), (&mut code as *mut i32).cast(), (&mut set_seed as *mut u64).cast()];
+                let blocks = argument.len.div_ceil(256).clamp(1, 4096) as u32;
+                context.launch(&fill, [blocks, 1, 1], [256, 1, 1], 0, &mut args).map_err(text)?;
+            }
+            self.prepare_outputs(context).map_err(text)?;
+            let (mut pointers, _scratch) = self.kernel_pointers(context, original).map_err(text)?;
+            launch_image(context, &original_function, original, &mut pointers).map_err(text)?;
+            for (position, copy) in outputs.iter().zip(&expected) {
+                if let Some(buffer) = &self.arguments[*position].buffer {
+                    context.copy(buffer, copy).map_err(text)?;
+                }
+            }
+            self.prepare_outputs(context).map_err(text)?;
+            let (mut pointers, _scratch) = self.kernel_pointers(context, candidate).map_err(text)?;
+            launch_image(context, &candidate_function, candidate, &mut pointers).map_err(text)?;
+            let mut bad = false;
+            for (position, copy) in outputs.iter().zip(&expected) {
+                let argument = &self.arguments[*position];
+                let Some(buffer) = &argument.buffer else { continue };
+                let found = comparer.compare(context, buffer, copy, argument.dtype, argument.len, 0.0, 0.0, true).map_err(text)?;
+                if found.bad > 0 && first.is_none() {
+                    first = Some(format!("input set {set}: output #{position} differs in {} of {} elements, first at index {}", found.bad, argument.len, found.first_bad));
+                }
+                bad |= found.bad > 0;
+            }
+            differing += u32::from(bad);
+        }
+        Ok((differing, first))
+    }
+
+    /// Times `a` and `b` alternately, `rounds` times each, with the usual flush.
+    fn interleave(&mut self, context: &Context, a: &KernelImage, b: &KernelImage, rounds: u32, waiting: &mut dyn FnMut(usize)) -> Result<(Vec<f64>, Vec<f64>), String> {
+        let text = |e: CudaError| e.to_string();
+        let module_a = context.load_module(&a.cubin.0).map_err(text)?;
+        let module_b = context.load_module(&b.cubin.0).map_err(text)?;
+        let function_a = module_a.function(&a.name).map_err(text)?;
+        let function_b = module_b.function(&b.name).map_err(text)?;
+        for (function, image) in [(&function_a, a), (&function_b, b)] {
+            if image.geometry.shared_bytes > 48 * 1024 {
+                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
+            }
+        }
+        let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, a).map_err(text)?;
+        let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, b).map_err(text)?;
+        // The first launch of each after loading is not timed.
+        launch_image(context, &function_a, a, &mut pointers_a).map_err(text)?;
+        launch_image(context, &function_b, b, &mut pointers_b).map_err(text)?;
+        let (mut times_a, mut times_b) = (Vec::new(), Vec::new());
+        let chunk = 16u32;
+        self.ensure_events(context, 2 * chunk as usize).map_err(text)?;
+        let mut done = 0;
+        while done < rounds {
+            let count = chunk.min(rounds - done) as usize;
+            for round in 0..count {
+                for (k, (function, image, pointers)) in [(&function_a, a, &mut pointers_a), (&function_b, b, &mut pointers_b)].into_iter().enumerate() {
+                    self.flush(context).map_err(text)?;
+                    let (start, stop) = &self.events[2 * round + k];
+                    start.record(context).map_err(text)?;
+                    launch_image(context, function, image, pointers).map_err(text)?;
+                    stop.record(context).map_err(text)?;
+                }
+            }
+            waiting(2 * count);
+            context.synchronize().map_err(text)?;
+            for round in 0..count {
+                let (start, stop) = &self.events[2 * round];
+                times_a.push(start.elapsed_ms(stop).map_err(text)?);
+                let (start, stop) = &self.events[2 * round + 1];
+                times_b.push(start.elapsed_ms(stop).map_err(text)?);
+            }
+            done += count as u32;
+        }
+        Ok((times_a, times_b))
     }
 
     fn flush(&mut self, context: &Context) -> Result<(), CudaError> {

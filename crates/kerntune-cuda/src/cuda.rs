@@ -108,7 +108,7 @@ impl Frontend for CudaFrontend<'_> {
             });
         }
         let tolerances = spec.verify.as_ref().map(|v| v.tolerances.clone()).unwrap_or_default();
-        Ok(Setup { args, timing: spec.timing.clone(), reference, tolerances })
+        Ok(Setup { args, timing: spec.timing.clone(), reference, tolerances, bitwise: false })
     }
 
     fn launch_timeout(&self) -> Duration {

@@ -17,6 +17,7 @@ mod pipeline;
 pub mod pool;
 pub mod process;
 pub mod protocol;
+pub mod schedule;
 pub mod stats;
 mod verify;
 

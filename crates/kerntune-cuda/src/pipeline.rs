@@ -441,7 +441,7 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
 }
 
 /// Compiles one job through the pool and waits for it (the reference, before tuning).
-fn compile_now(pool: &mut CompilePool, hub: &Hub, job: CompileJob, timeout: Duration) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
+pub(crate) fn compile_now(pool: &mut CompilePool, hub: &Hub, job: CompileJob, timeout: Duration) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
     pool.submit(CompileRequest { id: REFERENCE_JOB, job });
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
     loop {

@@ -79,6 +79,10 @@ pub struct Setup {
     pub reference: Option<ReferenceSetup>,
     /// `(argument position, atol, rtol)` of each checked output.
     pub tolerances: Vec<(usize, f64, f64)>,
+    /// Outputs must equal the reference bit for bit (a reordered schedule changes no
+    /// arithmetic), rather than within the tolerances.
+    #[serde(default)]
+    pub bitwise: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,6 +98,12 @@ pub struct EvaluateRequest {
 pub enum ToBench {
     Setup(Setup),
     Evaluate(EvaluateRequest),
+    /// Run both kernels on `sets` fresh sets of random inputs (floating-point buffers only;
+    /// integer buffers may hold sizes or indices and keep their data) and compare their
+    /// outputs bit for bit. The setup's inputs are restored afterwards.
+    Compare { original: KernelImage, candidate: KernelImage, sets: u32, seed: u64 },
+    /// Time the two kernels alternately, `rounds` times each (A, B, A, B...).
+    Interleave { a: KernelImage, b: KernelImage, rounds: u32 },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,6 +129,10 @@ pub enum FromBench {
     /// About to wait for this many launches: the supervisor extends its deadline.
     Waiting { launches: usize },
     Result(EvaluateResult),
+    /// The outcome of `Compare`: how many sets differed, and how, for the first.
+    Compared { sets: u32, differing: u32, first_difference: Option<String> },
+    /// The samples of `Interleave`, in ms, in round order.
+    Interleaved { a: Vec<f64>, b: Vec<f64> },
     /// The worker cannot go on (no device, a broken reference...).
     Fatal { message: String },
 }

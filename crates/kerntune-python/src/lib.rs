@@ -52,6 +52,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::tune_spec, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::tune_schedule_triton, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

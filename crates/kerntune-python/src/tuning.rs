@@ -193,19 +193,7 @@ pub fn tune_triton(
         compile_workers: compile_workers.max(1),
     };
     let result = py.detach(|| -> PyResult<Json> {
-        let grid_fn = Box::new(|config: &[Value]| -> Result<[u64; 3], String> {
-            Python::attach(|py| {
-                let values = config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
-                let answer = grid.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| format!("the grid function failed: {e}"))?;
-                let dims: Vec<u64> = answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
-                let mut grid = [1u64; 3];
-                for (axis, value) in dims.iter().take(3).enumerate() {
-                    grid[axis] = *value;
-                }
-                Ok(grid)
-            })
-        });
-        let frontend = TritonFrontend::new(&job, grid_fn).map_err(errors::spec)?;
+        let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
         let space = Space::new(frontend.params().to_vec(), &job.restrictions).map_err(errors::space)?;
         let info = TuningInfo {
             kernel: format!("triton:{}", job.fingerprint),
@@ -338,4 +326,66 @@ fn compile_only_device() -> kerntune_cuda::DeviceInfo {
         clock_khz: 0,
         memory_bytes: 0,
     }
+}
+
+/// Tunes the native schedule of one configuration of a Triton job (`config`: JSON object
+/// of the tuned parameters). Returns the report as JSON, with the kept cubin in base64 when
+/// a faster, bit-for-bit equivalent schedule was found; stores it in `db`.
+#[pyfunction]
+#[pyo3(signature = (job, grid, config, options, db, device))]
+pub fn tune_schedule_triton(py: Python<'_>, job: &str, grid: Py<PyAny>, config: &str, options: &str, db: Option<String>, device: usize) -> PyResult<String> {
+    use kerntune_cuda::schedule::{schedule_config, ScheduleOptions};
+    let job = TritonJob::from_json(job).map_err(errors::spec)?;
+    let options: ScheduleOptions = serde_json::from_str(options).map_err(errors::spec)?;
+    let config_json: Map<String, Json> = serde_json::from_str(config).map_err(errors::spec)?;
+    let device_info = require_gpu(device)?;
+    let pipeline = PipelineOptions {
+        bench_worker: job.worker(&job.bench_worker).map_err(errors::spec)?,
+        compile_worker: job.worker(&job.compile_worker).map_err(errors::spec)?,
+        device,
+        compile_workers: 1,
+    };
+    let db = db.map_or_else(Store::default_path, PathBuf::from);
+    let report = py.detach(|| -> PyResult<Json> {
+        let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
+        let values: Vec<Value> = frontend
+            .params()
+            .iter()
+            .map(|p| config_json.get(p.name()).and_then(Value::from_json).ok_or_else(|| errors::spec(format!("the configuration has no value for '{}'", p.name()))))
+            .collect::<PyResult<_>>()?;
+        let (report, original) = schedule_config(&frontend, &values, &device_info, &pipeline, &options).map_err(errors::backend)?;
+        let store = Store::open(&db).map_err(errors::store)?;
+        let info = TuningInfo {
+            kernel: format!("triton:{}", job.fingerprint),
+            kernel_name: job.kernel_name.clone(),
+            device: device_info.name.clone(),
+            problem: job.problem.to_string(),
+            params: frontend.params().to_vec(),
+            objective: frontend.objective().clone(),
+        };
+        let tuning = store.tuning(&info).map_err(errors::store)?;
+        let provenance = serde_json::to_string(&report).map_err(errors::store)?;
+        let kept = report.cubin.clone().unwrap_or_else(|| original.cubin.0.clone());
+        store.save_artifact(tuning, &config_json, "schedule", &kept, &provenance).map_err(errors::store)?;
+        let mut out = serde_json::to_value(&report).map_err(errors::store)?;
+        out["cubin"] = report.cubin.map_or(Json::Null, |c| serde_json::to_value(kerntune_cuda::protocol::Bytes(c)).unwrap_or(Json::Null));
+        Ok(out)
+    })?;
+    Ok(report.to_string())
+}
+
+/// The user's grid function as the Triton frontend calls it (taking the GIL).
+fn triton_grid(grid: &Py<PyAny>) -> kerntune_triton::GridFn<'_> {
+    Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
+        Python::attach(|py| {
+            let values = config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
+            let answer = grid.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| format!("the grid function failed: {e}"))?;
+            let dims: Vec<u64> = answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
+            let mut grid = [1u64; 3];
+            for (axis, value) in dims.iter().take(3).enumerate() {
+                grid[axis] = *value;
+            }
+            Ok(grid)
+        })
+    })
 }

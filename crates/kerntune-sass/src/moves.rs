@@ -112,6 +112,8 @@ pub enum Refusal {
     BlockBoundary,
     #[error("`{text}` is a fence ({kind:?}) that nothing moves across")]
     Fence { text: String, kind: FenceKind },
+    #[error("it would change what follows `{text}`, whose next instruction may issue before it resolves")]
+    FenceShadow { text: String },
     #[error("register {register} is written by one of the two and used by the other")]
     RegisterDependency { register: Register },
     #[error("predicate {register} is written by one of the two and used by the other")]
@@ -196,6 +198,16 @@ impl KernelListing {
                     text: instruction.text.clone(),
                     kind,
                 });
+            }
+        }
+        // The instruction right after a fence may issue before the fence resolves
+        // (`BAR.SYNC.DEFER_BLOCKING` blocks at the next instruction, not at itself), and
+        // ptxas fills that slot with something that needs no synchronisation. A swap would
+        // put another instruction there: measured on an H200, a shared load moved into the
+        // slot after a barrier read data other threads had not yet stored.
+        if let Some(before) = earlier.checked_sub(1).map(|b| &self.instructions()[b]) {
+            if matches!(before.role, Role::Fence(_)) && before.block == first.block {
+                return Err(Refusal::FenceShadow { text: before.text.clone() });
             }
         }
         check_pair(first, second, self.partially_waited_barriers())?;

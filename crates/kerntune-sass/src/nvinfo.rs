@@ -146,7 +146,7 @@ fn entries(cubin: &Cubin, section: usize, kernel: &str) -> Result<Vec<Entry>, Sa
 
 /// Every instruction offset recorded in the kernel's `.nv.info.<kernel>`,
 /// or an error if it, or the cubin-wide `.nv.info`, holds an attribute that
-/// forbids rescheduling: an unknown one, indirect branch targets, or (in the
+/// forbids rescheduling: an unknown one with a payload, indirect branch targets, or (in the
 /// cubin-wide section, which does not say whose instructions they are) any
 /// offset list.
 pub(crate) fn offset_fields(
@@ -157,6 +157,7 @@ pub(crate) fn offset_fields(
         for entry in entries(cubin, global, &kernel.name)? {
             match attribute(entry.id) {
                 Some((_, AttributeKind::Plain)) => {}
+                None if !entry.sized => {}
                 Some((name, _)) => {
                     return Err(unsupported(
                         kernel,
@@ -182,6 +183,9 @@ pub(crate) fn offset_fields(
     let mut fields = Vec::new();
     for entry in entries(cubin, info, &kernel.name)? {
         match attribute(entry.id) {
+            // An attribute whose value sits in its 16-bit header field holds no offset
+            // list (those are all sized): newer ptxas versions add such flags.
+            None if !entry.sized => {}
             None => {
                 return Err(unsupported(
                     kernel,

@@ -153,7 +153,7 @@ impl Frontend for TritonFrontend<'_> {
                 outputs.iter().map(|o| (o.position, o.atol, o.rtol)).collect(),
             ),
         };
-        Ok(Setup { args, timing: self.timing.clone(), reference, tolerances })
+        Ok(Setup { args, timing: self.timing.clone(), reference, tolerances, bitwise: false })
     }
 
     fn launch_timeout(&self) -> Duration {

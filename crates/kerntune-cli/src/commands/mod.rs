@@ -1,6 +1,7 @@
 //! One module per subcommand; each turns parsed arguments into library calls and output.
 
 mod results;
+mod sass;
 mod simulate;
 mod space;
 mod strategies;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(args) => transfer::import(args),
         Command::Export(args) => transfer::export(args),
         Command::Strategies(args) => strategies::run(args),
+        Command::Sass(command) => sass::run(command),
     }
 }
 

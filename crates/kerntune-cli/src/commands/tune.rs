@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use kerntune_cuda::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_cuda::{driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_engine::spec::KernelSpec;
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
@@ -71,7 +72,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
     let options = PipelineOptions { bench_worker: worker.clone(), compile_worker: worker, device: args.device, compile_workers: workers };
     let frontend = CudaFrontend::new(&spec, &space);
-    let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options));
+    let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options.clone()));
 
     if !args.json {
         println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
@@ -112,12 +113,75 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
     let workers_used = backend.started().map(Pipeline::compile_workers);
+    drop(backend);
+    let schedule = match (&summary.best, args.schedule && summary.stop != StopReason::Interrupted) {
+        (Some(best), true) => Some(schedule(&args, &frontend, &config_values(&space, best.id), &device, &options, &store, tuning, best)?),
+        _ => None,
+    };
     if args.json {
-        println!("{}", summary_json(&summary, &spec, &space, &device, &tally, wall));
+        let mut out = summary_json(&summary, &spec, &space, &device, &tally, wall);
+        out["schedule"] = json!(schedule);
+        println!("{out}");
     } else {
         print_summary(&summary, &spec, &space, &tally, wall, workers_used);
+        if let Some(report) = &schedule {
+            print_schedule(report);
+        }
     }
     Ok(if summary.stop == StopReason::Interrupted { ExitCode::from(interrupt::INTERRUPTED_EXIT) } else { ExitCode::SUCCESS })
+}
+
+/// The schedule stage: the best configuration's native schedule searched on the GPU; the
+/// kept cubin (the winner, or the original) is stored with the report as its provenance.
+#[allow(clippy::too_many_arguments)]
+fn schedule(
+    args: &TuneArgs,
+    frontend: &CudaFrontend<'_>,
+    config: &[Value],
+    device: &DeviceInfo,
+    options: &PipelineOptions,
+    store: &Store,
+    tuning: kerntune_store::TuningId,
+    best: &kerntune_engine::Best,
+) -> Result<ScheduleReport> {
+    let schedule_options = ScheduleOptions {
+        budget: args.schedule_budget,
+        method: args.schedule_method.clone(),
+        seed: args.search.seed,
+        check_sets: args.schedule_check_sets,
+        ..ScheduleOptions::default()
+    };
+    if !args.json {
+        println!("\nTuning the native schedule of the best configuration ({} candidates, {})...", schedule_options.budget, schedule_options.method);
+    }
+    let (report, original) = schedule_config(frontend, config, device, options, &schedule_options)?;
+    let provenance = serde_json::to_string(&report)?;
+    let cubin = report.cubin.as_deref().unwrap_or(&original.cubin.0);
+    store.save_artifact(tuning, &best.config, "schedule", cubin, &provenance)?;
+    Ok(report)
+}
+
+fn print_schedule(report: &ScheduleReport) {
+    println!(
+        "Schedule of {}: {} instructions, {} legal moves at the start; {} candidates in {:.1} s ({} rejected for differing outputs).",
+        report.kernel, report.instructions, report.legal_moves, report.evaluations, report.search_seconds, report.rejected
+    );
+    for reason in &report.rejected_reasons {
+        println!("  rejected: {reason}");
+    }
+    println!(
+        "Interleaved A/B over {} rounds: original {:.4} ms, best schedule {:.4} ms ({} moves): time ratio {:.4} (95% CI {:.4} to {:.4}).",
+        report.ab_rounds, report.original_median_ms, report.candidate_median_ms, report.moves, report.ratio, report.ratio_low, report.ratio_high
+    );
+    match (&report.cubin, report.checked_sets) {
+        (Some(_), sets) => println!("Kept: outputs identical bit for bit on {sets} random input sets; stored as the configuration's schedule."),
+        (None, 0) => println!("No schedule beat the original; the original is kept."),
+        (None, sets) => println!(
+            "Not kept: {} of {sets} input sets differed or the interval does not exclude no gain{}.",
+            report.differing_sets,
+            report.first_difference.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+        ),
+    }
 }
 
 /// Per-evaluation figures the summary needs beyond the engine's totals.

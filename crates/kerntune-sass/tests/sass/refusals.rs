@@ -113,6 +113,34 @@ fn a_guard_predicate_written_just_before_pins_the_load() {
 }
 
 #[test]
+fn nothing_moves_into_or_out_of_the_slot_after_a_barrier() {
+    // The slot after BAR.SYNC.DEFER_BLOCKING may issue before the barrier resolves: a
+    // shared load moved there reads what other threads have not stored yet (found on an
+    // H200 by the schedule search, whose verification rejected the candidates).
+    let lines = [
+        "[B------:R-:W-:Y:S01] BAR.SYNC.DEFER_BLOCKING 0x0",
+        "[B------:R-:W-:-:S05] UIADD3 UR4, UR4, 0x10, URZ",
+        "[B------:R-:W-:Y:S04] LDS R110, [R60]",
+        "[B------:R-:W5:Y:S04] LDS R3, [R57]",
+    ];
+    assert!(matches!(refusal(&lines, Move::up(2)), Refusal::FenceShadow { .. }));
+    let lines = [
+        "[B------:R-:W-:Y:S01] BAR.SYNC.DEFER_BLOCKING 0x0",
+        "[B------:R-:W-:Y:S04] LDS R110, [R60]",
+        "[B------:R-:W-:-:S05] UIADD3 UR4, UR4, 0x10, URZ",
+    ];
+    assert!(matches!(refusal(&lines, Move::down(1)), Refusal::FenceShadow { .. }));
+    let ok = listing(&[
+        "[B------:R-:W-:Y:S01] BAR.SYNC.DEFER_BLOCKING 0x0",
+        "[B------:R-:W-:-:S05] UIADD3 UR4, UR4, 0x10, URZ",
+        "[B------:R-:W-:Y:S04] IADD3 R1, R2, 0x1, RZ",
+        "[B------:R-:W-:Y:S04] LDS R110, [R60]",
+    ])
+    .expect("a valid listing");
+    assert!(ok.check(&Move::up(3)).is_ok(), "two slots after the barrier a swap is fine");
+}
+
+#[test]
 fn nothing_moves_across_a_barrier_or_a_scoreboard_wait() {
     for fence in [
         "BAR.SYNC.DEFER_BLOCKING 0x0",

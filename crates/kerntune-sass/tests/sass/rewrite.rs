@@ -176,6 +176,20 @@ fn a_kernel_with_an_unknown_info_attribute_is_refused() {
 }
 
 #[test]
+fn an_unknown_attribute_without_a_payload_is_accepted() {
+    // EIATTR_MAXREG_COUNT (format 0x03: the value sits in the header) renamed to an unknown
+    // id, as newer ptxas versions emit: a 16-bit value holds no offset list.
+    let corpus = corpus();
+    let mut patched = corpus.cubin("vector_add").to_vec();
+    let at = patched
+        .windows(2)
+        .position(|w| w == [0x03, 0x1b])
+        .expect("the EIATTR_MAXREG_COUNT attribute");
+    patched[at + 1] = 0x4c;
+    Schedule::from_cubin(&patched, "vector_add", &corpus.nvdisasm).expect("accepted");
+}
+
+#[test]
 fn truncated_or_corrupted_cubins_are_errors_not_panics() {
     let original = corpus().cubin("tiled_matmul");
     for length in (0..original.len()).step_by(97) {

@@ -1,0 +1,95 @@
+"""Native schedule tuning on the GPU (issue targets: at least 5% lower median time than
+ptxas's schedule on a real kernel, with the interleaved A/B interval excluding no gain and
+bit-for-bit identical outputs on 10^4 random input sets; 1,000 candidates in under 5
+minutes). For the Triton matmul and fused attention examples (fp16), tunes a small space
+around their best configurations, then the schedule of the best one with 1,000 candidates,
+and reports what it gives, including when it gives nothing. A kept schedule is also
+launched through Triton (kerntune.use_schedule) and checked against the original.
+
+Usage: python3 bench/schedule.py [matmul] [attention]; rows go to $OUT/schedule.json."""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "triton"))
+import attention  # noqa: E402
+import matmul  # noqa: E402
+
+import kerntune  # noqa: E402
+
+BUDGET = int(os.environ.get("SCHEDULE_BUDGET", "1000"))
+OUT = os.environ.get("OUT", tempfile.gettempdir())
+
+
+def report(label, result, started):
+    s = result.schedule
+    row = dict(kernel=label, best_config=result.best_config, instructions=s["instructions"], legal_moves=s["legal_moves"],
+               evaluations=s["evaluations"], rejected=s["rejected"], search_s=s["search_seconds"], stage_s=time.perf_counter() - started,
+               original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
+               moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
+    print(label, json.dumps(row), flush=True)
+    return row
+
+
+def run_matmul(db):
+    torch.manual_seed(0)
+    size = 4096
+    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+    corner = ["BLOCK_SIZE_M == 128", "BLOCK_SIZE_N == 256", "BLOCK_SIZE_K <= 64", "num_warps == 8"]
+    started = time.perf_counter()
+    result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, corner,
+                           answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
+                           schedule=True, schedule_options={"budget": BUDGET})
+    row = report("triton matmul fp16 4096", result, started)
+    if row["kept"]:
+        args = matmul.arguments(a, b, c)
+        matmul.matmul_kernel.jit[matmul.grid](**args, **result.best_config)
+        expected = c.clone()
+        kerntune.use_schedule(matmul.matmul_kernel, args, matmul.grid, result.best_config, result.schedule["cubin"])
+        c.zero_()
+        matmul.matmul_kernel.jit[matmul.grid](**args, **result.best_config)
+        row["triton_launch_identical"] = bool(torch.equal(c, expected))
+        print("use_schedule: Triton launch of the kept schedule identical:", row["triton_launch_identical"], flush=True)
+    return row
+
+
+def run_attention(db):
+    torch.manual_seed(0)
+    Z, H, N_CTX, HEAD_DIM = 4, 16, 4096, 64
+    q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), device="cuda", dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    sm_scale = HEAD_DIM ** -0.5
+    started = time.perf_counter()
+    result = kerntune.tune(attention.attention_fwd, attention.arguments(q, k, v, o, sm_scale), lambda META: attention.grid({**META, "Z": Z}),
+                           attention.PARAMS, ["BLOCK_M == 128", "num_warps == 8"], answer={"Out": attention.reference(q, k, v, sm_scale)},
+                           strategy="brute_force", db=db, progress=False, schedule=True, schedule_options={"budget": BUDGET})
+    return report("triton attention fp16 4x16x4096x64", result, started)
+
+
+def main():
+    which = sys.argv[1:] or ["matmul", "attention"]
+    db = os.path.join(tempfile.mkdtemp(prefix="kerntune-schedule-"), "results.db")
+    rows = []
+    if "matmul" in which:
+        rows.append(run_matmul(db))
+    if "attention" in which:
+        rows.append(run_attention(db))
+    with open(os.path.join(OUT, "schedule.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n=== schedule summary")
+    for r in rows:
+        lo, hi = r["ci"]
+        print(f"{r['kernel']}: {r['instructions']} instructions, {r['legal_moves']} legal moves; {r['evaluations']} candidates in {r['search_s']:.1f} s "
+              f"({r['rejected']} rejected); A/B {r['original_ms']:.4f} -> {r['schedule_ms']:.4f} ms, ratio {r['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; "
+              f"{r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
+
+
+if __name__ == "__main__":
+    main()
