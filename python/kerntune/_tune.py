@@ -250,10 +250,27 @@ def _describe(fn, call, params, specialization):
     return job_args, describe
 
 
+def check_ptx_options(values) -> None:
+    """ACF files (``--apply-controls``) need ptxas 13.3 or newer: a clear error otherwise."""
+    if not any("apply-controls" in str(v) for v in values):
+        return
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(90)
+    found = tuple(int(x) for x in str(ptxas.version).split(".")[:2])
+    if found < (13, 3):
+        raise _kerntune.SpecError(
+            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {ptxas.version} "
+            f"({ptxas.path}); set TRITON_PTXAS_PATH to a newer ptxas"
+        )
+
+
 def _job(fn, call, params, restrictions, arch, shared_limit, workdir):
     """The tuning job every call shares: arguments described, the compile worker's setup
     file written, the kernel fingerprinted."""
     import triton
+
+    check_ptx_options(params.get("ptx_options", []))
 
     configs = _first_valid_config(params, restrictions)
     if not configs:

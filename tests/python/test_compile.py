@@ -153,3 +153,22 @@ def test_bad_calls_are_clear_errors():
         kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=["BLOCK_SIZE_M > 64"])
     with pytest.raises(TypeError, match="not a @triton.jit"):
         kerntune.compile(print, {}, {})
+
+
+def test_ptxas_options_are_compiler_controls_in_the_same_space(tmp_path):
+    import matmul
+
+    params = {"BLOCK_SIZE_M": [64], "BLOCK_SIZE_N": [64], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8], "num_stages": [3], "num_warps": [4],
+              "ptx_options": ["", "-O0"]}
+    outcomes = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)
+    assert [o["status"] for o in outcomes] == ["compiled", "compiled"], outcomes
+    optimised, unoptimised = (base64.b64decode(o["cubin"]) for o in outcomes)
+    assert optimised != unoptimised, "the flag reached ptxas"
+
+
+def test_acf_files_need_a_newer_ptxas_than_tritons():
+    import matmul
+
+    params = {"BLOCK_SIZE_M": [64], "BLOCK_SIZE_N": [64], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8], "ptx_options": ["--apply-controls tuned.acf"]}
+    with pytest.raises(kerntune.SpecError, match="ptxas 13.3 or newer"):
+        kerntune.compile(matmul.matmul_kernel, matmul_args(), params)

@@ -83,3 +83,26 @@ fn a_configuration_that_does_not_compile_fails_alone_with_the_compilers_message(
     assert!(stdout.contains("Compiled 15 of 20") && stdout.contains("5 failed"), "{stdout}");
     assert!(stdout.contains("tile 4 is not supported"), "{stdout}");
 }
+
+#[test]
+fn ptxas_options_are_tuned_with_the_parameters_and_acf_needs_a_newer_ptxas() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(repo("examples/cuda/vector_add/vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
+    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
+    let spec = spec.replace("tile = 1 }", "tile = 1, ptxas_options = \"\" }");
+    let with_controls = spec.replace("tile = [1, 2, 4, 8]", "tile = [1, 2, 4, 8]\nptxas_options = [\"\", \"-O1\", \"--allow-expensive-optimizations=true\"]");
+    std::fs::write(dir.path().join("spec.toml"), &with_controls).expect("writes");
+    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let db = dir.path().join("c.db").display().to_string();
+    let result = json_of(&kerntune(&["tune", &spec_path, "--compile-only", "--db", &db, "--json"]));
+    assert_eq!((result["count"].as_u64(), result["failed"].as_u64()), (Some(60), Some(0)), "{result}");
+    let with_acf = spec.replace("tile = [1, 2, 4, 8]", "tile = [1, 2, 4, 8]\nptxas_options = [\"--apply-controls tuned.acf\"]").replace("ptxas_options = \"\" }", "ptxas_options = \"--apply-controls tuned.acf\" }");
+    std::fs::write(dir.path().join("spec.toml"), with_acf).expect("writes");
+    let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("need ptxas 13.3 or newer"), "{stderr}");
+}

@@ -149,3 +149,29 @@ fn cuda_include_dir() -> Option<String> {
         .map(|root| format!("{root}/include"))
         .find(|dir| std::path::Path::new(dir).join("cuda_fp16.h").exists())
 }
+
+/// The version of the NVRTC library (and of the ptxas inside it).
+pub fn version() -> Option<(i32, i32)> {
+    if !nvrtc_available() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-parameters for a query with no other effect.
+    let status = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    (status == sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
+}
+
+/// ACF files (`--apply-controls`) need ptxas 13.3 or newer: a clear error otherwise, before
+/// anything is compiled.
+pub fn check_flags(flags: &[String]) -> Result<(), String> {
+    if !flags.iter().any(|f| f.contains("apply-controls")) {
+        return Ok(());
+    }
+    match version() {
+        Some(found) if found >= (13, 3) => Ok(()),
+        Some((major, minor)) => Err(format!(
+            "ACF files (--apply-controls) need ptxas 13.3 or newer; this NVRTC is {major}.{minor} (install a newer CUDA toolkit or nvidia-cuda-nvrtc)"
+        )),
+        None => Err("NVRTC is not installed".into()),
+    }
+}

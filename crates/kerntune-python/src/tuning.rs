@@ -236,6 +236,7 @@ pub fn tune_spec(
     if !kerntune_cuda::nvrtc_available() {
         return Err(errors::backend("NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"));
     }
+    kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(errors::spec)?;
     let mut command = worker_command(&worker)?;
     command.env = worker_env;
     let options = PipelineOptions { bench_worker: command.clone(), compile_worker: command, device, compile_workers: compile_workers.max(1) };

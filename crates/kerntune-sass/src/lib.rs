@@ -47,7 +47,6 @@ mod nvinfo;
 mod opcodes;
 mod operands;
 mod registers;
-mod rng;
 mod schedule;
 pub mod search;
 mod show;
@@ -67,7 +66,7 @@ pub use moves::{Direction, Move, Refusal};
 pub use opcodes::{FenceKind, LatencyTable, MemoryAccess, Role, Spaces};
 pub use operands::Effects;
 pub use registers::{RegSet, Register, RegisterClass};
-pub use rng::Rng;
+pub use kerntune_space::Rng;
 pub use schedule::Schedule;
 pub use search::{
     anneal, hill_climb, AnnealingOptions, HillClimbOptions, ScheduleObjective, SearchOutcome,

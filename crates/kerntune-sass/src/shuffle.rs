@@ -4,7 +4,7 @@
 use crate::disasm::Nvdisasm;
 use crate::error::SassError;
 use crate::moves::Move;
-use crate::rng::Rng;
+use crate::Rng;
 use crate::schedule::Schedule;
 
 /// The result of [`shuffle`].
@@ -78,7 +78,7 @@ pub fn shuffle(
     nvdisasm: &Nvdisasm,
 ) -> Result<Shuffled, SassError> {
     let mut schedule = Schedule::from_cubin(cubin, kernel, nvdisasm)?;
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::seeded(seed);
     let moves = random_moves(&mut schedule, moves, &mut rng)?;
     Ok(Shuffled {
         cubin: schedule.to_cubin()?,

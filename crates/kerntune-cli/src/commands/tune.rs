@@ -51,6 +51,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         return dry_run(&spec, &space, clock, args.json);
     }
     if args.compile_only {
+        kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
         return compile_only(&spec, &space, &args);
     }
     if !driver_available() {
@@ -63,6 +64,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     if !nvrtc_available() {
         bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it");
     }
+    kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(!space.is_empty(), "{}: no configuration satisfies the restrictions", args.spec.display());
     let (strategy_name, strategy, budget) = search_setup(&args.search, &spec.search)?;
     let db = database(args.db.clone());

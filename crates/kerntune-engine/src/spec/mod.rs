@@ -23,6 +23,9 @@ pub use launch::{Geometry, GridRule, Launch};
 use crate::parse_duration;
 use raw::{ExprText, Exprs, RawInit, RawSpec};
 
+/// The parameter whose values are ptxas flags (a compiler control tuned with the rest).
+pub const PTXAS_OPTIONS: &str = "ptxas_options";
+
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct SpecError {
@@ -161,10 +164,24 @@ impl KernelSpec {
         Space::new(self.params.clone(), &self.restrictions)
     }
 
-    /// Parameters that appear in a compiler option template, and so are not `#define`d.
+    /// Parameters that are compiler controls rather than source parameters, and so are not
+    /// `#define`d: those in an option template, and `ptxas_options`.
     fn is_option_param(&self, name: &str) -> bool {
         let placeholder = format!("{{{name}}}");
-        self.options.iter().any(|o| o.contains(&placeholder))
+        name == PTXAS_OPTIONS || self.options.iter().any(|o| o.contains(&placeholder))
+    }
+
+    /// Every ptxas flag any configuration may pass (from `ptxas_options` values and the
+    /// option templates), to check the compiler supports them before tuning.
+    pub fn ptxas_flags(&self) -> Vec<String> {
+        let mut flags: Vec<String> = self
+            .params
+            .iter()
+            .filter(|p| p.name() == PTXAS_OPTIONS)
+            .flat_map(|p| p.values().iter().map(Value::source_text))
+            .collect();
+        flags.extend(self.options.iter().cloned());
+        flags
     }
 
     /// The source for one configuration: the parameters as `#define NAME value` lines, as
@@ -182,9 +199,14 @@ impl KernelSpec {
     }
 
     /// Compiler options for one configuration: templates filled in, empty ones dropped, a
-    /// template that expands to several words split into several options.
+    /// template that expands to several words split into several options, and each flag of a
+    /// `ptxas_options` parameter passed on to ptxas.
     pub fn options_for(&self, config: &[Value]) -> Vec<String> {
-        expand_options(&self.options, &self.params, config)
+        let mut options = expand_options(&self.options, &self.params, config);
+        if let Some(position) = self.params.iter().position(|p| p.name() == PTXAS_OPTIONS) {
+            options.extend(config[position].source_text().split_whitespace().map(|flag| format!("--ptxas-options={flag}")));
+        }
+        options
     }
 
     pub fn geometry(&self, config: &[Value]) -> Result<Geometry, String> {

@@ -119,3 +119,14 @@ fn reference_outputs_are_files_per_output_buffer() {
     let wrong = format!("{MINIMAL}\n[verify]\nreference = {{ outputs = {{ a = \"x.bin\" }} }}\n");
     assert!(parse_error(&wrong).contains("no file for output 'c'"));
 }
+
+#[test]
+fn a_ptxas_options_parameter_passes_its_flags_to_ptxas() {
+    let text = MINIMAL.replace("tile = [1, 2]", "tile = [1, 2]\nptxas_options = [\"\", \"-O1 -dlcm=cg\"]");
+    let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
+    let config = |flags: &str| vec![Value::Int(32), Value::Int(1), Value::Str(flags.into())];
+    assert!(spec.options_for(&config("")).is_empty());
+    assert_eq!(spec.options_for(&config("-O1 -dlcm=cg")), vec!["--ptxas-options=-O1", "--ptxas-options=-dlcm=cg"]);
+    assert!(!spec.source_for(&config("-O1")).contains("ptxas_options"));
+    assert_eq!(spec.ptxas_flags(), vec!["", "-O1 -dlcm=cg"]);
+}

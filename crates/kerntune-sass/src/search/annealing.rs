@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
-use crate::rng::Rng;
+use crate::Rng;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
 
@@ -44,7 +44,7 @@ pub fn anneal<O: ScheduleObjective>(
     options: &AnnealingOptions,
     seed: u64,
 ) -> Result<SearchOutcome, SassError> {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
     let baseline = evaluator.baseline;
     let mut current = start.clone();

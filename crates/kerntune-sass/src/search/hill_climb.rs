@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
-use crate::rng::Rng;
+use crate::Rng;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
 
@@ -46,7 +46,7 @@ pub fn hill_climb<O: ScheduleObjective>(
     options: &HillClimbOptions,
     seed: u64,
 ) -> Result<SearchOutcome, SassError> {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
     let baseline = evaluator.baseline;
     let mut best_schedule = start.clone();

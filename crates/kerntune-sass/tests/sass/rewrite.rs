@@ -199,7 +199,7 @@ fn truncated_or_corrupted_cubins_are_errors_not_panics() {
             }
         }
     }
-    let mut rng = kerntune_sass::Rng::new(1);
+    let mut rng = kerntune_sass::Rng::seeded(1);
     for _ in 0..2000 {
         let mut corrupted = original.to_vec();
         // Corrupt the ELF header or the section headers at the end of the file.

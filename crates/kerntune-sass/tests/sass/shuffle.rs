@@ -20,7 +20,7 @@ fn shuffle_and_verify(kernel: &str) -> usize {
     let mut applied = 0;
     for (seed, &count) in MOVE_COUNTS.iter().enumerate() {
         let mut schedule = corpus.schedule(kernel);
-        let moves = random_moves(&mut schedule, count, &mut Rng::new(seed as u64))
+        let moves = random_moves(&mut schedule, count, &mut Rng::seeded(seed as u64))
             .expect("legal moves apply");
         assert_eq!(moves.len(), count, "{kernel}: ran out of legal moves");
         let rewritten = schedule.to_cubin().expect("the schedule writes back");
@@ -119,7 +119,7 @@ fn random_moves_keep_dependent_instructions_in_order_and_every_result_waited_for
     for kernel in crate::corpus::TRITON_KERNELS {
         let original = corpus().schedule(kernel);
         let mut schedule = original.clone();
-        random_moves(&mut schedule, 300, &mut Rng::new(77)).expect("legal moves apply");
+        random_moves(&mut schedule, 300, &mut Rng::seeded(77)).expect("legal moves apply");
         let listing = schedule.listing();
         let positions = listing.positions();
         let before = original.listing().instructions();
