@@ -172,3 +172,16 @@ def test_acf_files_need_a_newer_ptxas_than_tritons():
     params = {"BLOCK_SIZE_M": [64], "BLOCK_SIZE_N": [64], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8], "ptx_options": ["--apply-controls tuned.acf"]}
     with pytest.raises(kerntune.SpecError, match="ptxas 13.3 or newer"):
         kerntune.compile(matmul.matmul_kernel, matmul_args(), params)
+
+
+def test_the_package_imports_without_triton_or_torch_and_has_its_stubs():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['triton'] = None; sys.modules['torch'] = None; import kerntune; "
+            "print(kerntune.__version__, kerntune.default_db() != '', issubclass(kerntune.NoGpuError, kerntune.KerntuneError))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1:] == ["True", "True"]
+    package = os.path.dirname(kerntune.__file__)
+    assert os.path.exists(os.path.join(package, "_kerntune.pyi")) and os.path.exists(os.path.join(package, "py.typed"))

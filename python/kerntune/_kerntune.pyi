@@ -1,0 +1,53 @@
+"""Type stubs of the extension module (the Rust core). The functions exchange JSON text;
+the friendly API in ``kerntune`` wraps them."""
+
+from typing import Any, Callable, Optional, Sequence
+
+__version__: str
+
+class KerntuneError(Exception): ...
+class SpaceError(KerntuneError): ...
+class SpecError(KerntuneError): ...
+class StrategyError(KerntuneError): ...
+class StoreError(KerntuneError): ...
+class BackendError(KerntuneError): ...
+class NoGpuError(BackendError): ...
+
+def default_db() -> str: ...
+def device_info(device: int) -> str: ...
+def valid_configs(params: str, restrictions: Sequence[str], limit: Optional[int] = None) -> str: ...
+def run_bench_worker(device: int) -> int: ...
+def run_compile_worker() -> int: ...
+def tune_triton(
+    job: str,
+    grid: Callable[[list[Any]], Sequence[int]],
+    strategy: str,
+    strategy_options: str,
+    max_fevals: Optional[int],
+    time_limit: Optional[float],
+    target: Optional[float],
+    seed: int,
+    db: Optional[str],
+    fresh: bool,
+    compile_workers: int,
+    device: int,
+    progress: Optional[Callable[[int, int, Optional[float]], None]],
+) -> str: ...
+def tune_spec(
+    spec: str,
+    worker: Sequence[str],
+    worker_env: Sequence[tuple[str, str]],
+    strategy: str,
+    strategy_options: str,
+    max_fevals: Optional[int],
+    time_limit: Optional[float],
+    target: Optional[float],
+    seed: int,
+    db: Optional[str],
+    fresh: bool,
+    compile_workers: int,
+    device: int,
+    progress: Optional[Callable[[int, int, Optional[float]], None]],
+) -> str: ...
+def compile_triton(job: str, compile_workers: int, db: Optional[str] = None) -> str: ...
+def tune_schedule_triton(job: str, grid: Callable[[list[Any]], Sequence[int]], config: str, options: str, db: Optional[str], device: int) -> str: ...
