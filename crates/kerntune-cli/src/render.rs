@@ -21,7 +21,13 @@ pub fn duration(d: Duration) -> String {
 
 /// An objective value with its unit when the unit is known.
 pub fn objective(objective: &Objective, value: f64) -> String {
-    let digits = if value.abs() >= 100.0 { 1 } else if value.abs() >= 1.0 { 3 } else { 4 };
+    let digits = if value.abs() >= 100.0 {
+        1
+    } else if value.abs() >= 1.0 {
+        3
+    } else {
+        4
+    };
     match objective.name.as_str() {
         "time" => format!("{value:.digits$} ms"),
         name => format!("{value:.digits$} {name}"),
@@ -37,7 +43,11 @@ pub fn costs(costs: &Costs) -> String {
         ("framework", costs.framework_s),
         ("strategy", costs.strategy_s),
     ];
-    parts.iter().map(|(name, s)| format!("{name} {}", duration(Duration::from_secs_f64(*s)))).collect::<Vec<_>>().join(", ")
+    parts
+        .iter()
+        .map(|(name, s)| format!("{name} {}", duration(Duration::from_secs_f64(*s))))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A left-aligned text table with a header row.

@@ -17,7 +17,8 @@ fn repo(path: &str) -> String {
 
 fn json_of(output: &Output) -> Json {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
 }
 
 /// The recorded landscapes of `../shared/data/landscapes`, which CI has beside the
@@ -26,7 +27,12 @@ fn json_of(output: &Output) -> Json {
 fn shared_landscapes() -> Option<Vec<PathBuf>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/landscapes");
     let files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect())
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.to_string_lossy().ends_with(".json.gz"))
+                .collect()
+        })
         .unwrap_or_default();
     if files.is_empty() {
         assert!(std::env::var_os("KERNTUNE_REQUIRE_SHARED").is_none(), "{} has no landscapes", dir.display());
@@ -76,7 +82,9 @@ fn simulate_json_is_one_object_with_the_documented_fields() {
 
 #[test]
 fn random_sample_with_the_same_seed_gives_identical_traces() {
-    let run = |seed: &str| json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "60", "--seed", seed, "--json"]));
+    let run = |seed: &str| {
+        json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "60", "--seed", seed, "--json"]))
+    };
     assert_eq!(run("4")["trace"], run("4")["trace"]);
     assert_ne!(run("4")["trace"], run("5")["trace"]);
 }
@@ -126,7 +134,20 @@ fn stored_rows(db: &Path) -> usize {
 fn interrupt_after_some_rows(db: &Path, signal: &str) -> (Option<i32>, usize) {
     let db_arg = db.display().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_kerntune"))
-        .args(["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--db", &db_arg, "--realtime", "200", "--json"])
+        .args([
+            "simulate",
+            "--strategy",
+            "random_sample",
+            "--max-fevals",
+            "300",
+            "--seed",
+            "5",
+            "--db",
+            &db_arg,
+            "--realtime",
+            "200",
+            "--json",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -144,7 +165,16 @@ fn interrupt_after_some_rows(db: &Path, signal: &str) -> (Option<i32>, usize) {
 
 #[test]
 fn an_interrupted_run_resumes_without_repeating_or_losing_an_evaluation() {
-    let reference = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--json"]));
+    let reference = json_of(&kerntune(&[
+        "simulate",
+        "--strategy",
+        "random_sample",
+        "--max-fevals",
+        "300",
+        "--seed",
+        "5",
+        "--json",
+    ]));
     for (signal, expected_code) in [("-INT", Some(130)), ("-KILL", None)] {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("results.db");
@@ -152,11 +182,24 @@ fn an_interrupted_run_resumes_without_repeating_or_losing_an_evaluation() {
         assert_eq!(code, expected_code, "{signal}");
         assert!((40..300).contains(&stored), "{signal}: {stored} rows");
         let db_arg = db.display().to_string();
-        let resumed = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "300", "--seed", "5", "--db", &db_arg, "--json"]));
+        let resumed = json_of(&kerntune(&[
+            "simulate",
+            "--strategy",
+            "random_sample",
+            "--max-fevals",
+            "300",
+            "--seed",
+            "5",
+            "--db",
+            &db_arg,
+            "--json",
+        ]));
         assert_eq!(resumed["from_store"], stored, "{signal}: every stored row is reused, none evaluated again");
         assert_eq!(resumed["evaluations"], 300);
         assert_eq!(stored_rows(&db), 300, "{signal}: no row lost, none duplicated");
-        let objectives = |run: &Json| run["trace"].as_array().expect("trace").iter().map(|p| p["objective"].clone()).collect::<Vec<_>>();
+        let objectives = |run: &Json| {
+            run["trace"].as_array().expect("trace").iter().map(|p| p["objective"].clone()).collect::<Vec<_>>()
+        };
         assert_eq!(objectives(&resumed), objectives(&reference), "{signal}: the resumed run is the uninterrupted run");
         assert_eq!(resumed["best"], reference["best"]);
     }

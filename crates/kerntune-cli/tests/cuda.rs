@@ -55,8 +55,18 @@ fn compile_only_keeps_a_cubin_for_every_configuration() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("cubins.db");
     let db_arg = db.display().to_string();
-    let result = json_of(&kerntune(&["tune", &repo("examples/cuda/vector_add/spec.toml"), "--compile-only", "--db", &db_arg, "--json"]));
-    assert_eq!((result["count"].as_u64(), result["compiled"].as_u64(), result["failed"].as_u64()), (Some(20), Some(20), Some(0)));
+    let result = json_of(&kerntune(&[
+        "tune",
+        &repo("examples/cuda/vector_add/spec.toml"),
+        "--compile-only",
+        "--db",
+        &db_arg,
+        "--json",
+    ]));
+    assert_eq!(
+        (result["count"].as_u64(), result["compiled"].as_u64(), result["failed"].as_u64()),
+        (Some(20), Some(20), Some(0))
+    );
     let store = Store::open(&db).expect("opens");
     let tuning = store.tunings().expect("lists")[0].clone();
     let config = serde_json::json!({"block_size_x": 256, "tile": 4}).as_object().cloned().expect("object");
@@ -72,7 +82,11 @@ fn a_configuration_that_does_not_compile_fails_alone_with_the_compilers_message(
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let source = std::fs::read_to_string(repo("examples/cuda/vector_add/vector_add.cu")).expect("reads");
-    std::fs::write(dir.path().join("vector_add.cu"), format!("#if tile == 4\n#error tile 4 is not supported\n#endif\n{source}")).expect("writes");
+    std::fs::write(
+        dir.path().join("vector_add.cu"),
+        format!("#if tile == 4\n#error tile 4 is not supported\n#endif\n{source}"),
+    )
+    .expect("writes");
     let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
     std::fs::write(dir.path().join("spec.toml"), spec).expect("writes");
     let db = dir.path().join("cubins.db").display().to_string();
@@ -93,13 +107,18 @@ fn ptxas_options_are_tuned_with_the_parameters_and_acf_needs_a_newer_ptxas() {
     std::fs::copy(repo("examples/cuda/vector_add/vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
     let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
     let spec = spec.replace("tile = 1 }", "tile = 1, ptxas_options = \"\" }");
-    let with_controls = spec.replace("tile = [1, 2, 4, 8]", "tile = [1, 2, 4, 8]\nptxas_options = [\"\", \"-O1\", \"--allow-expensive-optimizations=true\"]");
+    let with_controls = spec.replace(
+        "tile = [1, 2, 4, 8]",
+        "tile = [1, 2, 4, 8]\nptxas_options = [\"\", \"-O1\", \"--allow-expensive-optimizations=true\"]",
+    );
     std::fs::write(dir.path().join("spec.toml"), &with_controls).expect("writes");
     let spec_path = dir.path().join("spec.toml").display().to_string();
     let db = dir.path().join("c.db").display().to_string();
     let result = json_of(&kerntune(&["tune", &spec_path, "--compile-only", "--db", &db, "--json"]));
     assert_eq!((result["count"].as_u64(), result["failed"].as_u64()), (Some(60), Some(0)), "{result}");
-    let with_acf = spec.replace("tile = [1, 2, 4, 8]", "tile = [1, 2, 4, 8]\nptxas_options = [\"--apply-controls tuned.acf\"]").replace("ptxas_options = \"\" }", "ptxas_options = \"--apply-controls tuned.acf\" }");
+    let with_acf = spec
+        .replace("tile = [1, 2, 4, 8]", "tile = [1, 2, 4, 8]\nptxas_options = [\"--apply-controls tuned.acf\"]")
+        .replace("ptxas_options = \"\" }", "ptxas_options = \"--apply-controls tuned.acf\" }");
     std::fs::write(dir.path().join("spec.toml"), with_acf).expect("writes");
     let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
     let stderr = String::from_utf8_lossy(&output.stderr);

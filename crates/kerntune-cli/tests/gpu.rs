@@ -15,12 +15,20 @@ fn kerntune_binary() -> PathBuf {
 }
 
 fn repo(path: &str) -> String {
-    let root = std::env::var_os("KERNTUNE_REPO").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."), PathBuf::from);
+    let root = std::env::var_os("KERNTUNE_REPO")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."), PathBuf::from);
     root.join(path).display().to_string()
 }
 
 fn tune(args: &[&str], db: &std::path::Path) -> Output {
-    Command::new(kerntune_binary()).arg("tune").args(args).arg("--db").arg(db).arg("--json").output().expect("kerntune runs")
+    Command::new(kerntune_binary())
+        .arg("tune")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .arg("--json")
+        .output()
+        .expect("kerntune runs")
 }
 
 fn json_of(output: &Output) -> Json {
@@ -34,11 +42,15 @@ fn every_example_tunes_and_verifies() {
     let dir = tempfile::tempdir().expect("temp dir");
     for example in ["vector_add", "matmul_naive", "matmul_register", "matmul_sram", "conv2d"] {
         let spec = repo(&format!("examples/cuda/{example}/spec.toml"));
-        let result = json_of(&tune(&[&spec, "--strategy", "random_sample", "--max-fevals", "8"], &dir.path().join("r.db")));
+        let result =
+            json_of(&tune(&[&spec, "--strategy", "random_sample", "--max-fevals", "8"], &dir.path().join("r.db")));
         assert_eq!(result["evaluations"], 8, "{example}");
         assert!(result["best"]["objective"].as_f64().is_some_and(|o| o > 0.0), "{example}: {result}");
         assert!(result["statuses"].get("invalid_output").is_none(), "{example}: {}", result["statuses"]);
-        println!("{example}: best {} {} ({})", result["best"]["objective"], result["objective"], result["best"]["description"]);
+        println!(
+            "{example}: best {} {} ({})",
+            result["best"]["objective"], result["objective"], result["best"]["description"]
+        );
     }
 }
 
@@ -88,7 +100,12 @@ fn a_run_killed_midway_resumes_without_repeating_work() {
         .spawn()
         .expect("starts");
     let deadline = Instant::now() + Duration::from_secs(120);
-    let rows = || kerntune_store::Store::open(&db).ok().and_then(|s| s.tunings().ok()).map_or(0, |t| t.iter().map(|t| t.evaluations).sum::<usize>());
+    let rows = || {
+        kerntune_store::Store::open(&db)
+            .ok()
+            .and_then(|s| s.tunings().ok())
+            .map_or(0, |t| t.iter().map(|t| t.evaluations).sum::<usize>())
+    };
     while rows() < 30 {
         assert!(Instant::now() < deadline, "too slow");
         std::thread::sleep(Duration::from_millis(50));

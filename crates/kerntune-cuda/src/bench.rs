@@ -16,7 +16,9 @@ use kerntune_engine::spec::{fill, DType, Flush, Timing};
 use kerntune_store::Status;
 
 use crate::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes};
-use crate::protocol::{ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup, Setup, ToBench};
+use crate::protocol::{
+    ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup, Setup, ToBench,
+};
 use crate::stats::{clearly_slower, median, relative_half_width};
 use crate::verify::Comparer;
 
@@ -68,7 +70,9 @@ pub fn run(ordinal: usize) -> i32 {
                 match worker.compare(&context, &original, &candidate, sets, seed, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
-                    Ok((differing, first_difference)) => reply(&FromBench::Compared { sets, differing, first_difference }),
+                    Ok((differing, first_difference)) => {
+                        reply(&FromBench::Compared { sets, differing, first_difference })
+                    }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
                         return 1;
@@ -167,13 +171,31 @@ impl Worker {
                     };
                     slots.push(buffer.pointer());
                     let host = (!*output && dtype.is_float()).then_some(data);
-                    arguments.push(Argument { dtype: *dtype, len: *len, buffer: Some(buffer), host, output: *output, poison: *poison, initial, reference: None });
+                    arguments.push(Argument {
+                        dtype: *dtype,
+                        len: *len,
+                        buffer: Some(buffer),
+                        host,
+                        output: *output,
+                        poison: *poison,
+                        initial,
+                        reference: None,
+                    });
                 }
                 ArgSetup::Scalar { bytes, .. } => {
                     let mut slot = [0u8; 8];
                     slot[..bytes.0.len().min(8)].copy_from_slice(&bytes.0[..bytes.0.len().min(8)]);
                     slots.push(u64::from_le_bytes(slot));
-                    arguments.push(Argument { dtype: DType::U8, len: 0, buffer: None, host: None, output: false, poison: false, initial: None, reference: None });
+                    arguments.push(Argument {
+                        dtype: DType::U8,
+                        len: 0,
+                        buffer: None,
+                        host: None,
+                        output: false,
+                        poison: false,
+                        initial: None,
+                        reference: None,
+                    });
                 }
             }
         }
@@ -214,7 +236,8 @@ impl Worker {
         }
         for ((position, _, _), init) in self.tolerances.clone().iter().zip(data) {
             let argument = &mut self.arguments[*position];
-            let bytes = fill(argument.dtype, argument.len, init, 0).map_err(|e| format!("reference of output #{position}: {e}"))?;
+            let bytes = fill(argument.dtype, argument.len, init, 0)
+                .map_err(|e| format!("reference of output #{position}: {e}"))?;
             let buffer = context.alloc(bytes.len()).map_err(|e| e.to_string())?;
             context.upload(&buffer, &bytes).map_err(|e| e.to_string())?;
             argument.reference = Some(buffer);
@@ -252,7 +275,10 @@ impl Worker {
                 .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0, false)
                 .map_err(|e| e.to_string())?;
             if check.nan > 0 {
-                return Err(format!("the reference leaves {} NaN elements in output #{position} (first at {})", check.nan, check.first_bad));
+                return Err(format!(
+                    "the reference leaves {} NaN elements in output #{position} (first at {})",
+                    check.nan, check.first_bad
+                ));
             }
         }
         Ok(())
@@ -261,9 +287,16 @@ impl Worker {
     /// The parameter pointers of a launch of `kernel`, and the scratch buffers (with their
     /// pointer slots) that must live until it has run. Each pointer points at an 8-byte slot
     /// holding the argument's value; cuLaunchKernel reads as many bytes as the parameter has.
-    fn kernel_pointers(&mut self, context: &Context, kernel: &KernelImage) -> Result<(Vec<*mut c_void>, Scratch), CudaError> {
+    fn kernel_pointers(
+        &mut self,
+        context: &Context,
+        kernel: &KernelImage,
+    ) -> Result<(Vec<*mut c_void>, Scratch), CudaError> {
         let Some(params) = &kernel.params else {
-            return Ok((self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect(), Scratch::default()));
+            return Ok((
+                self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect(),
+                Scratch::default(),
+            ));
         };
         let programs: u64 = kernel.geometry.grid.iter().map(|g| u64::from(*g)).product();
         let mut scratch = Scratch { slots: Box::new([0u64; 8]), buffers: Vec::new() };
@@ -300,7 +333,12 @@ impl Worker {
         Ok(())
     }
 
-    fn evaluate(&mut self, context: &Context, request: &EvaluateRequest, waiting: &mut dyn FnMut(usize)) -> EvaluateResult {
+    fn evaluate(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        waiting: &mut dyn FnMut(usize),
+    ) -> EvaluateResult {
         let mut result = EvaluateResult {
             id: request.id,
             status: Status::Ok,
@@ -320,11 +358,22 @@ impl Worker {
         result
     }
 
-    fn measure(&mut self, context: &Context, request: &EvaluateRequest, result: &mut EvaluateResult, waiting: &mut dyn FnMut(usize)) -> Result<(), Failure> {
+    fn measure(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        result: &mut EvaluateResult,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Failure> {
         let kernel = &request.kernel;
-        let module = context.load_module(&kernel.cubin.0).map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
-        let function = module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
-        let attributes = function.attributes().map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the kernel's attributes", e))?;
+        let module = context
+            .load_module(&kernel.cubin.0)
+            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
+        let function =
+            module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
+        let attributes = function
+            .attributes()
+            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the kernel's attributes", e))?;
         result.attributes = Some(attributes);
         check_limits(context, &attributes, &request.kernel)?;
         let geometry = kernel.geometry;
@@ -333,7 +382,9 @@ impl Worker {
                 .allow_dynamic_shared(geometry.shared_bytes)
                 .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
         }
-        let (mut pointers, _scratch) = self.kernel_pointers(context, kernel).map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
+        let (mut pointers, _scratch) = self
+            .kernel_pointers(context, kernel)
+            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
         let launch = |pointers: &mut [*mut c_void]| launch_image(context, &function, kernel, pointers);
 
         // The checked run, on poisoned outputs; it is also the warm-up, and never timed.
@@ -358,7 +409,11 @@ impl Worker {
         loop {
             let taken = result.samples.len();
             let chunk = if taken == 0 {
-                if early_stop.is_some() { timing.early_stop_samples.min(timing.min_samples) } else { timing.min_samples }
+                if early_stop.is_some() {
+                    timing.early_stop_samples.min(timing.min_samples)
+                } else {
+                    timing.min_samples
+                }
             } else if taken < timing.min_samples {
                 timing.min_samples - taken
             } else {
@@ -367,7 +422,8 @@ impl Worker {
                 let affordable = (left / median(&result.samples).max(1e-6)).floor().max(1.0) as usize;
                 (taken / 2).max(4).min(affordable).min(timing.max_samples - taken)
             };
-            self.ensure_events(context, chunk).map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+            self.ensure_events(context, chunk)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
             for i in 0..chunk {
                 self.flush(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "flushing L2", e))?;
                 let (start, stop) = &self.events[i];
@@ -378,7 +434,9 @@ impl Worker {
             waiting(chunk);
             context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
             for (start, stop) in &self.events[..chunk] {
-                result.samples.push(start.elapsed_ms(stop).map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading an event", e))?);
+                result.samples.push(
+                    start.elapsed_ms(stop).map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading an event", e))?,
+                );
             }
             result.benchmark_s = bench_start.elapsed().as_secs_f64();
             if let Some((factor, best)) = early_stop {
@@ -397,7 +455,9 @@ impl Worker {
             let taken = result.samples.len();
             let spent_ms: f64 = result.samples.iter().sum();
             if taken >= timing.min_samples
-                && (relative_half_width(&result.samples) <= timing.ci_target || spent_ms >= timing.time_cap.as_secs_f64() * 1e3 || taken >= timing.max_samples)
+                && (relative_half_width(&result.samples) <= timing.ci_target
+                    || spent_ms >= timing.time_cap.as_secs_f64() * 1e3
+                    || taken >= timing.max_samples)
             {
                 return Ok(());
             }
@@ -430,7 +490,15 @@ impl Worker {
     /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs and
     /// compares their outputs bit for bit; returns how many sets differed and the first
     /// difference. The setup's inputs are restored afterwards.
-    fn compare(&mut self, context: &Context, original: &KernelImage, candidate: &KernelImage, sets: u32, seed: u64, waiting: &mut dyn FnMut(usize)) -> Result<(u32, Option<String>), String> {
+    fn compare(
+        &mut self,
+        context: &Context,
+        original: &KernelImage,
+        candidate: &KernelImage,
+        sets: u32,
+        seed: u64,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(u32, Option<String>), String> {
         let comparer = self.comparer.take().map_or_else(|| Comparer::new(context), Ok)?;
         let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
         self.comparer = Some(comparer);
@@ -443,9 +511,24 @@ impl Worker {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn compare_with(&mut self, context: &Context, comparer: &Comparer, original: &KernelImage, candidate: &KernelImage, sets: u32, seed: u64, waiting: &mut dyn FnMut(usize)) -> Result<(u32, Option<String>), String> {
+    fn compare_with(
+        &mut self,
+        context: &Context,
+        comparer: &Comparer,
+        original: &KernelImage,
+        candidate: &KernelImage,
+        sets: u32,
+        seed: u64,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(u32, Option<String>), String> {
         let text = |e: CudaError| e.to_string();
-        let filler = context.load_module(&crate::nvrtc::compile(crate::verify::FILL_SOURCE, "kerntune_fill", &[], &context.info.arch()).map_err(|e| e.message)?.cubin).map_err(text)?;
+        let filler = context
+            .load_module(
+                &crate::nvrtc::compile(crate::verify::FILL_SOURCE, "kerntune_fill", &[], &context.info.arch())
+                    .map_err(|e| e.message)?
+                    .cubin,
+            )
+            .map_err(text)?;
         let fill = filler.function("kerntune_fill").map_err(text)?;
         let original_module = context.load_module(&original.cubin.0).map_err(text)?;
         let candidate_module = context.load_module(&candidate.cubin.0).map_err(text)?;
@@ -475,8 +558,14 @@ impl Worker {
                     DType::F32 => 2,
                     _ => 3,
                 };
-                let (mut pointer, mut len, mut code, mut set_seed) = (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
-                let mut args: [*mut c_void; 4] = [(&mut pointer as *mut u64).cast(), (&mut len as *mut u64).cast(), (&mut code as *mut i32).cast(), (&mut set_seed as *mut u64).cast()];
+                let (mut pointer, mut len, mut code, mut set_seed) =
+                    (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
+                let mut args: [*mut c_void; 4] = [
+                    (&mut pointer as *mut u64).cast(),
+                    (&mut len as *mut u64).cast(),
+                    (&mut code as *mut i32).cast(),
+                    (&mut set_seed as *mut u64).cast(),
+                ];
                 let blocks = argument.len.div_ceil(256).clamp(1, 4096) as u32;
                 context.launch(&fill, [blocks, 1, 1], [256, 1, 1], 0, &mut args).map_err(text)?;
             }
@@ -495,9 +584,14 @@ impl Worker {
             for (position, copy) in outputs.iter().zip(&expected) {
                 let argument = &self.arguments[*position];
                 let Some(buffer) = &argument.buffer else { continue };
-                let found = comparer.compare(context, buffer, copy, argument.dtype, argument.len, 0.0, 0.0, true).map_err(text)?;
+                let found = comparer
+                    .compare(context, buffer, copy, argument.dtype, argument.len, 0.0, 0.0, true)
+                    .map_err(text)?;
                 if found.bad > 0 && first.is_none() {
-                    first = Some(format!("input set {set}: output #{position} differs in {} of {} elements, first at index {}", found.bad, argument.len, found.first_bad));
+                    first = Some(format!(
+                        "input set {set}: output #{position} differs in {} of {} elements, first at index {}",
+                        found.bad, argument.len, found.first_bad
+                    ));
                 }
                 bad |= found.bad > 0;
             }
@@ -507,7 +601,14 @@ impl Worker {
     }
 
     /// Times `a` and `b` alternately, `rounds` times each, with the usual flush.
-    fn interleave(&mut self, context: &Context, a: &KernelImage, b: &KernelImage, rounds: u32, waiting: &mut dyn FnMut(usize)) -> Result<(Vec<f64>, Vec<f64>), String> {
+    fn interleave(
+        &mut self,
+        context: &Context,
+        a: &KernelImage,
+        b: &KernelImage,
+        rounds: u32,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<f64>, Vec<f64>), String> {
         let text = |e: CudaError| e.to_string();
         let module_a = context.load_module(&a.cubin.0).map_err(text)?;
         let module_b = context.load_module(&b.cubin.0).map_err(text)?;
@@ -530,7 +631,9 @@ impl Worker {
         while done < rounds {
             let count = chunk.min(rounds - done) as usize;
             for round in 0..count {
-                for (k, (function, image, pointers)) in [(&function_a, a, &mut pointers_a), (&function_b, b, &mut pointers_b)].into_iter().enumerate() {
+                for (k, (function, image, pointers)) in
+                    [(&function_a, a, &mut pointers_a), (&function_b, b, &mut pointers_b)].into_iter().enumerate()
+                {
                     self.flush(context).map_err(text)?;
                     let (start, stop) = &self.events[2 * round + k];
                     start.record(context).map_err(text)?;
@@ -573,7 +676,12 @@ struct Scratch {
     buffers: Vec<DeviceBuffer>,
 }
 
-fn launch_image(context: &Context, function: &crate::driver::Function<'_>, kernel: &KernelImage, pointers: &mut [*mut c_void]) -> Result<(), CudaError> {
+fn launch_image(
+    context: &Context,
+    function: &crate::driver::Function<'_>,
+    kernel: &KernelImage,
+    pointers: &mut [*mut c_void],
+) -> Result<(), CudaError> {
     let g = &kernel.geometry;
     if kernel.cluster_x > 1 {
         context.launch_cluster(function, g.grid, g.block, g.shared_bytes, kernel.cluster_x, pointers)
@@ -598,7 +706,10 @@ fn check_limits(context: &Context, attributes: &FunctionAttributes, kernel: &Ker
     }
     let shared = attributes.static_shared_bytes as u64 + u64::from(kernel.geometry.shared_bytes);
     if shared > info.max_shared_per_block_optin as u64 {
-        return invalid(format!("{shared} bytes of shared memory per block; the device allows {}", info.max_shared_per_block_optin));
+        return invalid(format!(
+            "{shared} bytes of shared memory per block; the device allows {}",
+            info.max_shared_per_block_optin
+        ));
     }
     Ok(())
 }

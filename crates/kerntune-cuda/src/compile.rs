@@ -13,11 +13,20 @@ pub fn run() -> i32 {
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let reply = match serde_json::from_str::<CompileRequest>(&line) {
-            Ok(CompileRequest { id, job: CompileJob::Cuda { source, name, options, arch } }) => match nvrtc::compile(&source, &name, &options, &arch) {
-                Ok(compiled) => FromCompiler::Compiled { id, cubin: Bytes(compiled.cubin), seconds: compiled.seconds, launch: None },
-                Err(error) => FromCompiler::Failed { id, message: error.message, seconds: error.seconds },
-            },
-            Ok(CompileRequest { id, job }) => FromCompiler::Failed { id, message: format!("this worker compiles CUDA C, not {job:?}"), seconds: 0.0 },
+            Ok(CompileRequest { id, job: CompileJob::Cuda { source, name, options, arch } }) => {
+                match nvrtc::compile(&source, &name, &options, &arch) {
+                    Ok(compiled) => FromCompiler::Compiled {
+                        id,
+                        cubin: Bytes(compiled.cubin),
+                        seconds: compiled.seconds,
+                        launch: None,
+                    },
+                    Err(error) => FromCompiler::Failed { id, message: error.message, seconds: error.seconds },
+                }
+            }
+            Ok(CompileRequest { id, job }) => {
+                FromCompiler::Failed { id, message: format!("this worker compiles CUDA C, not {job:?}"), seconds: 0.0 }
+            }
             Err(error) => FromCompiler::Failed { id: u32::MAX, message: format!("bad request: {error}"), seconds: 0.0 },
         };
         let Ok(text) = serde_json::to_string(&reply) else { return 1 };

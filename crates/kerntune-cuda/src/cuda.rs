@@ -24,18 +24,29 @@ impl<'a> CudaFrontend<'a> {
         CudaFrontend { spec, first }
     }
 
-    fn reference(&self, reference: &Reference, device: &DeviceInfo, compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>) -> Result<ReferenceSetup, String> {
+    fn reference(
+        &self,
+        reference: &Reference,
+        device: &DeviceInfo,
+        compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+    ) -> Result<ReferenceSetup, String> {
         let spec = self.spec;
         let (source, name, options, geometry) = match reference {
             Reference::Outputs(data) => return Ok(ReferenceSetup::Outputs { data: data.clone() }),
-            Reference::Config(values) => (spec.source_for(values), spec.kernel_name.clone(), spec.options_for(values), spec.geometry(values)?),
+            Reference::Config(values) => {
+                (spec.source_for(values), spec.kernel_name.clone(), spec.options_for(values), spec.geometry(values)?)
+            }
             Reference::Kernel { name, source, options, grid, block } => {
                 let mut text = spec.source_for(&self.first);
                 text.truncate(text.len() - spec.source.len());
                 text.push_str(source);
                 let values = spec.values(&self.first);
                 let dimension = |e: &Expression| -> Result<u32, String> {
-                    let n = e.evaluate_with(&values).ok().and_then(|v| v.as_number()).ok_or_else(|| format!("reference geometry '{e}'"))?;
+                    let n = e
+                        .evaluate_with(&values)
+                        .ok()
+                        .and_then(|v| v.as_number())
+                        .ok_or_else(|| format!("reference geometry '{e}'"))?;
                     Ok(n.ceil().max(1.0) as u32)
                 };
                 let geometry = Geometry {
@@ -56,7 +67,11 @@ impl Frontend for CudaFrontend<'_> {
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         let geometry = self.spec.geometry(config)?;
         if geometry.threads_per_block() > device.max_threads_per_block as u64 {
-            return Err(format!("{} threads per block; the device allows {}", geometry.threads_per_block(), device.max_threads_per_block));
+            return Err(format!(
+                "{} threads per block; the device allows {}",
+                geometry.threads_per_block(),
+                device.max_threads_per_block
+            ));
         }
         Ok(CompileJob::Cuda {
             source: self.spec.source_for(config),
@@ -66,9 +81,20 @@ impl Frontend for CudaFrontend<'_> {
         })
     }
 
-    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, _launch: Option<LaunchInfo>) -> Result<KernelImage, String> {
+    fn kernel_image(
+        &self,
+        config: &[Value],
+        cubin: Vec<u8>,
+        _launch: Option<LaunchInfo>,
+    ) -> Result<KernelImage, String> {
         let geometry = self.spec.geometry(config)?;
-        Ok(KernelImage { cubin: Bytes(cubin), name: self.spec.kernel_name.clone(), geometry, params: None, cluster_x: 1 })
+        Ok(KernelImage {
+            cubin: Bytes(cubin),
+            name: self.spec.kernel_name.clone(),
+            geometry,
+            params: None,
+            cluster_x: 1,
+        })
     }
 
     fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
@@ -81,16 +107,25 @@ impl Frontend for CudaFrontend<'_> {
         spec.objective_expression.as_ref().is_none_or(|e| e.variables().iter().all(|v| !params.contains(v)))
     }
 
-    fn setup(&self, device: &DeviceInfo, compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>) -> Result<Setup, String> {
+    fn setup(
+        &self,
+        device: &DeviceInfo,
+        compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+    ) -> Result<Setup, String> {
         let spec = self.spec;
         let reference = spec.verify.as_ref().map(|v| self.reference(&v.reference, device, compile)).transpose()?;
         let problem: Vec<Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
         let mut args = Vec::new();
         for (position, arg) in spec.args.iter().enumerate() {
-            let evaluate = |e: &Expression| e.evaluate_with(&problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name));
+            let evaluate = |e: &Expression| {
+                e.evaluate_with(&problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name))
+            };
             args.push(match &arg.kind {
                 ArgKind::Buffer { size, init, output, poison } => {
-                    let len = evaluate(size)?.as_number().filter(|n| *n >= 0.0).ok_or_else(|| format!("argument {}: size is not a count", arg.name))?;
+                    let len = evaluate(size)?
+                        .as_number()
+                        .filter(|n| *n >= 0.0)
+                        .ok_or_else(|| format!("argument {}: size is not a count", arg.name))?;
                     ArgSetup::Buffer {
                         name: arg.name.clone(),
                         dtype: arg.dtype,
@@ -102,7 +137,8 @@ impl Frontend for CudaFrontend<'_> {
                     }
                 }
                 ArgKind::Scalar { value } => {
-                    let bytes = kerntune_engine::spec::scalar_bytes(arg.dtype, &evaluate(value)?).map_err(|e| format!("argument {}: {e}", arg.name))?;
+                    let bytes = kerntune_engine::spec::scalar_bytes(arg.dtype, &evaluate(value)?)
+                        .map_err(|e| format!("argument {}: {e}", arg.name))?;
                     ArgSetup::Scalar { name: arg.name.clone(), bytes: Bytes(bytes) }
                 }
             });

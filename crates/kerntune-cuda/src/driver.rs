@@ -31,7 +31,8 @@ impl std::error::Error for CudaError {}
 
 fn check<T>(call: &'static str, outcome: Result<T, result::DriverError>) -> Result<T, CudaError> {
     outcome.map_err(|error| {
-        let code = error.error_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", error.0));
+        let code =
+            error.error_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", error.0));
         let sticky = matches!(
             error.0,
             sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
@@ -91,12 +92,20 @@ pub struct Context {
 /// process, which never runs kernels itself).
 pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
     if !driver_available() {
-        return Err(CudaError { call: "dlopen(libcuda)", code: "no CUDA driver on this machine".into(), sticky: false });
+        return Err(CudaError {
+            call: "dlopen(libcuda)",
+            code: "no CUDA driver on this machine".into(),
+            sticky: false,
+        });
     }
     check("cuInit", result::init())?;
     let count = check("cuDeviceGetCount", result::device::get_count())?;
     if ordinal as i32 >= count {
-        return Err(CudaError { call: "cuDeviceGet", code: format!("no GPU #{ordinal} ({count} found)"), sticky: false });
+        return Err(CudaError {
+            call: "cuDeviceGet",
+            code: format!("no GPU #{ordinal} ({count} found)"),
+            sticky: false,
+        });
     }
     let device = check("cuDeviceGet", result::device::get(ordinal as i32))?;
     let attribute = |a: sys::CUdevice_attribute| {
@@ -105,21 +114,21 @@ pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
     };
     use sys::CUdevice_attribute as A;
     let info = DeviceInfo {
-            ordinal,
-            name: check("cuDeviceGetName", result::device::get_name(device))?,
-            compute_capability: (
-                attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-                attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
-            ),
-            multiprocessors: attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-            l2_bytes: attribute(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
-            max_threads_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            max_shared_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-            max_shared_per_block_optin: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
-            max_registers_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
-            clock_khz: attribute(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
-            // SAFETY: `device` is valid.
-            memory_bytes: check("cuDeviceTotalMem", unsafe { result::device::total_mem(device) })?,
+        ordinal,
+        name: check("cuDeviceGetName", result::device::get_name(device))?,
+        compute_capability: (
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        multiprocessors: attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        l2_bytes: attribute(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+        max_threads_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_shared_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        max_shared_per_block_optin: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        max_registers_per_block: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        clock_khz: attribute(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+        // SAFETY: `device` is valid.
+        memory_bytes: check("cuDeviceTotalMem", unsafe { result::device::total_mem(device) })?,
     };
     Ok((device, info))
 }
@@ -193,24 +202,47 @@ impl Context {
 
     /// Launches `function` on the stream with argument pointers (each pointing at the
     /// argument's value, as cuLaunchKernel expects).
-    pub fn launch(&self, function: &Function<'_>, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), CudaError> {
+    pub fn launch(
+        &self,
+        function: &Function<'_>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<(), CudaError> {
         // SAFETY: the function's module is alive (borrowed); every argument pointer points
         // at a value of the type the kernel declares, which the caller guarantees by
         // building `args` from the kernel's signature.
         check("cuLaunchKernel", unsafe {
-            result::launch_kernel(function.function, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, self.stream, args)
+            result::launch_kernel(
+                function.function,
+                (grid[0], grid[1], grid[2]),
+                (block[0], block[1], block[2]),
+                shared_bytes,
+                self.stream,
+                args,
+            )
         })
     }
 
     /// Launches with thread-block clusters of `cluster_x` blocks along x (Hopper's
     /// `num_ctas`), spread over the GPU as Triton launches them.
-    pub fn launch_cluster(&self, function: &Function<'_>, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, cluster_x: u32, args: &mut [*mut c_void]) -> Result<(), CudaError> {
+    pub fn launch_cluster(
+        &self,
+        function: &Function<'_>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        cluster_x: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<(), CudaError> {
         // SAFETY: plain-old-data attribute records, fully initialised below.
         let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
         attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         attributes[0].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cluster_x, y: 1, z: 1 };
         attributes[1].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-        attributes[1].value.clusterSchedulingPolicyPreference = sys::CUclusterSchedulingPolicy::CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+        attributes[1].value.clusterSchedulingPolicyPreference =
+            sys::CUclusterSchedulingPolicy::CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
         let config = sys::CUlaunchConfig {
             gridDimX: grid[0],
             gridDimY: grid[1],
@@ -224,7 +256,9 @@ impl Context {
             numAttrs: 2,
         };
         // SAFETY: as for `launch`; the configuration and its attributes outlive the call.
-        check("cuLaunchKernelEx", unsafe { sys::cuLaunchKernelEx(&config, function.function, args.as_mut_ptr(), std::ptr::null_mut()).result() })
+        check("cuLaunchKernelEx", unsafe {
+            sys::cuLaunchKernelEx(&config, function.function, args.as_mut_ptr(), std::ptr::null_mut()).result()
+        })
     }
 }
 
@@ -282,7 +316,11 @@ pub struct FunctionAttributes {
 
 impl Module {
     pub fn function(&self, name: &str) -> Result<Function<'_>, CudaError> {
-        let c_name = std::ffi::CString::new(name).map_err(|_| CudaError { call: "cuModuleGetFunction", code: "name contains NUL".into(), sticky: false })?;
+        let c_name = std::ffi::CString::new(name).map_err(|_| CudaError {
+            call: "cuModuleGetFunction",
+            code: "name contains NUL".into(),
+            sticky: false,
+        })?;
         // SAFETY: the module is loaded; the name is NUL-terminated.
         let function = check("cuModuleGetFunction", unsafe { result::module::get_function(self.module, c_name) })?;
         Ok(Function { function, _module: self })
@@ -324,7 +362,11 @@ impl Function<'_> {
     pub fn allow_dynamic_shared(&self, bytes: u32) -> Result<(), CudaError> {
         // SAFETY: the function is valid while its module is borrowed.
         check("cuFuncSetAttribute", unsafe {
-            result::function::set_function_attribute(self.function, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+            result::function::set_function_attribute(
+                self.function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
         })
     }
 }

@@ -42,12 +42,19 @@ pub fn nvrtc_available() -> bool {
 fn candidates() -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<std::path::PathBuf> = Vec::new();
     let mut files: Vec<std::path::PathBuf> = std::env::var_os("KERNTUNE_NVRTC").map(Into::into).into_iter().collect();
-    for root in ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v)).map(std::path::PathBuf::from).chain(["/usr/local/cuda".into()]) {
+    for root in ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(std::path::PathBuf::from)
+        .chain(["/usr/local/cuda".into()])
+    {
         dirs.push(root.join("lib64"));
         dirs.push(root.join("lib"));
     }
     let script = "import sys, os\nfor p in sys.path:\n    d = os.path.join(p, 'nvidia', 'cu13', 'lib')\n    if os.path.isdir(d): print(d)";
-    if let Ok(output) = std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output() {
+    if let Ok(output) =
+        std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output()
+    {
         dirs.extend(String::from_utf8_lossy(&output.stdout).lines().map(std::path::PathBuf::from));
     }
     for dir in dirs {
@@ -92,7 +99,8 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
     }
     let source = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
     let file = CString::new(format!("{name}.cu")).map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
-    let program = result::create_program(&source, Some(&file)).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
+    let program =
+        result::create_program(&source, Some(&file)).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
     let mut all_options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     if let Some(include) = cuda_include_dir() {
         all_options.push(format!("--include-path={include}"));
@@ -105,7 +113,9 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
     let cubin = match outcome {
         // SAFETY: as above; the size query precedes the copy into a buffer of that size.
         Ok(()) => unsafe { cubin_of(program) }.map_err(|e| format!("nvrtcGetCUBIN: {e:?}")),
-        Err(_) => Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() }),
+        Err(_) => {
+            Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() })
+        }
     };
     // SAFETY: destroyed exactly once.
     let _ = unsafe { result::destroy_program(program) };
@@ -141,13 +151,9 @@ fn text(chars: &[c_char]) -> String {
 
 /// The toolkit's headers (for `cuda_fp16.h` and friends), when a toolkit is installed.
 fn cuda_include_dir() -> Option<String> {
-    let candidates = ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .chain(["/usr/local/cuda".to_string()]);
-    candidates
-        .map(|root| format!("{root}/include"))
-        .find(|dir| std::path::Path::new(dir).join("cuda_fp16.h").exists())
+    let candidates =
+        ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var(v).ok()).chain(["/usr/local/cuda".to_string()]);
+    candidates.map(|root| format!("{root}/include")).find(|dir| std::path::Path::new(dir).join("cuda_fp16.h").exists())
 }
 
 /// The version of the NVRTC library (and of the ptxas inside it).

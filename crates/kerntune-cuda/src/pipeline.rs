@@ -18,7 +18,9 @@ use kerntune_store::{Costs, Evaluation, Status};
 use crate::driver::DeviceInfo;
 use crate::pool::{CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
-use crate::protocol::{CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, LaunchInfo, Setup, ToBench};
+use crate::protocol::{
+    CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, LaunchInfo, Setup, ToBench,
+};
 use crate::stats::median;
 
 /// What a language contributes to the pipeline.
@@ -28,7 +30,8 @@ pub trait Frontend {
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
 
     /// How to launch a compiled configuration; an error is a reason it is invalid.
-    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, launch: Option<LaunchInfo>) -> Result<KernelImage, String>;
+    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, launch: Option<LaunchInfo>)
+        -> Result<KernelImage, String>;
 
     /// The objective of a configuration whose median kernel time is `time_ms`.
     fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String>;
@@ -38,7 +41,11 @@ pub trait Frontend {
     fn early_stop_applies(&self) -> bool;
 
     /// The benchmark worker's setup; may compile a reference through `compile`.
-    fn setup(&self, device: &DeviceInfo, compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>) -> Result<Setup, String>;
+    fn setup(
+        &self,
+        device: &DeviceInfo,
+        compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+    ) -> Result<Setup, String>;
 
     /// Timeouts of the protocol.
     fn launch_timeout(&self) -> Duration;
@@ -75,7 +82,9 @@ enum BenchState {
     /// Setup sent; waiting for `SetupDone`.
     SettingUp,
     Idle,
-    Busy { id: u32 },
+    Busy {
+        id: u32,
+    },
 }
 
 /// A configuration between `submit` and its evaluation.
@@ -125,18 +134,24 @@ fn failed(message: impl Into<String>) -> BackendError {
 impl<'a> Pipeline<'a> {
     /// Starts the workers, has the frontend build the setup (compiling its reference) and
     /// sets the benchmark worker up.
-    pub fn start(frontend: &'a dyn Frontend, space: &'a Space, options: PipelineOptions) -> Result<Pipeline<'a>, BackendError> {
+    pub fn start(
+        frontend: &'a dyn Frontend,
+        space: &'a Space,
+        options: PipelineOptions,
+    ) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
         let hub = Hub::default();
-        let mut bench = Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
-            .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+        let mut bench =
+            Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
+                .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
             FromBench::Fatal { message } => return Err(failed(message)),
             other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
         };
-        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, frontend.compile_timeout(), &hub, 1)
-            .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
+        let mut pool =
+            CompilePool::new(&options.compile_worker, options.compile_workers, frontend.compile_timeout(), &hub, 1)
+                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, frontend.compile_timeout());
         let setup = frontend.setup(&device, &mut compile).map_err(failed)?;
         bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
@@ -193,7 +208,8 @@ impl<'a> Pipeline<'a> {
                 let costs = Costs { compile_s: seconds, ..Costs::default() };
                 // Compilers report a configuration the device cannot hold (too much shared
                 // memory) before finishing: that is a property of the configuration.
-                let status = if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
+                let status =
+                    if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
                 let reason = reason.strip_prefix("invalid config: ").unwrap_or(&reason);
                 self.finish(id, Evaluation::failed(status, truncate(reason, 4000), costs));
             }
@@ -223,10 +239,13 @@ impl<'a> Pipeline<'a> {
             let death = self.bench.death();
             return self.bench_died(&death);
         };
-        let message: FromBench = serde_json::from_str(&text).map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")))?;
+        let message: FromBench = serde_json::from_str(&text)
+            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")))?;
         match (message, &self.bench_state) {
             (FromBench::Ready { .. }, BenchState::Starting) => {
-                self.bench.send(&ToBench::Setup(self.setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+                self.bench
+                    .send(&ToBench::Setup(self.setup.clone()))
+                    .map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
                 self.bench_state = BenchState::SettingUp;
                 self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
             }
@@ -235,7 +254,8 @@ impl<'a> Pipeline<'a> {
                 self.deadline = None;
             }
             (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
-                self.deadline = Some(Instant::now() + self.frontend.launch_timeout() * launches.max(1) as u32 + WAIT_SLACK);
+                self.deadline =
+                    Some(Instant::now() + self.frontend.launch_timeout() * launches.max(1) as u32 + WAIT_SLACK);
             }
             (FromBench::Result(result), BenchState::Busy { id }) if *id == result.id => {
                 let lost = result.context_lost;
@@ -250,7 +270,11 @@ impl<'a> Pipeline<'a> {
                 }
             }
             (FromBench::Fatal { message }, _) => return Err(failed(format!("the benchmark worker failed: {message}"))),
-            (other, state) => return Err(failed(format!("unexpected message {other:?} from the benchmark worker in state {state:?}"))),
+            (other, state) => {
+                return Err(failed(format!(
+                    "unexpected message {other:?} from the benchmark worker in state {state:?}"
+                )))
+            }
         }
         Ok(())
     }
@@ -273,7 +297,14 @@ impl<'a> Pipeline<'a> {
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
                 match self.frontend.objective(&job.values, time) {
-                    Ok(objective) => Evaluation { status: result.status, reason: result.reason, objective: Some(objective), samples: result.samples, costs, metrics },
+                    Ok(objective) => Evaluation {
+                        status: result.status,
+                        reason: result.reason,
+                        objective: Some(objective),
+                        samples: result.samples,
+                        costs,
+                        metrics,
+                    },
                     Err(reason) => Evaluation::failed(Status::RuntimeFailed, reason, costs),
                 }
             }
@@ -293,7 +324,13 @@ impl<'a> Pipeline<'a> {
         if let BenchState::Busy { id } = self.bench_state {
             let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
             let (status, reason) = if hung {
-                (Status::Timeout, format!("the kernel did not finish within {:.1} s per launch; the worker was killed", self.frontend.launch_timeout().as_secs_f64()))
+                (
+                    Status::Timeout,
+                    format!(
+                        "the kernel did not finish within {:.1} s per launch; the worker was killed",
+                        self.frontend.launch_timeout().as_secs_f64()
+                    ),
+                )
             } else {
                 (Status::RuntimeFailed, format!("the benchmark worker {how}"))
             };
@@ -304,7 +341,9 @@ impl<'a> Pipeline<'a> {
 
     fn restart_bench(&mut self) -> Result<(), BackendError> {
         if self.restarts >= MAX_RESTARTS {
-            return Err(failed(format!("the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation")));
+            return Err(failed(format!(
+                "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
+            )));
         }
         self.restarts += 1;
         self.bench.kill();
@@ -436,12 +475,18 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
         let Some(text) = line.text else {
             return Err(failed(format!("the benchmark worker {}", bench.death())));
         };
-        return serde_json::from_str(&text).map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")));
+        return serde_json::from_str(&text)
+            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")));
     }
 }
 
 /// Compiles one job through the pool and waits for it (the reference, before tuning).
-pub(crate) fn compile_now(pool: &mut CompilePool, hub: &Hub, job: CompileJob, timeout: Duration) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
+pub(crate) fn compile_now(
+    pool: &mut CompilePool,
+    hub: &Hub,
+    job: CompileJob,
+    timeout: Duration,
+) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
     pool.submit(CompileRequest { id: REFERENCE_JOB, job });
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
     loop {

@@ -34,10 +34,19 @@ pub struct CompilePool {
 const COMPILE_ARGS: [&str; 2] = ["__worker", "compile"];
 
 impl CompilePool {
-    pub fn new(command: &WorkerCommand, workers: usize, timeout: Duration, hub: &Hub, first: usize) -> std::io::Result<CompilePool> {
+    pub fn new(
+        command: &WorkerCommand,
+        workers: usize,
+        timeout: Duration,
+        hub: &Hub,
+        first: usize,
+    ) -> std::io::Result<CompilePool> {
         let args: Vec<String> = COMPILE_ARGS.map(String::from).to_vec();
         let slots = (0..workers.max(1))
-            .map(|i| Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub).map(|worker| Slot { worker, job: None }))
+            .map(|i| {
+                Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub)
+                    .map(|worker| Slot { worker, job: None })
+            })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), timeout })
     }
@@ -67,7 +76,11 @@ impl CompilePool {
             match self.slots[index].worker.send(&request) {
                 Ok(()) => self.slots[index].job = Some((request.id, Instant::now())),
                 Err(error) => {
-                    failed.push(CompileOutcome::Failed { id: request.id, reason: format!("the compile worker is gone: {error}"), seconds: 0.0 });
+                    failed.push(CompileOutcome::Failed {
+                        id: request.id,
+                        reason: format!("the compile worker is gone: {error}"),
+                        seconds: 0.0,
+                    });
                     self.replace(index, hub);
                 }
             }
@@ -98,11 +111,19 @@ impl CompilePool {
         };
         self.slots[index].job = None;
         match serde_json::from_str::<FromCompiler>(&text) {
-            Ok(FromCompiler::Compiled { id, cubin, seconds, launch }) => Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds, launch }),
-            Ok(FromCompiler::Failed { id, message, seconds }) => Some(CompileOutcome::Failed { id, reason: message, seconds }),
+            Ok(FromCompiler::Compiled { id, cubin, seconds, launch }) => {
+                Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds, launch })
+            }
+            Ok(FromCompiler::Failed { id, message, seconds }) => {
+                Some(CompileOutcome::Failed { id, reason: message, seconds })
+            }
             Err(error) => {
                 self.replace(index, hub);
-                Some(CompileOutcome::Failed { id: u32::MAX, reason: format!("unreadable reply from a compile worker: {error}"), seconds: 0.0 })
+                Some(CompileOutcome::Failed {
+                    id: u32::MAX,
+                    reason: format!("unreadable reply from a compile worker: {error}"),
+                    seconds: 0.0,
+                })
             }
         }
     }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,10 +59,8 @@ impl Hub {
     pub fn next(&self, deadline: Option<Instant>) -> Option<Line> {
         match deadline {
             None => self.receiver.recv().ok(),
-            Some(deadline) => match self.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) => Some(line),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-            },
+            // A timeout and a closed channel both mean: nothing more for now.
+            Some(deadline) => self.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok(),
         }
     }
 }

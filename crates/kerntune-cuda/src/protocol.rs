@@ -101,9 +101,18 @@ pub enum ToBench {
     /// Run both kernels on `sets` fresh sets of random inputs (floating-point buffers only;
     /// integer buffers may hold sizes or indices and keep their data) and compare their
     /// outputs bit for bit. The setup's inputs are restored afterwards.
-    Compare { original: KernelImage, candidate: KernelImage, sets: u32, seed: u64 },
+    Compare {
+        original: KernelImage,
+        candidate: KernelImage,
+        sets: u32,
+        seed: u64,
+    },
     /// Time the two kernels alternately, `rounds` times each (A, B, A, B...).
-    Interleave { a: KernelImage, b: KernelImage, rounds: u32 },
+    Interleave {
+        a: KernelImage,
+        b: KernelImage,
+        rounds: u32,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,17 +133,30 @@ pub struct EvaluateResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FromBench {
-    Ready { device: DeviceInfo },
+    Ready {
+        device: DeviceInfo,
+    },
     SetupDone,
     /// About to wait for this many launches: the supervisor extends its deadline.
-    Waiting { launches: usize },
+    Waiting {
+        launches: usize,
+    },
     Result(EvaluateResult),
     /// The outcome of `Compare`: how many sets differed, and how, for the first.
-    Compared { sets: u32, differing: u32, first_difference: Option<String> },
+    Compared {
+        sets: u32,
+        differing: u32,
+        first_difference: Option<String>,
+    },
     /// The samples of `Interleave`, in ms, in round order.
-    Interleaved { a: Vec<f64>, b: Vec<f64> },
+    Interleaved {
+        a: Vec<f64>,
+        b: Vec<f64>,
+    },
     /// The worker cannot go on (no device, a broken reference...).
-    Fatal { message: String },
+    Fatal {
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,7 +174,10 @@ pub enum CompileJob {
     Cuda { source: String, name: String, options: Vec<String>, arch: String },
     /// A configuration of the Triton kernel the worker was started for: constexpr values
     /// and compile options (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`, `ptx_options`).
-    Triton { constexprs: serde_json::Map<String, serde_json::Value>, options: serde_json::Map<String, serde_json::Value> },
+    Triton {
+        constexprs: serde_json::Map<String, serde_json::Value>,
+        options: serde_json::Map<String, serde_json::Value>,
+    },
 }
 
 /// How to launch what a Triton worker compiled, read off the compiled kernel.
@@ -175,7 +200,11 @@ pub enum FromCompiler {
         #[serde(default)]
         launch: Option<LaunchInfo>,
     },
-    Failed { id: u32, message: String, seconds: f64 },
+    Failed {
+        id: u32,
+        message: String,
+        seconds: f64,
+    },
 }
 
 #[cfg(test)]

@@ -18,7 +18,9 @@ use crate::driver::DeviceInfo;
 use crate::pipeline::{compile_now, Frontend, PipelineOptions};
 use crate::pool::CompilePool;
 use crate::process::{Hub, Origin, Worker, WorkerCommand};
-use crate::protocol::{ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench};
+use crate::protocol::{
+    ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
+};
 use crate::stats::{median, median_interval};
 
 /// How the schedule search runs.
@@ -95,11 +97,25 @@ fn failed(message: impl Into<String>) -> BackendError {
 }
 
 impl BenchSession {
-    pub fn start(command: &WorkerCommand, device: usize, setup: Setup, launch_timeout: Duration) -> Result<BenchSession, BackendError> {
+    pub fn start(
+        command: &WorkerCommand,
+        device: usize,
+        setup: Setup,
+        launch_timeout: Duration,
+    ) -> Result<BenchSession, BackendError> {
         let hub = Hub::default();
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()];
-        let bench = Worker::spawn(command, &args, Origin { slot: 0, generation: 0 }, &hub).map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
-        let mut session = BenchSession { hub, bench, command: command.clone(), device_ordinal: device, setup, launch_timeout, device: placeholder_device() };
+        let bench = Worker::spawn(command, &args, Origin { slot: 0, generation: 0 }, &hub)
+            .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+        let mut session = BenchSession {
+            hub,
+            bench,
+            command: command.clone(),
+            device_ordinal: device,
+            setup,
+            launch_timeout,
+            device: placeholder_device(),
+        };
         session.set_up()?;
         Ok(session)
     }
@@ -121,7 +137,8 @@ impl BenchSession {
         self.bench.kill();
         let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), self.device_ordinal.to_string()];
-        self.bench = Worker::spawn(&self.command, &args, origin, &self.hub).map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
+        self.bench = Worker::spawn(&self.command, &args, origin, &self.hub)
+            .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
         self.set_up()
     }
 
@@ -139,7 +156,9 @@ impl BenchSession {
                 return Err(failed(format!("the benchmark worker {}", self.bench.death())));
             };
             match serde_json::from_str(&text).map_err(|e| failed(format!("unreadable reply: {e}")))? {
-                FromBench::Waiting { launches } => deadline = Instant::now() + self.launch_timeout * launches.max(1) as u32 + Duration::from_secs(2),
+                FromBench::Waiting { launches } => {
+                    deadline = Instant::now() + self.launch_timeout * launches.max(1) as u32 + Duration::from_secs(2)
+                }
                 other => return Ok(other),
             }
         }
@@ -152,7 +171,11 @@ impl BenchSession {
 
     /// Verifies and times one kernel. A kernel that kills or hangs the worker is a failed
     /// evaluation; the worker is replaced.
-    pub fn evaluate(&mut self, kernel: KernelImage, best_median_ms: Option<f64>) -> Result<EvaluateResult, BackendError> {
+    pub fn evaluate(
+        &mut self,
+        kernel: KernelImage,
+        best_median_ms: Option<f64>,
+    ) -> Result<EvaluateResult, BackendError> {
         match self.request(&ToBench::Evaluate(EvaluateRequest { id: 0, kernel, best_median_ms })) {
             Ok(FromBench::Result(result)) => {
                 if result.context_lost {
@@ -178,7 +201,13 @@ impl BenchSession {
         }
     }
 
-    pub fn compare(&mut self, original: KernelImage, candidate: KernelImage, sets: u32, seed: u64) -> Result<(u32, Option<String>), BackendError> {
+    pub fn compare(
+        &mut self,
+        original: KernelImage,
+        candidate: KernelImage,
+        sets: u32,
+        seed: u64,
+    ) -> Result<(u32, Option<String>), BackendError> {
         match self.request(&ToBench::Compare { original, candidate, sets, seed })? {
             FromBench::Compared { differing, first_difference, .. } => Ok((differing, first_difference)),
             FromBench::Fatal { message } => Err(failed(message)),
@@ -186,7 +215,12 @@ impl BenchSession {
         }
     }
 
-    pub fn interleave(&mut self, a: KernelImage, b: KernelImage, rounds: u32) -> Result<(Vec<f64>, Vec<f64>), BackendError> {
+    pub fn interleave(
+        &mut self,
+        a: KernelImage,
+        b: KernelImage,
+        rounds: u32,
+    ) -> Result<(Vec<f64>, Vec<f64>), BackendError> {
         match self.request(&ToBench::Interleave { a, b, rounds })? {
             FromBench::Interleaved { a, b } => Ok((a, b)),
             FromBench::Fatal { message } => Err(failed(message)),
@@ -233,7 +267,12 @@ pub fn schedule_setup(mut setup: Setup, original: &KernelImage) -> Result<Setup,
 }
 
 /// Searches the schedule of `original` on the GPU through `session`.
-pub fn tune_schedule(session: &mut BenchSession, original: &KernelImage, options: &ScheduleOptions, nvdisasm: &Nvdisasm) -> Result<ScheduleReport, BackendError> {
+pub fn tune_schedule(
+    session: &mut BenchSession,
+    original: &KernelImage,
+    options: &ScheduleOptions,
+    nvdisasm: &Nvdisasm,
+) -> Result<ScheduleReport, BackendError> {
     let sass = |e: SassError| failed(format!("schedule: {e}"));
     let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm).map_err(sass)?;
     let legal_moves = schedule.legal_moves().len();
@@ -267,9 +306,19 @@ pub fn tune_schedule(session: &mut BenchSession, original: &KernelImage, options
         }
     };
     let outcome = match options.method.as_str() {
-        "anneal" => anneal(&schedule, &mut objective, &AnnealingOptions { steps: options.budget, ..AnnealingOptions::default() }, options.seed),
+        "anneal" => anneal(
+            &schedule,
+            &mut objective,
+            &AnnealingOptions { steps: options.budget, ..AnnealingOptions::default() },
+            options.seed,
+        ),
         // Restarts (from the best so far, perturbed) continue until the budget is spent.
-        "hill_climb" => hill_climb(&schedule, &mut objective, &HillClimbOptions { evaluations: options.budget, restarts: options.budget, ..HillClimbOptions::default() }, options.seed),
+        "hill_climb" => hill_climb(
+            &schedule,
+            &mut objective,
+            &HillClimbOptions { evaluations: options.budget, restarts: options.budget, ..HillClimbOptions::default() },
+            options.seed,
+        ),
         other => return Err(failed(format!("unknown schedule method '{other}' (hill_climb or anneal)"))),
     }
     .map_err(sass)?;
@@ -323,9 +372,11 @@ pub fn schedule_config(
 ) -> Result<(ScheduleReport, KernelImage), BackendError> {
     let hub = Hub::default();
     let timeout = frontend.compile_timeout();
-    let mut pool = CompilePool::new(&pipeline.compile_worker, 1, timeout, &hub, 1).map_err(|e| failed(format!("cannot start a compile worker: {e}")))?;
+    let mut pool = CompilePool::new(&pipeline.compile_worker, 1, timeout, &hub, 1)
+        .map_err(|e| failed(format!("cannot start a compile worker: {e}")))?;
     let job = frontend.compile_job(config, device).map_err(failed)?;
-    let (cubin, launch) = compile_now(&mut pool, &hub, job, timeout).map_err(|e| failed(format!("compiling the best configuration: {e}")))?;
+    let (cubin, launch) = compile_now(&mut pool, &hub, job, timeout)
+        .map_err(|e| failed(format!("compiling the best configuration: {e}")))?;
     let original = frontend.kernel_image(config, cubin, launch).map_err(failed)?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
     let setup = schedule_setup(frontend.setup(device, &mut compile).map_err(failed)?, &original).map_err(failed)?;

@@ -134,11 +134,22 @@ impl Comparer {
     /// Compares `len` elements of `out` with `reference`: within `atol + rtol·|ref|`, or
     /// bit for bit when `bitwise`.
     #[allow(clippy::too_many_arguments)]
-    pub fn compare(&self, context: &Context, out: &DeviceBuffer, reference: &DeviceBuffer, dtype: DType, len: usize, atol: f64, rtol: f64, bitwise: bool) -> Result<Comparison, CudaError> {
+    pub fn compare(
+        &self,
+        context: &Context,
+        out: &DeviceBuffer,
+        reference: &DeviceBuffer,
+        dtype: DType,
+        len: usize,
+        atol: f64,
+        rtol: f64,
+        bitwise: bool,
+    ) -> Result<Comparison, CudaError> {
         let initial: Vec<u8> = [0u64, 0, u64::MAX, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
         context.upload(&self.result, &initial)?;
         let function = self.module.function("kerntune_compare")?;
-        let (mut out_ptr, mut ref_ptr, mut n, mut code) = (out.pointer(), reference.pointer(), len as u64, dtype_code(dtype));
+        let (mut out_ptr, mut ref_ptr, mut n, mut code) =
+            (out.pointer(), reference.pointer(), len as u64, dtype_code(dtype));
         let (mut atol, mut rtol, mut result_ptr) = (atol, rtol, self.result.pointer());
         let (mut bitwise, mut size) = (i32::from(bitwise), dtype.size() as i32);
         let mut args: [*mut c_void; 9] = [

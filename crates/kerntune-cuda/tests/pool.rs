@@ -26,7 +26,10 @@ fn fake_worker() -> WorkerCommand {
 }
 
 fn request(id: u32, source: &str) -> CompileRequest {
-    CompileRequest { id, job: CompileJob::Cuda { source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() } }
+    CompileRequest {
+        id,
+        job: CompileJob::Cuda { source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() },
+    }
 }
 
 /// Runs the pool until every request has an outcome.

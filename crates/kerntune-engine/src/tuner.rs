@@ -154,7 +154,12 @@ enum Asked {
 }
 
 impl Loop<'_, '_> {
-    fn drive(&mut self, backend: &mut dyn Backend, budget: &Budget, interrupt: Option<&AtomicBool>) -> Result<StopReason, TuneError> {
+    fn drive(
+        &mut self,
+        backend: &mut dyn Backend,
+        budget: &Budget,
+        interrupt: Option<&AtomicBool>,
+    ) -> Result<StopReason, TuneError> {
         let mut stalls = 0;
         loop {
             if interrupt.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
@@ -207,7 +212,12 @@ impl Loop<'_, '_> {
 
     /// Asks for up to `n` configurations; starts the new ones, answers the rest from the
     /// history or the store.
-    fn ask_and_start(&mut self, backend: &mut dyn Backend, n: usize, remaining: Option<usize>) -> Result<Asked, TuneError> {
+    fn ask_and_start(
+        &mut self,
+        backend: &mut dyn Backend,
+        n: usize,
+        remaining: Option<usize>,
+    ) -> Result<Asked, TuneError> {
         let clock = Instant::now();
         let proposed = {
             let mut context = Context { space: self.space, rng: &mut self.rng, history: &self.history, remaining };

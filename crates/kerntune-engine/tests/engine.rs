@@ -12,7 +12,14 @@ fn landscape(name: &str) -> Landscape {
     Landscape::read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/landscapes").join(name)).expect("reads")
 }
 
-fn run(landscape: &Landscape, space: &Space, strategy: &str, budget: Budget, seed: u64, store: Option<&Store>) -> Summary {
+fn run(
+    landscape: &Landscape,
+    space: &Space,
+    strategy: &str,
+    budget: Budget,
+    seed: u64,
+    store: Option<&Store>,
+) -> Summary {
     let mut backend = SimBackend::new(landscape, space).expect("backend");
     let store = store.map(|s| (s, s.tuning(&landscape.tuning()).expect("tuning")));
     Tuner {
@@ -70,7 +77,8 @@ fn time_limit_stops_on_the_simulated_clock() {
     let landscape = landscape("convolution_A100.json.gz");
     let space = landscape.space().expect("space");
     let limit = Duration::from_secs(120);
-    let summary = run(&landscape, &space, "random_sample", Budget { time_limit: Some(limit), ..Budget::default() }, 1, None);
+    let summary =
+        run(&landscape, &space, "random_sample", Budget { time_limit: Some(limit), ..Budget::default() }, 1, None);
     assert_eq!(summary.stop, StopReason::TimeLimit);
     let before_last = summary.trace[summary.trace.len() - 2].elapsed_s;
     assert!(before_last < limit.as_secs_f64() && summary.elapsed >= limit, "{before_last} {:?}", summary.elapsed);
@@ -81,7 +89,8 @@ fn target_objective_ends_the_run_once_reached() {
     let landscape = landscape("pnpoly_RTX_3090.json.gz");
     let space = landscape.space().expect("space");
     let target = 10.0;
-    let summary = run(&landscape, &space, "random_sample", Budget { target: Some(target), ..Budget::default() }, 2, None);
+    let summary =
+        run(&landscape, &space, "random_sample", Budget { target: Some(target), ..Budget::default() }, 2, None);
     assert_eq!(summary.stop, StopReason::Target);
     let best = summary.best.expect("found").objective;
     assert!(best <= target);

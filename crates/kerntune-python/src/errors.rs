@@ -10,7 +10,12 @@ create_exception!(kerntune, SpaceError, KerntuneError, "Bad parameters or restri
 create_exception!(kerntune, SpecError, KerntuneError, "A kernel description kerntune cannot use.");
 create_exception!(kerntune, StrategyError, KerntuneError, "An unknown strategy or bad strategy options.");
 create_exception!(kerntune, StoreError, KerntuneError, "The results database cannot be read or written.");
-create_exception!(kerntune, BackendError, KerntuneError, "The GPU pipeline cannot go on (no GPU, no compiler, a broken reference...).");
+create_exception!(
+    kerntune,
+    BackendError,
+    KerntuneError,
+    "The GPU pipeline cannot go on (no GPU, no compiler, a broken reference...)."
+);
 create_exception!(kerntune, NoGpuError, BackendError, "No usable NVIDIA GPU or driver on this machine.");
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -36,8 +36,11 @@ fn default_db() -> String {
 #[pyo3(signature = (params, restrictions, limit = None))]
 fn valid_configs(params: &str, restrictions: Vec<String>, limit: Option<usize>) -> PyResult<String> {
     let space = tuning::space_of(params, &restrictions)?;
-    let configs: Vec<serde_json::Value> =
-        space.ids().take(limit.unwrap_or(usize::MAX)).map(|id| serde_json::Value::Object(space.config_json(id))).collect();
+    let configs: Vec<serde_json::Value> = space
+        .ids()
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|id| serde_json::Value::Object(space.config_json(id)))
+        .collect();
     Ok(serde_json::Value::Array(configs).to_string())
 }
 

@@ -41,10 +41,24 @@ struct Search {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn search(strategy: &str, strategy_options: &str, max_fevals: Option<usize>, time_limit: Option<f64>, target: Option<f64>, seed: u64, db: Option<String>, fresh: bool) -> PyResult<Search> {
+fn search(
+    strategy: &str,
+    strategy_options: &str,
+    max_fevals: Option<usize>,
+    time_limit: Option<f64>,
+    target: Option<f64>,
+    seed: u64,
+    db: Option<String>,
+    fresh: bool,
+) -> PyResult<Search> {
     let strategy_options: Map<String, Json> = serde_json::from_str(strategy_options).map_err(errors::strategy)?;
     build_strategy(strategy, &strategy_options).map_err(errors::strategy)?;
-    let time_limit = time_limit.map(|s| std::time::Duration::try_from_secs_f64(s).map_err(|_| errors::strategy(format!("time_limit {s} is not a duration")))).transpose()?;
+    let time_limit = time_limit
+        .map(|s| {
+            std::time::Duration::try_from_secs_f64(s)
+                .map_err(|_| errors::strategy(format!("time_limit {s} is not a duration")))
+        })
+        .transpose()?;
     Ok(Search {
         strategy: strategy.to_string(),
         strategy_options,
@@ -71,7 +85,14 @@ fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
 
 /// Runs one tuning with a frontend: the store, the strategy, the lazily started pipeline,
 /// progress and Ctrl-C. Called with the GIL released.
-fn run(frontend: &dyn Frontend, space: &Space, info: &TuningInfo, search: &Search, options: PipelineOptions, progress: Option<&Py<PyAny>>) -> PyResult<Json> {
+fn run(
+    frontend: &dyn Frontend,
+    space: &Space,
+    info: &TuningInfo,
+    search: &Search,
+    options: PipelineOptions,
+    progress: Option<&Py<PyAny>>,
+) -> PyResult<Json> {
     let clock = Instant::now();
     let store = Store::open(&search.db).map_err(errors::store)?;
     let tuning = store.tuning(info).map_err(errors::store)?;
@@ -128,9 +149,17 @@ fn result_json(space: &Space, id: ConfigId, evaluation: &Evaluation, from_store:
     })
 }
 
-fn summary_json(summary: &Summary, space: &Space, objective: &Objective, results: Vec<Json>, wall: f64, db: &std::path::Path) -> Json {
+fn summary_json(
+    summary: &Summary,
+    space: &Space,
+    objective: &Objective,
+    results: Vec<Json>,
+    wall: f64,
+    db: &std::path::Path,
+) -> Json {
     let best = summary.best.as_ref().map(|b| {
-        let time = results.iter().find(|r| r["config"] == Json::Object(b.config.clone())).and_then(|r| r["time_ms"].as_f64());
+        let time =
+            results.iter().find(|r| r["config"] == Json::Object(b.config.clone())).and_then(|r| r["time_ms"].as_f64());
         json!({"config": b.config, "objective": b.objective, "time_ms": time, "description": space.describe(b.id)})
     });
     json!({
@@ -156,9 +185,13 @@ pub fn device_info(device: usize) -> PyResult<String> {
 
 fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
     if !driver_available() {
-        return Err(errors::no_gpu("no NVIDIA driver on this machine: tuning needs a GPU (compile_only=True works without one)"));
+        return Err(errors::no_gpu(
+            "no NVIDIA driver on this machine: tuning needs a GPU (compile_only=True works without one)",
+        ));
     }
-    kerntune_cuda::driver::probe(device).map(|(_, info)| info).map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
+    kerntune_cuda::driver::probe(device)
+        .map(|(_, info)| info)
+        .map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
 }
 
 /// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`). `grid` maps a
@@ -234,12 +267,19 @@ pub fn tune_spec(
     let search = search(strategy, strategy_options, max_fevals, time_limit, target, seed, db, fresh)?;
     let device_info = require_gpu(device)?;
     if !kerntune_cuda::nvrtc_available() {
-        return Err(errors::backend("NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"));
+        return Err(errors::backend(
+            "NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)",
+        ));
     }
     kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(errors::spec)?;
     let mut command = worker_command(&worker)?;
     command.env = worker_env;
-    let options = PipelineOptions { bench_worker: command.clone(), compile_worker: command, device, compile_workers: compile_workers.max(1) };
+    let options = PipelineOptions {
+        bench_worker: command.clone(),
+        compile_worker: command,
+        device,
+        compile_workers: compile_workers.max(1),
+    };
     let result = py.detach(|| {
         let frontend = CudaFrontend::new(&spec, &space);
         run(&frontend, &space, &spec.tuning_info(&device_info.name), &search, options, progress.as_ref())
@@ -334,7 +374,15 @@ fn compile_only_device() -> kerntune_cuda::DeviceInfo {
 /// a faster, bit-for-bit equivalent schedule was found; stores it in `db`.
 #[pyfunction]
 #[pyo3(signature = (job, grid, config, options, db, device))]
-pub fn tune_schedule_triton(py: Python<'_>, job: &str, grid: Py<PyAny>, config: &str, options: &str, db: Option<String>, device: usize) -> PyResult<String> {
+pub fn tune_schedule_triton(
+    py: Python<'_>,
+    job: &str,
+    grid: Py<PyAny>,
+    config: &str,
+    options: &str,
+    db: Option<String>,
+    device: usize,
+) -> PyResult<String> {
     use kerntune_cuda::schedule::{schedule_config, ScheduleOptions};
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let options: ScheduleOptions = serde_json::from_str(options).map_err(errors::spec)?;
@@ -352,9 +400,15 @@ pub fn tune_schedule_triton(py: Python<'_>, job: &str, grid: Py<PyAny>, config: 
         let values: Vec<Value> = frontend
             .params()
             .iter()
-            .map(|p| config_json.get(p.name()).and_then(Value::from_json).ok_or_else(|| errors::spec(format!("the configuration has no value for '{}'", p.name()))))
+            .map(|p| {
+                config_json
+                    .get(p.name())
+                    .and_then(Value::from_json)
+                    .ok_or_else(|| errors::spec(format!("the configuration has no value for '{}'", p.name())))
+            })
             .collect::<PyResult<_>>()?;
-        let (report, original) = schedule_config(&frontend, &values, &device_info, &pipeline, &options).map_err(errors::backend)?;
+        let (report, original) =
+            schedule_config(&frontend, &values, &device_info, &pipeline, &options).map_err(errors::backend)?;
         let store = Store::open(&db).map_err(errors::store)?;
         let info = TuningInfo {
             kernel: format!("triton:{}", job.fingerprint),
@@ -369,7 +423,9 @@ pub fn tune_schedule_triton(py: Python<'_>, job: &str, grid: Py<PyAny>, config: 
         let kept = report.cubin.clone().unwrap_or_else(|| original.cubin.0.clone());
         store.save_artifact(tuning, &config_json, "schedule", &kept, &provenance).map_err(errors::store)?;
         let mut out = serde_json::to_value(&report).map_err(errors::store)?;
-        out["cubin"] = report.cubin.map_or(Json::Null, |c| serde_json::to_value(kerntune_cuda::protocol::Bytes(c)).unwrap_or(Json::Null));
+        out["cubin"] = report
+            .cubin
+            .map_or(Json::Null, |c| serde_json::to_value(kerntune_cuda::protocol::Bytes(c)).unwrap_or(Json::Null));
         Ok(out)
     })?;
     Ok(report.to_string())
@@ -379,9 +435,13 @@ pub fn tune_schedule_triton(py: Python<'_>, job: &str, grid: Py<PyAny>, config: 
 fn triton_grid(grid: &Py<PyAny>) -> kerntune_triton::GridFn<'_> {
     Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
         Python::attach(|py| {
-            let values = config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
-            let answer = grid.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| format!("the grid function failed: {e}"))?;
-            let dims: Vec<u64> = answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
+            let values =
+                config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
+            let answer = grid
+                .call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,))
+                .map_err(|e| format!("the grid function failed: {e}"))?;
+            let dims: Vec<u64> =
+                answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
             let mut grid = [1u64; 3];
             for (axis, value) in dims.iter().take(3).enumerate() {
                 grid[axis] = *value;

@@ -24,46 +24,29 @@ fn main() {
     let mut reads = Distances::new();
     let mut scoreboard = Distances::new();
     for pair in arguments.chunks(2) {
-        let [path, kernel] = pair else {
-            panic!("arguments come in pairs: CUBIN KERNEL")
-        };
+        let [path, kernel] = pair else { panic!("arguments come in pairs: CUBIN KERNEL") };
         let bytes = std::fs::read(path).expect("a readable cubin");
-        let schedule =
-            Schedule::from_cubin(&bytes, kernel, &nvdisasm).expect("a kernel this crate reads");
+        let schedule = Schedule::from_cubin(&bytes, kernel, &nvdisasm).expect("a kernel this crate reads");
         let listing = schedule.listing();
         let instructions = listing.instructions();
         for block in 0..listing.block_count() {
             let range = listing.block_range(block);
-            for (position, producer) in instructions
-                .iter()
-                .enumerate()
-                .take(range.end)
-                .skip(range.start)
-            {
+            for (position, producer) in instructions.iter().enumerate().take(range.end).skip(range.start) {
                 if matches!(producer.role, Role::Fence(_)) {
                     continue;
                 }
-                let (mut cycles, mut read_done, mut write_done, mut waited) =
-                    (0, RegSet::EMPTY, RegSet::EMPTY, false);
+                let (mut cycles, mut read_done, mut write_done, mut waited) = (0, RegSet::EMPTY, RegSet::EMPTY, false);
                 for (offset, consumer) in instructions[position + 1..range.end].iter().enumerate() {
                     cycles += u32::from(instructions[position + offset].control.stall);
                     if producer.control.write_barrier.is_none() {
-                        let fresh = producer
-                            .effects
-                            .defs
-                            .intersection(&consumer.effects.uses)
-                            .difference(&read_done);
+                        let fresh = producer.effects.defs.intersection(&consumer.effects.uses).difference(&read_done);
                         if !fresh.is_empty() {
                             record(&mut results, producer.mnemonic(), cycles);
                             read_done = read_done.union(&fresh);
                         }
                     }
                     if producer.control.read_barrier.is_none() {
-                        let fresh = producer
-                            .effects
-                            .uses
-                            .intersection(&consumer.effects.defs)
-                            .difference(&write_done);
+                        let fresh = producer.effects.uses.intersection(&consumer.effects.defs).difference(&write_done);
                         if !fresh.is_empty() {
                             record(&mut reads, producer.syntax.opcode.clone(), cycles);
                             write_done = write_done.union(&fresh);

@@ -59,18 +59,13 @@ impl Address {
             return None;
         }
         base.sort();
-        Some(Address {
-            base,
-            offset,
-            bytes: access_bytes(syntax),
-        })
+        Some(Address { base, offset, bytes: access_bytes(syntax) })
     }
 
     /// Whether the two accesses certainly touch different bytes.
     pub fn disjoint(&self, other: &Address) -> bool {
         self.base == other.base
-            && (self.offset + self.bytes <= other.offset
-                || other.offset + other.bytes <= self.offset)
+            && (self.offset + self.bytes <= other.offset || other.offset + other.bytes <= self.offset)
     }
 }
 
@@ -158,10 +153,7 @@ mod tests {
     #[test]
     fn collective_and_two_address_accesses_are_not_analysed() {
         assert_eq!(address("LDSM.16.M88.4 R12, [R3+UR5+0x200]"), None);
-        assert_eq!(
-            address("LDGSTS.E.BYPASS.128 [R35+0x1000], desc[UR10][R10.64], P0"),
-            None
-        );
+        assert_eq!(address("LDGSTS.E.BYPASS.128 [R35+0x1000], desc[UR10][R10.64], P0"), None);
         assert_eq!(address("LDS R3, [-R4+0x10]"), None);
     }
 }

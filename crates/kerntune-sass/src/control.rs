@@ -98,15 +98,7 @@ impl fmt::Display for Control {
     /// The compact notation CuAssembler made familiar:
     /// `[wait:read:write:yield:stall]`, e.g. `[B--2---:R-:W1:Y:S04]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let wait: String = (0..6)
-            .map(|b| {
-                if self.waits_on(b) {
-                    char::from(b'0' + b)
-                } else {
-                    '-'
-                }
-            })
-            .collect();
+        let wait: String = (0..6).map(|b| if self.waits_on(b) { char::from(b'0' + b) } else { '-' }).collect();
         let barrier = |b: Option<u8>| b.map_or_else(|| "-".to_string(), |b| b.to_string());
         write!(
             f,
@@ -153,36 +145,16 @@ mod tests {
         let cleared = clear_reuse(LOP3_REUSES_SLOT_A);
         let after = Control::decode(cleared);
         assert_eq!(after.reuse, 0);
-        assert_eq!(
-            Control {
-                reuse: 0,
-                ..control
-            },
-            after
-        );
-        assert_eq!(
-            cleared & 0x03ff_ffff_ffff_ffff,
-            LOP3_REUSES_SLOT_A & 0x03ff_ffff_ffff_ffff
-        );
+        assert_eq!(Control { reuse: 0, ..control }, after);
+        assert_eq!(cleared & 0x03ff_ffff_ffff_ffff, LOP3_REUSES_SLOT_A & 0x03ff_ffff_ffff_ffff);
     }
 
     #[test]
     fn encoding_a_decoded_field_gives_back_the_word() {
-        for word in [
-            S2R_SETS_W1_STALL_7,
-            IMAD_WAITS_ON_1_STALL_5,
-            LOP3_REUSES_SLOT_A,
-            u64::MAX,
-            0,
-        ] {
+        for word in [S2R_SETS_W1_STALL_7, IMAD_WAITS_ON_1_STALL_5, LOP3_REUSES_SLOT_A, u64::MAX, 0] {
             assert_eq!(Control::decode(word).encode(word), word, "{word:#x}");
         }
-        let changed = Control {
-            stall: 3,
-            wait_mask: 0b100001,
-            ..Control::decode(0)
-        }
-        .encode(0x1234);
+        let changed = Control { stall: 3, wait_mask: 0b100001, ..Control::decode(0) }.encode(0x1234);
         assert_eq!(Control::decode(changed).stall, 3);
         assert_eq!(Control::decode(changed).wait_mask, 0b100001);
         assert_eq!(changed & 0xffff, 0x1234);
@@ -190,9 +162,6 @@ mod tests {
 
     #[test]
     fn display_uses_the_cuassembler_notation() {
-        assert_eq!(
-            Control::decode(IMAD_WAITS_ON_1_STALL_5).to_string(),
-            "[B-1----:R-:W-:-:S05]"
-        );
+        assert_eq!(Control::decode(IMAD_WAITS_ON_1_STALL_5).to_string(), "[B-1----:R-:W-:-:S05]");
     }
 }

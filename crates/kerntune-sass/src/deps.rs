@@ -53,22 +53,14 @@ pub(crate) fn is_load(instruction: &Instruction) -> bool {
 /// - waiting on a barrier `earlier` sets needs the barrier to be set in time.
 ///
 /// The largest applicable bound wins; `None` means no dependency.
-pub(crate) fn required_cycles(
-    earlier: &Instruction,
-    focus: &Focus,
-    latency: &LatencyTable,
-) -> Option<u32> {
+pub(crate) fn required_cycles(earlier: &Instruction, focus: &Focus, latency: &LatencyTable) -> Option<u32> {
     let opcode = earlier.syntax.opcode.as_str();
     let mut bound: Option<u32> = None;
     let mut need = |cycles: u32| bound = Some(bound.map_or(cycles, |b| b.max(cycles)));
     let written = earlier.effects.defs;
     let output_dependency = written.intersects(&focus.later_writes) && !focus.later_loads;
     if written.intersects(&focus.later_reads) || output_dependency {
-        need(if earlier.control.write_barrier.is_some() {
-            latency.scoreboard
-        } else {
-            latency.result(opcode)
-        });
+        need(if earlier.control.write_barrier.is_some() { latency.scoreboard } else { latency.result(opcode) });
     }
     if earlier.effects.uses.intersects(&focus.later_writes) {
         need(if earlier.control.read_barrier.is_some() {
@@ -173,14 +165,7 @@ mod tests {
     }
 
     fn control(stall: u8, write: Option<u8>, read: Option<u8>, wait: u8) -> Control {
-        Control {
-            stall,
-            yield_flag: false,
-            write_barrier: write,
-            read_barrier: read,
-            wait_mask: wait,
-            reuse: 0,
-        }
+        Control { stall, yield_flag: false, write_barrier: write, read_barrier: read, wait_mask: wait, reuse: 0 }
     }
 
     #[test]
@@ -190,14 +175,8 @@ mod tests {
             ("IADD3 R4, R1, R1, RZ", control(1, None, None, 0)),
         ]);
         let [p, c] = [&l.instructions()[0], &l.instructions()[1]];
-        assert_eq!(
-            required_cycles(p, &Focus::everything(c), l.latency()),
-            Some(LatencyTable::SM90.alu_result)
-        );
-        assert_eq!(
-            required_cycles(c, &Focus::everything(p), l.latency()),
-            Some(LatencyTable::SM90.alu_read)
-        );
+        assert_eq!(required_cycles(p, &Focus::everything(c), l.latency()), Some(LatencyTable::SM90.alu_result));
+        assert_eq!(required_cycles(c, &Focus::everything(p), l.latency()), Some(LatencyTable::SM90.alu_read));
     }
 
     #[test]
@@ -207,41 +186,23 @@ mod tests {
             ("IADD3 R4, R1, R1, RZ", control(1, None, None, 0b100)),
         ]);
         let [p, c] = [&l.instructions()[0], &l.instructions()[1]];
-        assert_eq!(
-            required_cycles(p, &Focus::everything(c), l.latency()),
-            Some(LatencyTable::SM90.scoreboard)
-        );
+        assert_eq!(required_cycles(p, &Focus::everything(c), l.latency()), Some(LatencyTable::SM90.scoreboard));
     }
 
     #[test]
     fn overwriting_a_fixed_latency_result_with_a_load_needs_nothing() {
         let l = listing(&[
-            (
-                "IMAD.MOV.U32 R20, RZ, RZ, -0x800000",
-                control(1, None, None, 0),
-            ),
-            (
-                "@!P5 LDG.E R20, desc[UR12][R10.64]",
-                control(1, Some(1), None, 0),
-            ),
+            ("IMAD.MOV.U32 R20, RZ, RZ, -0x800000", control(1, None, None, 0)),
+            ("@!P5 LDG.E R20, desc[UR12][R10.64]", control(1, Some(1), None, 0)),
         ]);
         let [p, c] = [&l.instructions()[0], &l.instructions()[1]];
         assert_eq!(required_cycles(p, &Focus::everything(c), l.latency()), None);
         let reads_it = listing(&[
-            (
-                "IMAD.MOV.U32 R20, RZ, RZ, -0x800000",
-                control(1, None, None, 0),
-            ),
-            (
-                "LDG.E R20, desc[UR12][R20.64]",
-                control(1, Some(1), None, 0),
-            ),
+            ("IMAD.MOV.U32 R20, RZ, RZ, -0x800000", control(1, None, None, 0)),
+            ("LDG.E R20, desc[UR12][R20.64]", control(1, Some(1), None, 0)),
         ]);
         let [p, c] = [&reads_it.instructions()[0], &reads_it.instructions()[1]];
-        assert_eq!(
-            required_cycles(p, &Focus::everything(c), reads_it.latency()),
-            Some(LatencyTable::SM90.alu_result)
-        );
+        assert_eq!(required_cycles(p, &Focus::everything(c), reads_it.latency()), Some(LatencyTable::SM90.alu_result));
     }
 
     #[test]

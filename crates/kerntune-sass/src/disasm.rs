@@ -128,8 +128,7 @@ impl Nvdisasm {
             }
             searched.push("PATH".to_string());
         }
-        let cuda_home =
-            environment("CUDA_HOME").unwrap_or_else(|| OsString::from("/usr/local/cuda"));
+        let cuda_home = environment("CUDA_HOME").unwrap_or_else(|| OsString::from("/usr/local/cuda"));
         let candidate = PathBuf::from(&cuda_home).join("bin").join("nvdisasm");
         if is_executable(&candidate) {
             return Ok(Nvdisasm { path: candidate });
@@ -146,9 +145,7 @@ impl Nvdisasm {
             }
             Err(reason) => searched.push(format!("Triton's wheel ({reason})")),
         }
-        Err(SassError::NvdisasmNotFound {
-            searched: searched.join(", "),
-        })
+        Err(SassError::NvdisasmNotFound { searched: searched.join(", ") })
     }
 
     /// Disassembles a cubin (written to a temporary file, as nvdisasm reads files).
@@ -160,21 +157,11 @@ impl Nvdisasm {
             .map_err(SassError::TempFile)?;
         file.write_all(cubin).map_err(SassError::TempFile)?;
         file.flush().map_err(SassError::TempFile)?;
-        let failed = |reason: String| SassError::NvdisasmFailed {
-            path: self.path.clone(),
-            reason,
-        };
-        let output = Command::new(&self.path)
-            .arg("-hex")
-            .arg(file.path())
-            .output()
-            .map_err(|e| failed(e.to_string()))?;
+        let failed = |reason: String| SassError::NvdisasmFailed { path: self.path.clone(), reason };
+        let output =
+            Command::new(&self.path).arg("-hex").arg(file.path()).output().map_err(|e| failed(e.to_string()))?;
         if !output.status.success() {
-            return Err(failed(format!(
-                "{}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
+            return Err(failed(format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim())));
         }
         parse_listing(&String::from_utf8_lossy(&output.stdout))
     }
@@ -189,10 +176,7 @@ pub fn triton_bin_dir() -> Result<PathBuf, String> {
 
 fn triton_bin_dir_with(python: &OsString) -> Result<PathBuf, String> {
     let output = Command::new(python)
-        .args([
-            "-c",
-            "import triton, os; print(os.path.dirname(triton.__file__))",
-        ])
+        .args(["-c", "import triton, os; print(os.path.dirname(triton.__file__))"])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.to_string_lossy()))?;
     if !output.status.success() {
@@ -203,11 +187,7 @@ fn triton_bin_dir_with(python: &OsString) -> Result<PathBuf, String> {
 }
 
 fn parse_error(kernel: &str, line: usize, reason: impl Into<String>) -> SassError {
-    SassError::DisassemblyParse {
-        kernel: kernel.to_string(),
-        line,
-        reason: reason.into(),
-    }
+    SassError::DisassemblyParse { kernel: kernel.to_string(), line, reason: reason.into() }
 }
 
 /// Splits `/*0a30*/ rest` into the hexadecimal number and the rest.
@@ -255,10 +235,8 @@ pub fn parse_listing(listing: &str) -> Result<Disassembly, SassError> {
             disassembly.functions.extend(function.take());
             disassembly.offset_attributes.extend(attribute.take());
             info_kernel = name.strip_prefix(".nv.info.").map(str::to_string);
-            function = name.strip_prefix(".text.").map(|n| FunctionListing {
-                name: n.to_string(),
-                ..Default::default()
-            });
+            function =
+                name.strip_prefix(".text.").map(|n| FunctionListing { name: n.to_string(), ..Default::default() });
             pending_labels.clear();
             continue;
         }
@@ -271,14 +249,11 @@ pub fn parse_listing(listing: &str) -> Result<Disassembly, SassError> {
                     name: name.to_string(),
                     offsets: Vec::new(),
                 });
-            } else if let (Some(attribute), Some((_, rest))) =
-                (attribute.as_mut(), leading_comment_number(line))
-            {
+            } else if let (Some(attribute), Some((_, rest))) = (attribute.as_mut(), leading_comment_number(line)) {
                 if let Some(value) = rest.trim().strip_prefix(".word") {
                     let value = value.trim().trim_start_matches("0x");
-                    let value = u32::from_str_radix(value, 16).map_err(|_| {
-                        parse_error(kernel, index, format!("bad offset in {}", attribute.name))
-                    })?;
+                    let value = u32::from_str_radix(value, 16)
+                        .map_err(|_| parse_error(kernel, index, format!("bad offset in {}", attribute.name)))?;
                     attribute.offsets.push(value);
                 }
             }
@@ -288,34 +263,24 @@ pub fn parse_listing(listing: &str) -> Result<Disassembly, SassError> {
             continue;
         };
         let trimmed = line.trim();
-        if let Some(label) = trimmed
-            .strip_suffix(':')
-            .filter(|_| !trimmed.starts_with("/*"))
-        {
+        if let Some(label) = trimmed.strip_suffix(':').filter(|_| !trimmed.starts_with("/*")) {
             pending_labels.push(label.to_string());
             continue;
         }
         let Some((offset, rest)) = leading_comment_number(line) else {
             continue;
         };
-        let (text, low) = trailing_word(rest).ok_or_else(|| {
-            parse_error(&current.name, index, "instruction without -hex encoding")
-        })?;
-        let high_line = lines
-            .get(index)
-            .ok_or_else(|| parse_error(&current.name, index, "missing high word"))?;
-        let (_, high) = trailing_word(high_line)
-            .ok_or_else(|| parse_error(&current.name, index + 1, "missing high word"))?;
+        let (text, low) = trailing_word(rest)
+            .ok_or_else(|| parse_error(&current.name, index, "instruction without -hex encoding"))?;
+        let high_line = lines.get(index).ok_or_else(|| parse_error(&current.name, index, "missing high word"))?;
+        let (_, high) =
+            trailing_word(high_line).ok_or_else(|| parse_error(&current.name, index + 1, "missing high word"))?;
         index += 1;
         let text = text.trim().trim_end_matches(';').trim_end().to_string();
         for name in pending_labels.drain(..) {
             current.labels.push(Label { name, offset });
         }
-        current.instructions.push(ListedInstruction {
-            offset,
-            text,
-            words: [low, high],
-        });
+        current.instructions.push(ListedInstruction { offset, text, words: [low, high] });
     }
     disassembly.functions.extend(function);
     disassembly.offset_attributes.extend(attribute);
@@ -357,29 +322,10 @@ k:
     fn reads_instructions_words_and_labels() {
         let listing = parse_listing(SAMPLE).expect("valid test input");
         let function = listing.function("k").expect("valid test input");
-        let texts: Vec<&str> = function
-            .instructions
-            .iter()
-            .map(|i| i.text.as_str())
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                "LDC R1, c[0x0][0x28]",
-                "@!P0 LDG.E R0, desc[UR4][R6.64]",
-                "EXIT",
-                "NOP"
-            ]
-        );
-        assert_eq!(
-            function.instructions[1].words,
-            [0x0000_0004_0600_8981, 0x0008_a200_0c1e_1900]
-        );
-        let labels: Vec<(&str, u64)> = function
-            .labels
-            .iter()
-            .map(|l| (l.name.as_str(), l.offset))
-            .collect();
+        let texts: Vec<&str> = function.instructions.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["LDC R1, c[0x0][0x28]", "@!P0 LDG.E R0, desc[UR4][R6.64]", "EXIT", "NOP"]);
+        assert_eq!(function.instructions[1].words, [0x0000_0004_0600_8981, 0x0008_a200_0c1e_1900]);
+        let labels: Vec<(&str, u64)> = function.labels.iter().map(|l| (l.name.as_str(), l.offset)).collect();
         assert_eq!(labels, [("k", 0x0), (".text.k", 0x0), (".L_x_0", 0x20)]);
     }
 
@@ -388,25 +334,14 @@ k:
         let listing = parse_listing(SAMPLE).expect("valid test input");
         assert_eq!(
             listing.offset_attributes,
-            [OffsetAttribute {
-                kernel: "k".into(),
-                name: "EIATTR_EXIT_INSTR_OFFSETS".into(),
-                offsets: vec![0x20]
-            }]
+            [OffsetAttribute { kernel: "k".into(), name: "EIATTR_EXIT_INSTR_OFFSETS".into(), offsets: vec![0x20] }]
         );
     }
 
     fn environment(pairs: &[(&str, &std::path::Path)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, OsString)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
-            .collect();
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        }
+        let pairs: Vec<(String, OsString)> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.as_os_str().to_owned())).collect();
+        move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
     }
 
     #[test]
@@ -414,15 +349,11 @@ k:
         let directory = tempfile::tempdir().expect("a temporary directory");
         let explicit = directory.path().join("my-nvdisasm");
         std::fs::write(&explicit, b"").expect("a file");
-        let found = Nvdisasm::locate_with(&environment(&[
-            (NVDISASM_ENV, &explicit),
-            ("PATH", directory.path()),
-        ]))
-        .expect("found");
+        let found = Nvdisasm::locate_with(&environment(&[(NVDISASM_ENV, &explicit), ("PATH", directory.path())]))
+            .expect("found");
         assert_eq!(found.path(), explicit);
         let missing = directory.path().join("absent");
-        let error =
-            Nvdisasm::locate_with(&environment(&[(NVDISASM_ENV, &missing)])).expect_err("missing");
+        let error = Nvdisasm::locate_with(&environment(&[(NVDISASM_ENV, &missing)])).expect_err("missing");
         assert!(error.to_string().contains(NVDISASM_ENV), "{error}");
     }
 
@@ -434,10 +365,7 @@ k:
         std::fs::create_dir(cuda_home.path().join("bin")).expect("bin");
         std::fs::write(cuda_home.path().join("bin").join("nvdisasm"), b"").expect("a file");
         let both = environment(&[("PATH", on_path.path()), ("CUDA_HOME", cuda_home.path())]);
-        assert_eq!(
-            Nvdisasm::locate_with(&both).expect("found").path(),
-            on_path.path().join("nvdisasm")
-        );
+        assert_eq!(Nvdisasm::locate_with(&both).expect("found").path(), on_path.path().join("nvdisasm"));
         let only_cuda = environment(&[("CUDA_HOME", cuda_home.path())]);
         assert_eq!(
             Nvdisasm::locate_with(&only_cuda).expect("found").path(),
@@ -455,10 +383,7 @@ k:
         ]);
         match Nvdisasm::locate_with(&nowhere) {
             Err(SassError::NvdisasmNotFound { searched }) => {
-                assert!(
-                    searched.contains("PATH") && searched.contains("Triton"),
-                    "{searched}"
-                );
+                assert!(searched.contains("PATH") && searched.contains("Triton"), "{searched}");
             }
             other => panic!("expected NvdisasmNotFound, got {other:?}"),
         }
@@ -467,9 +392,6 @@ k:
     #[test]
     fn an_instruction_without_its_encoding_is_an_error() {
         let broken = ".section .text.k,\"ax\"\n        /*0000*/   EXIT ;\n";
-        assert!(matches!(
-            parse_listing(broken),
-            Err(SassError::DisassemblyParse { .. })
-        ));
+        assert!(matches!(parse_listing(broken), Err(SassError::DisassemblyParse { .. })));
     }
 }

@@ -73,9 +73,7 @@ pub(crate) struct KernelSections {
 }
 
 fn malformed(reason: impl Into<String>) -> SassError {
-    SassError::MalformedCubin {
-        reason: reason.into(),
-    }
+    SassError::MalformedCubin { reason: reason.into() }
 }
 
 fn read_bytes<const N: usize>(bytes: &[u8], offset: usize) -> Result<[u8; N], SassError> {
@@ -83,11 +81,7 @@ fn read_bytes<const N: usize>(bytes: &[u8], offset: usize) -> Result<[u8; N], Sa
         .checked_add(N)
         .and_then(|end| bytes.get(offset..end))
         .and_then(|slice| slice.try_into().ok())
-        .ok_or_else(|| {
-            malformed(format!(
-                "read of {N} bytes at {offset:#x} past the end of the file"
-            ))
-        })
+        .ok_or_else(|| malformed(format!("read of {N} bytes at {offset:#x} past the end of the file")))
 }
 
 pub(crate) fn read_u16(bytes: &[u8], offset: usize) -> Result<u16, SassError> {
@@ -103,8 +97,7 @@ pub(crate) fn read_u64(bytes: &[u8], offset: usize) -> Result<u64, SassError> {
 }
 
 fn to_usize(value: u64, what: &str) -> Result<usize, SassError> {
-    usize::try_from(value)
-        .map_err(|_| malformed(format!("{what} {value:#x} does not fit in memory")))
+    usize::try_from(value).map_err(|_| malformed(format!("{what} {value:#x} does not fit in memory")))
 }
 
 /// `bytes[offset..offset + size]`, or an error if that is outside the file.
@@ -116,22 +109,15 @@ fn file_range(bytes: &[u8], offset: usize, size: usize) -> Result<&[u8], SassErr
 }
 
 fn c_string(table: &[u8], offset: usize) -> Result<String, SassError> {
-    let tail = table
-        .get(offset..)
-        .ok_or_else(|| malformed(format!("string offset {offset:#x} outside its table")))?;
-    let end = tail
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or_else(|| malformed("unterminated string"))?;
+    let tail = table.get(offset..).ok_or_else(|| malformed(format!("string offset {offset:#x} outside its table")))?;
+    let end = tail.iter().position(|&b| b == 0).ok_or_else(|| malformed("unterminated string"))?;
     Ok(String::from_utf8_lossy(&tail[..end]).into_owned())
 }
 
 impl Cubin {
     /// Parses a cubin (an ELF64 little-endian file for `EM_CUDA`).
     pub fn parse(bytes: &[u8]) -> Result<Cubin, SassError> {
-        let not_cubin = |reason: &str| SassError::NotACubin {
-            reason: reason.to_string(),
-        };
+        let not_cubin = |reason: &str| SassError::NotACubin { reason: reason.to_string() };
         if bytes.len() < 64 || &bytes[..4] != ELF_MAGIC {
             return Err(not_cubin("missing ELF magic"));
         }
@@ -146,14 +132,7 @@ impl Cubin {
         let sections = Self::parse_sections(bytes)?;
         let symbols = Self::parse_symbols(bytes, &sections)?;
         let relocations = Self::parse_relocations(bytes, &sections)?;
-        Ok(Cubin {
-            bytes: bytes.to_vec(),
-            flags,
-            abi_version,
-            sections,
-            symbols,
-            relocations,
-        })
+        Ok(Cubin { bytes: bytes.to_vec(), flags, abi_version, sections, symbols, relocations })
     }
 
     fn parse_sections(bytes: &[u8]) -> Result<Vec<Section>, SassError> {
@@ -162,9 +141,7 @@ impl Cubin {
         let count = usize::from(read_u16(bytes, 60)?);
         let names_index = usize::from(read_u16(bytes, 62)?);
         if entry_size != SECTION_HEADER_SIZE {
-            return Err(malformed(format!(
-                "section header size {entry_size}, expected 64"
-            )));
+            return Err(malformed(format!("section header size {entry_size}, expected 64")));
         }
         let mut raw = Vec::with_capacity(count);
         for index in 0..count {
@@ -174,29 +151,17 @@ impl Cubin {
             let offset = to_usize(read_u64(bytes, at + 24)?, "section offset")?;
             let size = to_usize(read_u64(bytes, at + 32)?, "section size")?;
             // NOBITS sections (type 8) occupy no file bytes.
-            if kind != 8
-                && offset
-                    .checked_add(size)
-                    .map_or(true, |end| end > bytes.len())
-            {
-                return Err(malformed(format!(
-                    "section {index} extends past the end of the file"
-                )));
+            if kind != 8 && offset.checked_add(size).map_or(true, |end| end > bytes.len()) {
+                return Err(malformed(format!("section {index} extends past the end of the file")));
             }
             raw.push((name, kind, offset, size));
         }
-        let &(_, _, names_offset, names_size) = raw
-            .get(names_index)
-            .ok_or_else(|| malformed("section name table index out of range"))?;
+        let &(_, _, names_offset, names_size) =
+            raw.get(names_index).ok_or_else(|| malformed("section name table index out of range"))?;
         let names = file_range(bytes, names_offset, names_size)?;
         raw.into_iter()
             .map(|(name, kind, offset, size)| {
-                Ok(Section {
-                    name: c_string(names, to_usize(u64::from(name), "name offset")?)?,
-                    kind,
-                    offset,
-                    size,
-                })
+                Ok(Section { name: c_string(names, to_usize(u64::from(name), "name offset")?)?, kind, offset, size })
             })
             .collect()
     }
@@ -214,17 +179,10 @@ impl Cubin {
         (0..symtab.size / SYMBOL_SIZE)
             .map(|index| {
                 let at = symtab.offset + index * SYMBOL_SIZE;
-                let name = c_string(
-                    strings,
-                    to_usize(u64::from(read_u32(bytes, at)?), "symbol name")?,
-                )?;
+                let name = c_string(strings, to_usize(u64::from(read_u32(bytes, at)?), "symbol name")?)?;
                 let section = usize::from(read_u16(bytes, at + 6)?);
                 let value = read_u64(bytes, at + 8)?;
-                Ok(Symbol {
-                    name,
-                    value,
-                    section,
-                })
+                Ok(Symbol { name, value, section })
             })
             .collect()
     }
@@ -246,11 +204,8 @@ impl Cubin {
             for entry in 0..section.size / entry_size {
                 let at = section.offset + entry * entry_size;
                 let info = read_u64(bytes, at + 8)?;
-                let addend = if section.kind == TYPE_RELA {
-                    i64::from_le_bytes(read_bytes(bytes, at + 16)?)
-                } else {
-                    0
-                };
+                let addend =
+                    if section.kind == TYPE_RELA { i64::from_le_bytes(read_bytes(bytes, at + 16)?) } else { 0 };
                 relocations.push(Relocation {
                     target_section,
                     field_offset: at,
@@ -286,11 +241,7 @@ impl Cubin {
 
     /// The names of the kernels (functions with a `.text.<name>` section).
     pub fn kernels(&self) -> Vec<String> {
-        self.sections
-            .iter()
-            .filter_map(|s| s.name.strip_prefix(TEXT_PREFIX))
-            .map(str::to_string)
-            .collect()
+        self.sections.iter().filter_map(|s| s.name.strip_prefix(TEXT_PREFIX)).map(str::to_string).collect()
     }
 
     /// The bytes of a kernel's `.text.<kernel>` section: its instructions,
@@ -302,20 +253,12 @@ impl Cubin {
     pub(crate) fn kernel(&self, name: &str) -> Result<KernelSections, SassError> {
         let text_name = format!("{TEXT_PREFIX}{name}");
         let info_name = format!("{INFO_PREFIX}{name}");
-        let text = self
-            .sections
-            .iter()
-            .position(|s| s.name == text_name)
-            .ok_or_else(|| SassError::KernelNotFound {
-                kernel: name.to_string(),
-                available: self.kernels().join(", "),
-            })?;
+        let text = self.sections.iter().position(|s| s.name == text_name).ok_or_else(|| SassError::KernelNotFound {
+            kernel: name.to_string(),
+            available: self.kernels().join(", "),
+        })?;
         let info = self.sections.iter().position(|s| s.name == info_name);
-        Ok(KernelSections {
-            name: name.to_string(),
-            text,
-            info,
-        })
+        Ok(KernelSections { name: name.to_string(), text, info })
     }
 
     pub(crate) fn section_index(&self, name: &str) -> Option<usize> {
@@ -327,10 +270,7 @@ impl Cubin {
     }
 
     pub(crate) fn section_bytes(&self, index: usize) -> &[u8] {
-        self.sections
-            .get(index)
-            .and_then(|s| file_range(&self.bytes, s.offset, s.size).ok())
-            .unwrap_or(&[])
+        self.sections.get(index).and_then(|s| file_range(&self.bytes, s.offset, s.size).ok()).unwrap_or(&[])
     }
 
     pub(crate) fn symbols(&self) -> &[Symbol] {
@@ -347,12 +287,9 @@ impl Cubin {
         let mut bytes = self.bytes.clone();
         for patch in patches {
             let end = patch.offset + patch.bytes.len();
-            let target = bytes.get_mut(patch.offset..end).ok_or_else(|| {
-                malformed(format!(
-                    "patch at {:#x} past the end of the file",
-                    patch.offset
-                ))
-            })?;
+            let target = bytes
+                .get_mut(patch.offset..end)
+                .ok_or_else(|| malformed(format!("patch at {:#x} past the end of the file", patch.offset)))?;
             target.copy_from_slice(&patch.bytes);
         }
         Cubin::parse(&bytes)
@@ -372,10 +309,8 @@ mod tests {
 
     #[test]
     fn rejects_files_that_are_not_elf() {
-        let err = Cubin::parse(
-            b"definitely not an ELF file, but long enough to have a header at all......",
-        )
-        .expect_err("must fail");
+        let err = Cubin::parse(b"definitely not an ELF file, but long enough to have a header at all......")
+            .expect_err("must fail");
         assert!(matches!(err, SassError::NotACubin { .. }), "{err}");
     }
 

@@ -38,11 +38,7 @@ pub enum SassError {
 
     /// nvdisasm printed something this crate cannot read.
     #[error("cannot parse nvdisasm output for kernel `{kernel}` at line {line}: {reason}")]
-    DisassemblyParse {
-        kernel: String,
-        line: usize,
-        reason: String,
-    },
+    DisassemblyParse { kernel: String, line: usize, reason: String },
 
     /// nvdisasm and the ELF bytes disagree about the kernel's instructions.
     #[error("nvdisasm listing of `{kernel}` does not match its .text bytes: {reason}")]

@@ -56,21 +56,19 @@ mod verify;
 
 pub use control::Control;
 pub use disasm::{
-    parse_listing, triton_bin_dir, Disassembly, FunctionListing, Label, ListedInstruction,
-    Nvdisasm, OffsetAttribute, NVDISASM_ENV, PYTHON_ENV,
+    parse_listing, triton_bin_dir, Disassembly, FunctionListing, Label, ListedInstruction, Nvdisasm, OffsetAttribute,
+    NVDISASM_ENV, PYTHON_ENV,
 };
 pub use elf::Cubin;
 pub use error::SassError;
+pub use kerntune_space::Rng;
 pub use listing::{strip_reuse, Instruction, KernelListing, INSTRUCTION_BYTES};
 pub use moves::{Direction, Move, Refusal};
 pub use opcodes::{FenceKind, LatencyTable, MemoryAccess, Role, Spaces};
 pub use operands::Effects;
 pub use registers::{RegSet, Register, RegisterClass};
-pub use kerntune_space::Rng;
 pub use schedule::Schedule;
-pub use search::{
-    anneal, hill_climb, AnnealingOptions, HillClimbOptions, ScheduleObjective, SearchOutcome,
-};
+pub use search::{anneal, hill_climb, AnnealingOptions, HillClimbOptions, ScheduleObjective, SearchOutcome};
 pub use show::{show, InstructionReport, KernelReport};
 pub use shuffle::{random_legal_move, random_moves, shuffle, Shuffled};
 pub use syntax::{Guard, Syntax};

@@ -57,10 +57,7 @@ impl Instruction {
 
 /// Instruction text with the `.reuse` operand flags removed and spacing normalised.
 pub fn strip_reuse(text: &str) -> String {
-    text.replace(".reuse", "")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.replace(".reuse", "").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Opcodes after which control never falls through when they are unguarded.
@@ -78,11 +75,7 @@ fn label_references(operands: &[String]) -> Vec<&str> {
 
 /// The successors of every block. Where a target cannot be resolved, every
 /// block counts as a successor.
-fn successors(
-    instructions: &[Instruction],
-    starts: &[usize],
-    function: &FunctionListing,
-) -> Vec<Vec<usize>> {
+fn successors(instructions: &[Instruction], starts: &[usize], function: &FunctionListing) -> Vec<Vec<usize>> {
     let blocks = starts.len() - 1;
     let block_at = |offset: u64| -> Option<usize> {
         let position = usize::try_from(offset / INSTRUCTION_BYTES).ok()?;
@@ -93,10 +86,7 @@ fn successors(
             let last = &instructions[starts[block + 1] - 1];
             let opcode = last.syntax.opcode.as_str();
             if !ends_block(opcode) {
-                return vec![block + 1]
-                    .into_iter()
-                    .filter(|&b| b < blocks)
-                    .collect();
+                return vec![block + 1].into_iter().filter(|&b| b < blocks).collect();
             }
             let everything = || (0..blocks).collect::<Vec<_>>();
             if opcode == "RET" {
@@ -104,11 +94,7 @@ fn successors(
             }
             let mut next = Vec::new();
             for name in label_references(&last.syntax.operands) {
-                let target = function
-                    .labels
-                    .iter()
-                    .find(|l| l.name == name)
-                    .and_then(|l| block_at(l.offset));
+                let target = function.labels.iter().find(|l| l.name == name).and_then(|l| block_at(l.offset));
                 match target {
                     Some(target) => next.push(target),
                     None => return everything(),
@@ -118,12 +104,11 @@ fn successors(
                 return everything();
             }
             // A predicate among the operands (`BRA.U !UP0, ...`) makes it conditional too.
-            let reads_predicate = last.effects.uses.iter().any(|r| {
-                matches!(
-                    r.class(),
-                    RegisterClass::Predicate | RegisterClass::UniformPredicate
-                )
-            });
+            let reads_predicate = last
+                .effects
+                .uses
+                .iter()
+                .any(|r| matches!(r.class(), RegisterClass::Predicate | RegisterClass::UniformPredicate));
             let unconditional = !reads_predicate && last.syntax.guard.map_or(true, |g| !g.negated);
             if !(unconditional && NO_FALLTHROUGH.contains(&opcode)) && block + 1 < blocks {
                 next.push(block + 1);
@@ -157,11 +142,7 @@ fn partial_wait_barriers(syntax: &Syntax) -> u8 {
     if syntax.opcode != "DEPBAR" {
         return 0;
     }
-    let named = syntax
-        .operands
-        .first()
-        .and_then(|o| o.strip_prefix("SB"))
-        .and_then(|n| n.parse::<u8>().ok());
+    let named = syntax.operands.first().and_then(|o| o.strip_prefix("SB")).and_then(|n| n.parse::<u8>().ok());
     match named {
         Some(barrier) if barrier < 6 => 1 << barrier,
         _ => 0b11_1111,
@@ -202,22 +183,15 @@ impl KernelListing {
         latency: LatencyTable,
         extra_block_starts: &[u64],
     ) -> Result<KernelListing, SassError> {
-        let parse_error = |line: usize, reason: String| SassError::DisassemblyParse {
-            kernel: function.name.clone(),
-            line,
-            reason,
-        };
+        let parse_error =
+            |line: usize, reason: String| SassError::DisassemblyParse { kernel: function.name.clone(), line, reason };
         let mut instructions = Vec::with_capacity(function.instructions.len());
         let mut starts = vec![0usize];
         for (index, listed) in function.instructions.iter().enumerate() {
             if listed.offset != index as u64 * INSTRUCTION_BYTES {
                 return Err(parse_error(
                     index,
-                    format!(
-                        "instruction at {:#x}, expected {:#x}",
-                        listed.offset,
-                        index as u64 * INSTRUCTION_BYTES
-                    ),
+                    format!("instruction at {:#x}, expected {:#x}", listed.offset, index as u64 * INSTRUCTION_BYTES),
                 ));
             }
             let syntax = Syntax::parse(&listed.text)
@@ -225,25 +199,18 @@ impl KernelListing {
             if is_indirect_branch(&syntax.opcode) {
                 return Err(SassError::Unsupported {
                     kernel: function.name.clone(),
-                    reason: format!(
-                        "indirect branch `{}` at {:#06x}",
-                        listed.text, listed.offset
-                    ),
+                    reason: format!("indirect branch `{}` at {:#06x}", listed.text, listed.offset),
                 });
             }
             let labelled = function.labels.iter().any(|l| l.offset == listed.offset)
                 || extra_block_starts.contains(&listed.offset);
-            let previous_ends_block = instructions
-                .last()
-                .is_some_and(|p: &Instruction| ends_block(&p.syntax.opcode));
+            let previous_ends_block = instructions.last().is_some_and(|p: &Instruction| ends_block(&p.syntax.opcode));
             if index > 0 && (labelled || previous_ends_block) {
                 starts.push(index);
             }
             let role = classify(&syntax);
             let effects = effects(&syntax, &role);
-            let address = matches!(role, Role::Memory(_))
-                .then(|| Address::of(&syntax))
-                .flatten();
+            let address = matches!(role, Role::Memory(_)).then(|| Address::of(&syntax)).flatten();
             instructions.push(Instruction {
                 original_index: index,
                 text: listed.text.clone(),
@@ -257,10 +224,7 @@ impl KernelListing {
             });
         }
         starts.push(instructions.len());
-        let partially_waited = instructions
-            .iter()
-            .map(|i| partial_wait_barriers(&i.syntax))
-            .fold(0, |a, b| a | b);
+        let partially_waited = instructions.iter().map(|i| partial_wait_barriers(&i.syntax)).fold(0, |a, b| a | b);
         let successors = successors(&instructions, &starts, function);
         let reaches = reachability(&successors);
         let mut listing = KernelListing {
@@ -391,22 +355,12 @@ mod tests {
 
     /// A listing from instruction texts and `label:` lines, all with the same control bits.
     fn listing(lines: &[&str]) -> KernelListing {
-        let mut function = FunctionListing {
-            name: "k".into(),
-            ..Default::default()
-        };
+        let mut function = FunctionListing { name: "k".into(), ..Default::default() };
         for line in lines {
             let offset = function.instructions.len() as u64 * INSTRUCTION_BYTES;
             match line.strip_suffix(':') {
-                Some(name) => function.labels.push(Label {
-                    name: name.into(),
-                    offset,
-                }),
-                None => function.instructions.push(ListedInstruction {
-                    offset,
-                    text: line.to_string(),
-                    words: [0, 0],
-                }),
+                Some(name) => function.labels.push(Label { name: name.into(), offset }),
+                None => function.instructions.push(ListedInstruction { offset, text: line.to_string(), words: [0, 0] }),
             }
         }
         KernelListing::from_function(&function, LatencyTable::SM90, &[]).expect("valid test input")
@@ -414,13 +368,7 @@ mod tests {
 
     #[test]
     fn labels_and_block_ending_instructions_start_blocks() {
-        let l = listing(&[
-            "IADD3 R1, R2, R3, RZ",
-            "@P0 BRA `(.L_x_0)",
-            "IADD3 R1, R2, R3, RZ",
-            ".L_x_0:",
-            "EXIT",
-        ]);
+        let l = listing(&["IADD3 R1, R2, R3, RZ", "@P0 BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
         assert_eq!(l.block_count(), 3);
         assert_eq!(l.block_range(1), 2..3);
         assert_eq!(l.instructions()[3].block, 2);
@@ -428,12 +376,7 @@ mod tests {
 
     #[test]
     fn a_guarded_branch_both_jumps_and_falls_through() {
-        let l = listing(&[
-            "@P0 BRA `(.L_x_0)",
-            "IADD3 R1, R2, R3, RZ",
-            ".L_x_0:",
-            "EXIT",
-        ]);
+        let l = listing(&["@P0 BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
         assert!(l.reaches(0, 1) && l.reaches(0, 2));
         assert!(!l.reaches(2, 0) && !l.reaches(1, 1));
     }
@@ -442,24 +385,13 @@ mod tests {
     fn an_unconditional_branch_does_not_fall_through_but_one_on_a_uniform_predicate_does() {
         let jump = listing(&["BRA `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
         assert!(!jump.reaches(0, 1) && jump.reaches(0, 2));
-        let uniform = listing(&[
-            "BRA.U !UP0, `(.L_x_0)",
-            "IADD3 R1, R2, R3, RZ",
-            ".L_x_0:",
-            "EXIT",
-        ]);
+        let uniform = listing(&["BRA.U !UP0, `(.L_x_0)", "IADD3 R1, R2, R3, RZ", ".L_x_0:", "EXIT"]);
         assert!(uniform.reaches(0, 1) && uniform.reaches(0, 2));
     }
 
     #[test]
     fn a_loop_body_reaches_itself_and_an_exit_reaches_nothing() {
-        let l = listing(&[
-            "IADD3 R1, R2, R3, RZ",
-            ".L_x_1:",
-            "IADD3 R1, R1, 0x1, RZ",
-            "@P0 BRA `(.L_x_1)",
-            "EXIT",
-        ]);
+        let l = listing(&["IADD3 R1, R2, R3, RZ", ".L_x_1:", "IADD3 R1, R1, 0x1, RZ", "@P0 BRA `(.L_x_1)", "EXIT"]);
         assert!(l.reaches(1, 1) && l.reaches(0, 1) && l.reaches(1, 2));
         assert!(!l.reaches(0, 0) && (0..3).all(|b| !l.reaches(2, b)));
     }
@@ -472,15 +404,8 @@ mod tests {
 
     #[test]
     fn moves_keep_the_permutation_and_clear_stale_reuse_flags() {
-        let mut l = listing(&[
-            "IADD3 R1, R2, R3, RZ",
-            "LDG.E R4, desc[UR4][R6.64]",
-            "IADD3 R8, R9, R10, RZ",
-        ]);
-        let reused = Control {
-            reuse: 0b11,
-            ..l.instructions[0].control
-        };
+        let mut l = listing(&["IADD3 R1, R2, R3, RZ", "LDG.E R4, desc[UR4][R6.64]", "IADD3 R8, R9, R10, RZ"]);
+        let reused = Control { reuse: 0b11, ..l.instructions[0].control };
         l.instructions[0].words[1] = reused.encode(0);
         l.instructions[0].control = reused;
         l.instructions[0].text = "IADD3 R1, R2.reuse, R3.reuse, RZ".into();

@@ -51,17 +51,11 @@ pub struct Move {
 
 impl Move {
     pub fn up(index: usize) -> Move {
-        Move {
-            index,
-            direction: Direction::Up,
-        }
+        Move { index, direction: Direction::Up }
     }
 
     pub fn down(index: usize) -> Move {
-        Move {
-            index,
-            direction: Direction::Down,
-        }
+        Move { index, direction: Direction::Down }
     }
 
     /// The position of the earlier of the two swapped instructions.
@@ -128,20 +122,12 @@ pub enum Refusal {
         "stall cycles from `{producer}` to `{consumer}` would drop to {after}, below both the \
          original {before} and the bound {bound}"
     )]
-    StallShortened {
-        producer: String,
-        consumer: String,
-        before: u32,
-        after: u32,
-        bound: u32,
-    },
+    StallShortened { producer: String, consumer: String, before: u32, after: u32, bound: u32 },
 }
 
 fn dependency(register: Register) -> Refusal {
     match register.class() {
-        RegisterClass::Predicate | RegisterClass::UniformPredicate => {
-            Refusal::PredicateDependency { register }
-        }
+        RegisterClass::Predicate | RegisterClass::UniformPredicate => Refusal::PredicateDependency { register },
         RegisterClass::General | RegisterClass::Uniform => Refusal::RegisterDependency { register },
     }
 }
@@ -172,32 +158,18 @@ impl KernelListing {
     /// Checks a move against every rule, without applying it.
     pub fn check(&self, requested: &Move) -> Result<(), Refusal> {
         let count = self.instructions().len();
-        let moving = self
-            .instructions()
-            .get(requested.index)
-            .ok_or(Refusal::OutOfRange)?;
+        let moving = self.instructions().get(requested.index).ok_or(Refusal::OutOfRange)?;
         if !matches!(moving.role, Role::Memory(_)) {
-            return Err(Refusal::NotMovable {
-                text: moving.text.clone(),
-            });
+            return Err(Refusal::NotMovable { text: moving.text.clone() });
         }
-        let earlier = requested
-            .earlier()
-            .filter(|&e| e + 1 < count)
-            .ok_or(Refusal::OutOfRange)?;
-        let [first, second] = [
-            &self.instructions()[earlier],
-            &self.instructions()[earlier + 1],
-        ];
+        let earlier = requested.earlier().filter(|&e| e + 1 < count).ok_or(Refusal::OutOfRange)?;
+        let [first, second] = [&self.instructions()[earlier], &self.instructions()[earlier + 1]];
         if first.block != second.block {
             return Err(Refusal::BlockBoundary);
         }
         for instruction in [first, second] {
             if let Role::Fence(kind) = instruction.role {
-                return Err(Refusal::Fence {
-                    text: instruction.text.clone(),
-                    kind,
-                });
+                return Err(Refusal::Fence { text: instruction.text.clone(), kind });
             }
         }
         // The instruction right after a fence may issue before the fence resolves
@@ -238,10 +210,7 @@ impl KernelListing {
     /// not touch anything still in flight behind them, since after the swap it
     /// would run before the wait.
     fn check_wait_guard(&self, earlier: usize) -> Result<(), Refusal> {
-        let [waiting, rising] = [
-            &self.instructions()[earlier],
-            &self.instructions()[earlier + 1],
-        ];
+        let [waiting, rising] = [&self.instructions()[earlier], &self.instructions()[earlier + 1]];
         let mask = waiting.control.wait_mask;
         // An instruction that ran before the wait in ptxas's schedule does not
         // rely on it: whatever it does rely on is waited for by an instruction
@@ -253,10 +222,7 @@ impl KernelListing {
         let touched = rising.effects.accesses();
         for barrier in (0..6u8).filter(|&b| mask & (1 << b) != 0) {
             let index = usize::from(barrier);
-            let refuse = || Refusal::WaitGuard {
-                text: rising.text.clone(),
-                barrier,
-            };
+            let refuse = || Refusal::WaitGuard { text: rising.text.clone(), barrier };
             if pending.registers[index].intersects(&touched) {
                 return Err(refuse());
             }
@@ -266,8 +232,7 @@ impl KernelListing {
             }
             if let Role::Memory(access) = rising.role {
                 let unknown = from_outside || pending.unknown_memory & (1 << barrier) != 0;
-                let conflict = pending.memory_writes[index]
-                    .overlaps(access.reads.union(access.writes))
+                let conflict = pending.memory_writes[index].overlaps(access.reads.union(access.writes))
                     || access.writes.overlaps(pending.memory_reads[index]);
                 if unknown || conflict {
                     return Err(refuse());
@@ -288,28 +253,17 @@ impl KernelListing {
         let lost_by_up = u32::from(down.control.stall);
         if lost_by_up > 0 {
             let focus = Focus::everything(up);
-            for (producer, p) in instructions
-                .iter()
-                .enumerate()
-                .take(earlier)
-                .skip(block.start)
-            {
+            for (producer, p) in instructions.iter().enumerate().take(earlier).skip(block.start) {
                 if let Some(bound) = required_cycles(p, &focus, latency) {
                     let after = self.prefix(earlier + 1) - self.prefix(producer) - lost_by_up;
-                    let original =
-                        self.original_prefix(earlier + 1) - self.original_prefix(producer);
+                    let original = self.original_prefix(earlier + 1) - self.original_prefix(producer);
                     check_cycles(p, up, original, after, bound)?;
                 }
             }
         }
         let lost_by_down = u32::from(up.control.stall);
         if lost_by_down > 0 {
-            for (consumer, c) in instructions
-                .iter()
-                .enumerate()
-                .take(block.end)
-                .skip(earlier + 2)
-            {
+            for (consumer, c) in instructions.iter().enumerate().take(block.end).skip(earlier + 2) {
                 if let Some(bound) = required_cycles(down, &Focus::everything(c), latency) {
                     let after = self.prefix(consumer) - self.prefix(earlier) - lost_by_down;
                     let original = self.original_prefix(consumer) - self.original_prefix(earlier);
@@ -343,13 +297,7 @@ impl KernelListing {
                 }
                 if let Some(bound) = required_cycles(producer, &focus, latency) {
                     let tail = self.suffix(position);
-                    check_cycles(
-                        producer,
-                        up,
-                        self.original_suffix(position) + original,
-                        tail + after,
-                        bound,
-                    )?;
+                    check_cycles(producer, up, self.original_suffix(position) + original, tail + after, bound)?;
                 }
             }
         }
@@ -366,22 +314,13 @@ impl KernelListing {
                 }
                 let focus = Focus {
                     later_reads: consumer.effects.uses.intersection(&exposed.0),
-                    later_writes: consumer
-                        .effects
-                        .defs
-                        .intersection(&exposed.0.union(&exposed.1)),
+                    later_writes: consumer.effects.defs.intersection(&exposed.0.union(&exposed.1)),
                     later_waits: consumer.control.wait_mask & exposed.2,
                     later_loads: is_load(consumer),
                 };
                 if let Some(bound) = required_cycles(down, &focus, latency) {
                     let head = self.prefix(position);
-                    check_cycles(
-                        down,
-                        consumer,
-                        original + self.original_prefix(position),
-                        after + head,
-                        bound,
-                    )?;
+                    check_cycles(down, consumer, original + self.original_prefix(position), after + head, bound)?;
                 }
             }
         }
@@ -430,11 +369,7 @@ impl KernelListing {
 /// Rules 3 to 5 for two adjacent instructions. Two instructions that set the
 /// same barrier may swap: a wait on a barrier waits for all its setters,
 /// whatever their order, unless a `DEPBAR` waits on it only partly.
-fn check_pair(
-    first: &Instruction,
-    second: &Instruction,
-    partially_waited: u8,
-) -> Result<(), Refusal> {
+fn check_pair(first: &Instruction, second: &Instruction, partially_waited: u8) -> Result<(), Refusal> {
     let conflict = first
         .effects
         .defs
@@ -449,9 +384,7 @@ fn check_pair(
             _ => false,
         };
         if a.may_conflict(&b) && !disjoint {
-            return Err(Refusal::MemoryAlias {
-                text: second.text.clone(),
-            });
+            return Err(Refusal::MemoryAlias { text: second.text.clone() });
         }
     }
     let [c1, c2] = [&first.control, &second.control];
@@ -459,9 +392,7 @@ fn check_pair(
         | (c2.set_mask() & c1.wait_mask)
         | (c1.set_mask() & c2.set_mask() & partially_waited);
     if clash != 0 {
-        return Err(Refusal::ScoreboardOrder {
-            barrier: clash.trailing_zeros() as u8,
-        });
+        return Err(Refusal::ScoreboardOrder { barrier: clash.trailing_zeros() as u8 });
     }
     Ok(())
 }

@@ -37,60 +37,29 @@ const ATTRIBUTES: &[(u8, &str, AttributeKind)] = &[
     (0x19, "EIATTR_CBANK_PARAM_SIZE", AttributeKind::Plain),
     (0x1b, "EIATTR_MAXREG_COUNT", AttributeKind::Plain),
     (0x1c, "EIATTR_EXIT_INSTR_OFFSETS", AttributeKind::OffsetList),
-    (
-        0x1d,
-        "EIATTR_S2RCTAID_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
+    (0x1d, "EIATTR_S2RCTAID_INSTR_OFFSETS", AttributeKind::OffsetList),
     (0x1e, "EIATTR_CRS_STACK_SIZE", AttributeKind::Plain),
     (0x21, "EIATTR_EXPLICIT_CACHING", AttributeKind::Plain),
     (0x23, "EIATTR_MAX_STACK_SIZE", AttributeKind::Plain),
-    (
-        0x25,
-        "EIATTR_LD_CACHEMOD_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
-    (
-        0x28,
-        "EIATTR_COOP_GROUP_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
+    (0x25, "EIATTR_LD_CACHEMOD_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (0x28, "EIATTR_COOP_GROUP_INSTR_OFFSETS", AttributeKind::OffsetList),
     (0x29, "EIATTR_COOP_GROUP_MASK_REGIDS", AttributeKind::Plain),
     (0x2a, "EIATTR_SW1850030_WAR", AttributeKind::Plain),
     (0x2b, "EIATTR_WMMA_USED", AttributeKind::Plain),
     (0x2f, "EIATTR_REGCOUNT", AttributeKind::Plain),
     (0x30, "EIATTR_SW2393858_WAR", AttributeKind::Plain),
-    (
-        0x31,
-        "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
-    (
-        0x34,
-        "EIATTR_INDIRECT_BRANCH_TARGETS",
-        AttributeKind::IndirectBranchTargets,
-    ),
+    (0x31, "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (0x34, "EIATTR_INDIRECT_BRANCH_TARGETS", AttributeKind::IndirectBranchTargets),
     (0x36, "EIATTR_SW_WAR", AttributeKind::Plain),
     (0x37, "EIATTR_CUDA_API_VERSION", AttributeKind::Plain),
-    (
-        0x39,
-        "EIATTR_MBARRIER_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
-    (
-        0x47,
-        "EIATTR_SW_WAR_MEMBAR_SYS_INSTR_OFFSETS",
-        AttributeKind::OffsetList,
-    ),
+    (0x39, "EIATTR_MBARRIER_INSTR_OFFSETS", AttributeKind::OffsetList),
+    (0x47, "EIATTR_SW_WAR_MEMBAR_SYS_INSTR_OFFSETS", AttributeKind::OffsetList),
     (0x50, "EIATTR_SPARSE_MMA_MASK", AttributeKind::Plain),
 ];
 
 /// The name and kind of a known attribute.
 pub(crate) fn attribute(id: u8) -> Option<(&'static str, AttributeKind)> {
-    ATTRIBUTES
-        .iter()
-        .find(|(known, _, _)| *known == id)
-        .map(|&(_, name, kind)| (name, kind))
+    ATTRIBUTES.iter().find(|(known, _, _)| *known == id).map(|&(_, name, kind)| (name, kind))
 }
 
 /// One 32-bit instruction offset stored in `.nv.info.<kernel>`.
@@ -105,10 +74,7 @@ pub(crate) struct OffsetField {
 }
 
 fn unsupported(kernel: &KernelSections, reason: String) -> SassError {
-    SassError::Unsupported {
-        kernel: kernel.name.clone(),
-        reason,
-    }
+    SassError::Unsupported { kernel: kernel.name.clone(), reason }
 }
 
 /// One attribute entry: its id and the file range of its payload.
@@ -149,28 +115,19 @@ fn entries(cubin: &Cubin, section: usize, kernel: &str) -> Result<Vec<Entry>, Sa
 /// forbids rescheduling: an unknown one with a payload, indirect branch targets, or (in the
 /// cubin-wide section, which does not say whose instructions they are) any
 /// offset list.
-pub(crate) fn offset_fields(
-    cubin: &Cubin,
-    kernel: &KernelSections,
-) -> Result<Vec<OffsetField>, SassError> {
+pub(crate) fn offset_fields(cubin: &Cubin, kernel: &KernelSections) -> Result<Vec<OffsetField>, SassError> {
     if let Some(global) = cubin.section_index(".nv.info") {
         for entry in entries(cubin, global, &kernel.name)? {
             match attribute(entry.id) {
                 Some((_, AttributeKind::Plain)) => {}
                 None if !entry.sized => {}
                 Some((name, _)) => {
-                    return Err(unsupported(
-                        kernel,
-                        format!("{name} in the cubin-wide .nv.info"),
-                    ));
+                    return Err(unsupported(kernel, format!("{name} in the cubin-wide .nv.info")));
                 }
                 None => {
                     return Err(unsupported(
                         kernel,
-                        format!(
-                            "unknown attribute {:#04x} in the cubin-wide .nv.info",
-                            entry.id
-                        ),
+                        format!("unknown attribute {:#04x} in the cubin-wide .nv.info", entry.id),
                     ));
                 }
             }
@@ -189,10 +146,7 @@ pub(crate) fn offset_fields(
             None => {
                 return Err(unsupported(
                     kernel,
-                    format!(
-                        "unknown .nv.info attribute {:#04x}, which may hold offsets",
-                        entry.id
-                    ),
+                    format!("unknown .nv.info attribute {:#04x}, which may hold offsets", entry.id),
                 ));
             }
             Some((_, AttributeKind::IndirectBranchTargets)) => {
@@ -203,17 +157,10 @@ pub(crate) fn offset_fields(
             }
             Some((name, AttributeKind::OffsetList)) => {
                 if !entry.sized || entry.payload.len() % 4 != 0 {
-                    return Err(unsupported(
-                        kernel,
-                        format!("{name} is not a list of 32-bit offsets"),
-                    ));
+                    return Err(unsupported(kernel, format!("{name} is not a list of 32-bit offsets")));
                 }
                 for item in entry.payload.step_by(4) {
-                    fields.push(OffsetField {
-                        attribute: name,
-                        file_offset: item,
-                        value: read_u32(bytes, item)?,
-                    });
+                    fields.push(OffsetField { attribute: name, file_offset: item, value: read_u32(bytes, item)? });
                 }
             }
             Some((_, AttributeKind::Plain)) => {}
@@ -230,12 +177,7 @@ mod tests {
     fn offset_lists_and_plain_attributes_do_not_overlap() {
         for (index, (id, name, _)) in ATTRIBUTES.iter().enumerate() {
             assert!(name.starts_with("EIATTR_"));
-            assert!(
-                ATTRIBUTES[index + 1..]
-                    .iter()
-                    .all(|(other, _, _)| other != id),
-                "{id:#x} twice"
-            );
+            assert!(ATTRIBUTES[index + 1..].iter().all(|(other, _, _)| other != id), "{id:#x} twice");
         }
     }
 

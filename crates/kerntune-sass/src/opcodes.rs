@@ -179,12 +179,11 @@ const MEMORY_OPCODES: &[MemoryOpcode] = &[
 
 /// Arithmetic, logic and data movement whose every operand is explicit.
 const PLAIN_OPCODES: &[&str] = &[
-    "IADD3", "IMAD", "LOP3", "SHF", "ISETP", "FSETP", "FADD", "FMUL", "FFMA", "FMNMX", "IMNMX",
-    "MOV", "SEL", "FSEL", "PRMT", "LEA", "IABS", "P2R", "R2P", "PLOP3", "SGXT", "VIADD", "VIMNMX",
-    "HADD2", "HMUL2", "HFMA2", "HSETP2", "HMNMX2", "I2FP", "F2FP", "F2I", "I2F", "F2F", "I2I",
-    "FRND", "MUFU", "POPC", "FLO", "BREV", "BMSK", "UIADD3", "UIMAD", "ULOP3", "USHF", "UMOV",
-    "ULEA", "UISETP", "USEL", "USGXT", "UPRMT", "UFLO", "UPOPC", "UBREV", "UBMSK", "UPLOP3",
-    "R2UR", "LDC", "ULDC", "CS2R", "S2R", "S2UR",
+    "IADD3", "IMAD", "LOP3", "SHF", "ISETP", "FSETP", "FADD", "FMUL", "FFMA", "FMNMX", "IMNMX", "MOV", "SEL", "FSEL",
+    "PRMT", "LEA", "IABS", "P2R", "R2P", "PLOP3", "SGXT", "VIADD", "VIMNMX", "HADD2", "HMUL2", "HFMA2", "HSETP2",
+    "HMNMX2", "I2FP", "F2FP", "F2I", "I2F", "F2F", "I2I", "FRND", "MUFU", "POPC", "FLO", "BREV", "BMSK", "UIADD3",
+    "UIMAD", "ULOP3", "USHF", "UMOV", "ULEA", "UISETP", "USEL", "USGXT", "UPRMT", "UFLO", "UPOPC", "UBREV", "UBMSK",
+    "UPLOP3", "R2UR", "LDC", "ULDC", "CS2R", "S2R", "S2UR",
 ];
 
 /// Constant-bank loads accept only these modifiers.
@@ -208,8 +207,8 @@ const INVARIANT_SPECIAL_REGISTERS: &[&str] = &[
 
 /// Opcodes after which a new basic block starts.
 const BLOCK_ENDS: &[&str] = &[
-    "BRA", "BRX", "BRXU", "JMP", "JMX", "JMXU", "CALL", "RET", "EXIT", "BREAK", "BSYNC", "BSSY",
-    "KILL", "BPT", "RTT", "WARPSYNC",
+    "BRA", "BRX", "BRXU", "JMP", "JMX", "JMXU", "CALL", "RET", "EXIT", "BREAK", "BSYNC", "BSSY", "KILL", "BPT", "RTT",
+    "WARPSYNC",
 ];
 
 /// Branches whose target is computed at run time.
@@ -252,10 +251,7 @@ pub fn is_indirect_branch(opcode: &str) -> bool {
 }
 
 fn only_modifiers(syntax: &Syntax, allowed: &[&[&str]]) -> bool {
-    syntax
-        .modifiers
-        .iter()
-        .all(|m| allowed.iter().any(|list| list.contains(&m.as_str())))
+    syntax.modifiers.iter().all(|m| allowed.iter().any(|list| list.contains(&m.as_str())))
 }
 
 /// The role of an instruction.
@@ -337,22 +333,16 @@ pub struct LatencyTable {
 
 /// Opcodes whose fixed latency is bounded by `LatencyTable::alu_result`.
 const SIMPLE_ALU: &[&str] = &[
-    "IADD3", "IMAD", "LOP3", "SHF", "ISETP", "FSETP", "FADD", "FMUL", "FFMA", "FMNMX", "IMNMX",
-    "MOV", "SEL", "FSEL", "PRMT", "LEA", "IABS", "P2R", "R2P", "PLOP3", "CS2R", "SGXT", "VIADD",
-    "VIMNMX", "HADD2", "HMUL2", "HFMA2", "HSETP2", "HMNMX2", "UIADD3", "UIMAD", "ULOP3", "USHF",
-    "UMOV", "ULEA", "UISETP", "USEL", "USGXT", "UPRMT", "UPLOP3", "ULDC",
+    "IADD3", "IMAD", "LOP3", "SHF", "ISETP", "FSETP", "FADD", "FMUL", "FFMA", "FMNMX", "IMNMX", "MOV", "SEL", "FSEL",
+    "PRMT", "LEA", "IABS", "P2R", "R2P", "PLOP3", "CS2R", "SGXT", "VIADD", "VIMNMX", "HADD2", "HMUL2", "HFMA2",
+    "HSETP2", "HMNMX2", "UIADD3", "UIMAD", "ULOP3", "USHF", "UMOV", "ULEA", "UISETP", "USEL", "USGXT", "UPRMT",
+    "UPLOP3", "ULDC",
 ];
 
 impl LatencyTable {
     /// The table for Hopper (sm_90, sm_90a).
-    pub const SM90: LatencyTable = LatencyTable {
-        alu_result: 8,
-        alu_read: 4,
-        load_read: 8,
-        store_read: 32,
-        scoreboard: 4,
-        other: 64,
-    };
+    pub const SM90: LatencyTable =
+        LatencyTable { alu_result: 8, alu_read: 4, load_read: 8, store_read: 32, scoreboard: 4, other: 64 };
 
     /// The table for an SM version, if this crate has one.
     pub fn for_sm(sm: u32) -> Option<LatencyTable> {
@@ -389,30 +379,15 @@ mod tests {
 
     #[test]
     fn weak_loads_and_stores_may_move() {
-        assert!(matches!(
-            role("@!P0 LDG.E.128 R4, desc[UR4][R6.64]"),
-            Role::Memory(_)
-        ));
-        assert!(matches!(
-            role("STS.U16 [R4+UR12+0x400], R7"),
-            Role::Memory(_)
-        ));
-        assert!(matches!(
-            role("LDGSTS.E.BYPASS.LTC128B.128 [R5], desc[UR6][R2.64], P0"),
-            Role::Memory(_)
-        ));
+        assert!(matches!(role("@!P0 LDG.E.128 R4, desc[UR4][R6.64]"), Role::Memory(_)));
+        assert!(matches!(role("STS.U16 [R4+UR12+0x400], R7"), Role::Memory(_)));
+        assert!(matches!(role("LDGSTS.E.BYPASS.LTC128B.128 [R5], desc[UR6][R2.64], P0"), Role::Memory(_)));
     }
 
     #[test]
     fn strong_or_unknown_memory_variants_are_fences() {
-        assert_eq!(
-            role("LDG.E.STRONG.GPU R4, desc[UR4][R6.64]"),
-            Role::Fence(FenceKind::NotModelled)
-        );
-        assert_eq!(
-            role("ST.E.STRONG.SYS [R2.64], R5"),
-            Role::Fence(FenceKind::NotModelled)
-        );
+        assert_eq!(role("LDG.E.STRONG.GPU R4, desc[UR4][R6.64]"), Role::Fence(FenceKind::NotModelled));
+        assert_eq!(role("ST.E.STRONG.SYS [R2.64], R5"), Role::Fence(FenceKind::NotModelled));
         assert_eq!(
             role("ATOMG.E.ADD.STRONG.GPU PT, R3, desc[UR4][R2.64], R5"),
             Role::Fence(FenceKind::Synchronization)
@@ -423,36 +398,18 @@ mod tests {
     fn control_flow_and_synchronisation_are_fences() {
         assert_eq!(role("@P0 EXIT"), Role::Fence(FenceKind::ControlFlow));
         assert_eq!(role("BRA `(.L_x_0)"), Role::Fence(FenceKind::ControlFlow));
-        assert_eq!(
-            role("BAR.SYNC.DEFER_BLOCKING 0x0"),
-            Role::Fence(FenceKind::Synchronization)
-        );
-        assert_eq!(
-            role("DEPBAR.LE SB0, 0x1"),
-            Role::Fence(FenceKind::Synchronization)
-        );
-        assert_eq!(
-            role("HGMMA.64x64x16.F32 R24, gdesc[UR16].tnspA, R24"),
-            Role::Fence(FenceKind::NotModelled)
-        );
-        assert_eq!(
-            role("@!PT LDS RZ, [RZ]"),
-            Role::Fence(FenceKind::NeverExecutes)
-        );
+        assert_eq!(role("BAR.SYNC.DEFER_BLOCKING 0x0"), Role::Fence(FenceKind::Synchronization));
+        assert_eq!(role("DEPBAR.LE SB0, 0x1"), Role::Fence(FenceKind::Synchronization));
+        assert_eq!(role("HGMMA.64x64x16.F32 R24, gdesc[UR16].tnspA, R24"), Role::Fence(FenceKind::NotModelled));
+        assert_eq!(role("@!PT LDS RZ, [RZ]"), Role::Fence(FenceKind::NeverExecutes));
     }
 
     #[test]
     fn clock_reads_are_fences_but_thread_indices_are_plain() {
         assert_eq!(role("S2R R0, SR_TID.X"), Role::Plain);
         assert_eq!(role("S2UR UR12, SR_CgaCtaId"), Role::Plain);
-        assert_eq!(
-            role("S2R R0, SR_CLOCKLO"),
-            Role::Fence(FenceKind::NotModelled)
-        );
-        assert_eq!(
-            role("CS2R R4, SR_CLOCKLO"),
-            Role::Fence(FenceKind::NotModelled)
-        );
+        assert_eq!(role("S2R R0, SR_CLOCKLO"), Role::Fence(FenceKind::NotModelled));
+        assert_eq!(role("CS2R R4, SR_CLOCKLO"), Role::Fence(FenceKind::NotModelled));
         assert_eq!(role("CS2R R16, SRZ"), Role::Plain);
     }
 

@@ -34,9 +34,7 @@ impl Effects {
 }
 
 /// Opcodes whose first two operands are both destinations (predicate pairs).
-const TWO_DESTINATIONS: &[&str] = &[
-    "ISETP", "FSETP", "HSETP2", "DSETP", "UISETP", "PLOP3", "UPLOP3",
-];
+const TWO_DESTINATIONS: &[&str] = &["ISETP", "FSETP", "HSETP2", "DSETP", "UISETP", "PLOP3", "UPLOP3"];
 
 /// Widths of the register operands of one instruction.
 struct Widths {
@@ -56,20 +54,10 @@ fn widths(syntax: &Syntax, role: &Role) -> Widths {
     let wide_type = syntax.modifiers.iter().any(|m| m.contains("64"));
     if opcode.contains("GMMA") {
         // Warpgroup MMA accumulators span up to 128 registers.
-        return Widths {
-            data: 8,
-            first: 128,
-            fourth: 8,
-            first_certain: 0,
-        };
+        return Widths { data: 8, first: 128, fourth: 8, first_certain: 0 };
     }
     if opcode.contains("MMA") {
-        return Widths {
-            data: 8,
-            first: 8,
-            fourth: 8,
-            first_certain: 0,
-        };
+        return Widths { data: 8, first: 8, fourth: 8, first_certain: 0 };
     }
     let data = if let Role::Memory(_) = role {
         if has("128") || (opcode.ends_with("SM") && has("4")) {
@@ -88,12 +76,7 @@ fn widths(syntax: &Syntax, role: &Role) -> Widths {
     };
     let certain = match role {
         Role::Memory(_) => data,
-        _ if opcode == "CS2R"
-            || has("WIDE")
-            || ((opcode == "LDC" || opcode == "ULDC") && has("64")) =>
-        {
-            2
-        }
+        _ if opcode == "CS2R" || has("WIDE") || ((opcode == "LDC" || opcode == "ULDC") && has("64")) => 2,
         _ => 1,
     };
     // `IMAD.WIDE d, a, b, c`: 64-bit d and c, 32-bit a and b.
@@ -102,12 +85,7 @@ fn widths(syntax: &Syntax, role: &Role) -> Widths {
         (_, true) => (2, 2),
         _ => (data, data),
     };
-    Widths {
-        data,
-        first,
-        fourth,
-        first_certain: certain.min(first),
-    }
+    Widths { data, first, fourth, first_certain: certain.min(first) }
 }
 
 fn add_mention(set: &mut RegSet, mention: &RegisterMention, width: u8) {
@@ -119,11 +97,7 @@ fn add_mention(set: &mut RegSet, mention: &RegisterMention, width: u8) {
                 mention.descriptor_width
             } else if mention.pair {
                 2
-            } else if mention.in_brackets
-                || matches!(
-                    register,
-                    Register::Predicate(_) | Register::UniformPredicate(_)
-                )
+            } else if mention.in_brackets || matches!(register, Register::Predicate(_) | Register::UniformPredicate(_))
             {
                 1
             } else {
@@ -136,10 +110,8 @@ fn add_mention(set: &mut RegSet, mention: &RegisterMention, width: u8) {
 
 fn is_predicate(operand: &str) -> bool {
     mentions(operand).first().is_some_and(|m| {
-        matches!(
-            m.register,
-            RegisterName::One(Register::Predicate(_) | Register::UniformPredicate(_))
-        ) && !m.in_brackets
+        matches!(m.register, RegisterName::One(Register::Predicate(_) | Register::UniformPredicate(_)))
+            && !m.in_brackets
     })
 }
 
@@ -153,19 +125,13 @@ fn destination_count(syntax: &Syntax, role: &Role) -> usize {
             let opcode = syntax.opcode.as_str();
             if TWO_DESTINATIONS.contains(&opcode) {
                 2
-            } else if (opcode == "LOP3" || opcode == "ULOP3")
-                && operands.first().is_some_and(|o| is_predicate(o))
-            {
+            } else if (opcode == "LOP3" || opcode == "ULOP3") && operands.first().is_some_and(|o| is_predicate(o)) {
                 // `LOP3.LUT P0, R5, ...` writes a predicate and a register.
                 2
             } else {
                 // The destination, then any carry-out predicates right after it
                 // (`IADD3 R4, P0, P1, ...`, `LEA R2, P3, ...`).
-                1 + operands
-                    .iter()
-                    .skip(1)
-                    .take_while(|o| is_predicate(o))
-                    .count()
+                1 + operands.iter().skip(1).take_while(|o| is_predicate(o)).count()
             }
         }
     }
@@ -247,21 +213,12 @@ mod tests {
 
     #[test]
     fn vector_loads_and_stores_cover_every_lane_register() {
-        assert_eq!(
-            of("LDS.128 R12, [R19+UR12]").defs,
-            set(&["R12", "R13", "R14", "R15"])
-        );
-        assert_eq!(
-            of("LDSM.16.MT88.4 R36, [R54+UR9]").defs,
-            set(&["R36", "R37", "R38", "R39"])
-        );
+        assert_eq!(of("LDS.128 R12, [R19+UR12]").defs, set(&["R12", "R13", "R14", "R15"]));
+        assert_eq!(of("LDSM.16.MT88.4 R36, [R54+UR9]").defs, set(&["R36", "R37", "R38", "R39"]));
         let store = of("STG.E.64 desc[UR4][R2.64], R8");
         assert!(store.defs.is_empty());
         assert!(store.uses.contains(Register::General(9)));
-        assert_eq!(
-            of("STSM.16.M88.4 [R28], R24").uses,
-            set(&["R28", "R24", "R25", "R26", "R27"])
-        );
+        assert_eq!(of("STSM.16.M88.4 [R28], R24").uses, set(&["R28", "R24", "R25", "R26", "R27"]));
     }
 
     #[test]
@@ -271,9 +228,7 @@ mod tests {
         assert_eq!(e.uses, set(&["R9", "R4", "R5"]));
         assert_eq!(of("CS2R R16, SRZ").defs, set(&["R16", "R17"]));
         assert_eq!(of("LDC.64 R4, c[0x0][0x210]").must_defs, set(&["R4", "R5"]));
-        assert!(of("UIADD3.64 UR8, UR4, UR8, URZ")
-            .defs
-            .contains(Register::Uniform(9)));
+        assert!(of("UIADD3.64 UR8, UR4, UR8, URZ").defs.contains(Register::Uniform(9)));
     }
 
     #[test]
@@ -284,14 +239,8 @@ mod tests {
         assert_eq!(of("IADD3 R48, P3, R48, 0x80, RZ").defs, set(&["R48", "P3"]));
         let carry_in = of("IADD3.X R45, RZ, UR7, R17, P3, P2");
         assert_eq!(carry_in.defs, set(&["R45"]));
-        assert!(
-            carry_in.uses.contains(Register::Predicate(3))
-                && carry_in.uses.contains(Register::Predicate(2))
-        );
-        assert_eq!(
-            of("LOP3.LUT P1, R2, R0, 0x40, RZ, 0xc0, !PT").defs,
-            set(&["P1", "R2"])
-        );
+        assert!(carry_in.uses.contains(Register::Predicate(3)) && carry_in.uses.contains(Register::Predicate(2)));
+        assert_eq!(of("LOP3.LUT P1, R2, R0, 0x40, RZ, 0xc0, !PT").defs, set(&["P1", "R2"]));
     }
 
     #[test]
@@ -306,9 +255,7 @@ mod tests {
         let e = of("PRMT R108, RZ, 0x7610, R108");
         assert!(e.uses.contains(Register::General(108)));
         let half = of("HADD2 R5.H1_H1, R5, R6");
-        assert!(
-            half.uses.contains(Register::General(5)) && half.defs.contains(Register::General(5))
-        );
+        assert!(half.uses.contains(Register::General(5)) && half.defs.contains(Register::General(5)));
         assert!(half.must_defs.is_empty());
     }
 

@@ -148,9 +148,7 @@ impl RegSet {
 
     /// Whether the register is in the set.
     pub fn contains(&self, register: Register) -> bool {
-        register
-            .bit()
-            .is_some_and(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
+        register.bit().is_some_and(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
     }
 
     /// The union of two sets.
@@ -195,9 +193,7 @@ impl RegSet {
 
     /// The registers in the set, in a stable order (general, uniform, predicates).
     pub fn iter(&self) -> impl Iterator<Item = Register> + '_ {
-        (0..WORDS * 64)
-            .filter(|&bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
-            .map(Register::from_bit)
+        (0..WORDS * 64).filter(|&bit| self.words[bit / 64] & (1 << (bit % 64)) != 0).map(Register::from_bit)
     }
 
     /// The first register of the set, used to name a dependency in a message.
@@ -252,10 +248,7 @@ mod tests {
     fn ranges_stop_at_the_last_real_register() {
         let mut set = RegSet::EMPTY;
         set.insert_range(Register::General(253), 4);
-        assert_eq!(
-            set.iter().collect::<Vec<_>>(),
-            vec![Register::General(253), Register::General(254)]
-        );
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![Register::General(253), Register::General(254)]);
     }
 
     #[test]

@@ -31,19 +31,12 @@ pub struct Schedule {
 }
 
 fn unsupported(kernel: &str, reason: String) -> SassError {
-    SassError::Unsupported {
-        kernel: kernel.to_string(),
-        reason,
-    }
+    SassError::Unsupported { kernel: kernel.to_string(), reason }
 }
 
 impl Schedule {
     /// Reads a kernel of a cubin, disassembling it with `nvdisasm`.
-    pub fn from_cubin(
-        bytes: &[u8],
-        kernel: &str,
-        nvdisasm: &Nvdisasm,
-    ) -> Result<Schedule, SassError> {
+    pub fn from_cubin(bytes: &[u8], kernel: &str, nvdisasm: &Nvdisasm) -> Result<Schedule, SassError> {
         let cubin = Cubin::parse(bytes)?;
         cubin.kernel(kernel)?;
         let disassembly = nvdisasm.disassemble(bytes)?;
@@ -51,21 +44,14 @@ impl Schedule {
     }
 
     /// Reads a kernel of a parsed cubin from an existing disassembly of it.
-    pub fn from_disassembly(
-        cubin: Cubin,
-        kernel: &str,
-        disassembly: &Disassembly,
-    ) -> Result<Schedule, SassError> {
+    pub fn from_disassembly(cubin: Cubin, kernel: &str, disassembly: &Disassembly) -> Result<Schedule, SassError> {
         let sections = cubin.kernel(kernel)?;
-        let latency = LatencyTable::for_sm(cubin.sm()).ok_or_else(|| {
-            unsupported(kernel, format!("no latency table for sm_{}", cubin.sm()))
+        let latency = LatencyTable::for_sm(cubin.sm())
+            .ok_or_else(|| unsupported(kernel, format!("no latency table for sm_{}", cubin.sm())))?;
+        let function = disassembly.function(kernel).ok_or_else(|| SassError::ListingMismatch {
+            kernel: kernel.to_string(),
+            reason: "nvdisasm printed no code for it".to_string(),
         })?;
-        let function = disassembly
-            .function(kernel)
-            .ok_or_else(|| SassError::ListingMismatch {
-                kernel: kernel.to_string(),
-                reason: "nvdisasm printed no code for it".to_string(),
-            })?;
         let text = cubin.section_bytes(sections.text);
         let text_size = text.len() as u64;
         let symbol_starts = Self::symbol_block_starts(&cubin, &sections, text_size)?;
@@ -75,36 +61,18 @@ impl Schedule {
         for field in &offset_fields {
             let offset = u64::from(field.value);
             if offset % INSTRUCTION_BYTES != 0 || offset >= text_size {
-                return Err(unsupported(
-                    kernel,
-                    format!("{} lists {offset:#x}, not an instruction", field.attribute),
-                ));
+                return Err(unsupported(kernel, format!("{} lists {offset:#x}, not an instruction", field.attribute)));
             }
         }
         let text_relocations = Self::text_relocations(&cubin, &sections, text_size)?;
-        Ok(Schedule {
-            cubin,
-            kernel: sections,
-            listing,
-            offset_fields,
-            text_relocations,
-            applied: Vec::new(),
-        })
+        Ok(Schedule { cubin, kernel: sections, listing, offset_fields, text_relocations, applied: Vec::new() })
     }
 
     /// Symbols defined inside the text at a non-zero offset (sub-function entry
     /// points) start a basic block.
-    fn symbol_block_starts(
-        cubin: &Cubin,
-        sections: &KernelSections,
-        text_size: u64,
-    ) -> Result<Vec<u64>, SassError> {
+    fn symbol_block_starts(cubin: &Cubin, sections: &KernelSections, text_size: u64) -> Result<Vec<u64>, SassError> {
         let mut starts = Vec::new();
-        for symbol in cubin
-            .symbols()
-            .iter()
-            .filter(|s| s.section == sections.text && s.value != 0)
-        {
+        for symbol in cubin.symbols().iter().filter(|s| s.section == sections.text && s.value != 0) {
             if symbol.value % INSTRUCTION_BYTES != 0 || symbol.value >= text_size {
                 return Err(unsupported(
                     &sections.name,
@@ -118,25 +86,16 @@ impl Schedule {
 
     /// The nvdisasm words must be the ELF words, and cover the whole section.
     fn check_words(kernel: &str, text: &[u8], listing: &KernelListing) -> Result<(), SassError> {
-        let mismatch = |reason: String| SassError::ListingMismatch {
-            kernel: kernel.to_string(),
-            reason,
-        };
+        let mismatch = |reason: String| SassError::ListingMismatch { kernel: kernel.to_string(), reason };
         let expected = text.len() / INSTRUCTION_BYTES as usize;
-        if text.len() % INSTRUCTION_BYTES as usize != 0 || listing.instructions().len() != expected
-        {
+        if text.len() % INSTRUCTION_BYTES as usize != 0 || listing.instructions().len() != expected {
             return Err(mismatch(format!(
                 "{} instructions listed for a {}-byte section",
                 listing.instructions().len(),
                 text.len()
             )));
         }
-        for (index, (instruction, bytes)) in listing
-            .instructions()
-            .iter()
-            .zip(text.chunks_exact(16))
-            .enumerate()
-        {
+        for (index, (instruction, bytes)) in listing.instructions().iter().zip(text.chunks_exact(16)).enumerate() {
             let low = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
             let high = u64::from_le_bytes(bytes[8..].try_into().unwrap_or_default());
             if instruction.words != [low, high] {
@@ -149,11 +108,7 @@ impl Schedule {
     /// The relocations that apply to the kernel's text. A relocation elsewhere
     /// that points into the middle of the text (a jump table, a code address)
     /// would have to follow instructions it does not name, so it is refused.
-    fn text_relocations(
-        cubin: &Cubin,
-        sections: &KernelSections,
-        text_size: u64,
-    ) -> Result<Vec<usize>, SassError> {
+    fn text_relocations(cubin: &Cubin, sections: &KernelSections, text_size: u64) -> Result<Vec<usize>, SassError> {
         let mut indexes = Vec::new();
         let symbol_starts = Self::symbol_block_starts(cubin, sections, text_size)?;
         for (index, relocation) in cubin.relocations().iter().enumerate() {
@@ -211,12 +166,7 @@ impl Schedule {
 
     /// Applies a legal move; an illegal one is refused with the reason.
     pub fn apply(&mut self, requested: &Move) -> Result<(), SassError> {
-        self.listing
-            .apply(requested)
-            .map_err(|refusal| SassError::IllegalMove {
-                requested: *requested,
-                refusal,
-            })?;
+        self.listing.apply(requested).map_err(|refusal| SassError::IllegalMove { requested: *requested, refusal })?;
         self.applied.push(*requested);
         Ok(())
     }
@@ -231,31 +181,20 @@ impl Schedule {
         let positions = self.listing.positions();
         let new_offset = |old: u64| -> u64 {
             let index = usize::try_from(old / INSTRUCTION_BYTES).unwrap_or(usize::MAX);
-            positions.get(index).map_or(old, |&p| {
-                p as u64 * INSTRUCTION_BYTES + old % INSTRUCTION_BYTES
-            })
+            positions.get(index).map_or(old, |&p| p as u64 * INSTRUCTION_BYTES + old % INSTRUCTION_BYTES)
         };
-        let text =
-            self.cubin
-                .section(self.kernel.text)
-                .ok_or_else(|| SassError::MalformedCubin {
-                    reason: format!("text section of `{}` disappeared", self.kernel.name),
-                })?;
+        let text = self.cubin.section(self.kernel.text).ok_or_else(|| SassError::MalformedCubin {
+            reason: format!("text section of `{}` disappeared", self.kernel.name),
+        })?;
         let mut code = Vec::with_capacity(text.size);
         for instruction in self.listing.instructions() {
             code.extend_from_slice(&instruction.words[0].to_le_bytes());
             code.extend_from_slice(&instruction.words[1].to_le_bytes());
         }
-        let mut patches = vec![Patch {
-            offset: text.offset,
-            bytes: code,
-        }];
+        let mut patches = vec![Patch { offset: text.offset, bytes: code }];
         for field in &self.offset_fields {
             let moved = u32::try_from(new_offset(u64::from(field.value))).unwrap_or(field.value);
-            patches.push(Patch {
-                offset: field.file_offset,
-                bytes: moved.to_le_bytes().to_vec(),
-            });
+            patches.push(Patch { offset: field.file_offset, bytes: moved.to_le_bytes().to_vec() });
         }
         for &index in &self.text_relocations {
             let relocation = &self.cubin.relocations()[index];

@@ -84,12 +84,7 @@ impl KernelReport {
                 }
             })
             .collect();
-        KernelReport {
-            kernel: schedule.kernel().to_string(),
-            blocks: listing.block_count(),
-            legal_moves,
-            instructions,
-        }
+        KernelReport { kernel: schedule.kernel().to_string(), blocks: listing.block_count(), legal_moves, instructions }
     }
 }
 
@@ -135,7 +130,5 @@ impl fmt::Display for KernelReport {
 
 /// The report for one kernel of a cubin.
 pub fn show(cubin: &[u8], kernel: &str, nvdisasm: &Nvdisasm) -> Result<KernelReport, SassError> {
-    Ok(KernelReport::from_schedule(&Schedule::from_cubin(
-        cubin, kernel, nvdisasm,
-    )?))
+    Ok(KernelReport::from_schedule(&Schedule::from_cubin(cubin, kernel, nvdisasm)?))
 }

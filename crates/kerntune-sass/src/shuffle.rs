@@ -4,8 +4,8 @@
 use crate::disasm::Nvdisasm;
 use crate::error::SassError;
 use crate::moves::Move;
-use crate::Rng;
 use crate::schedule::Schedule;
+use crate::Rng;
 
 /// The result of [`shuffle`].
 #[derive(Clone, Debug)]
@@ -21,11 +21,7 @@ pub struct Shuffled {
 /// Applies up to `moves` random legal moves to `schedule`, each drawn
 /// uniformly from the legal moves of the current schedule. Returns the moves
 /// applied; stops early when no move is legal.
-pub fn random_moves(
-    schedule: &mut Schedule,
-    moves: usize,
-    rng: &mut Rng,
-) -> Result<Vec<Move>, SassError> {
+pub fn random_moves(schedule: &mut Schedule, moves: usize, rng: &mut Rng) -> Result<Vec<Move>, SassError> {
     let mut applied = Vec::with_capacity(moves);
     for _ in 0..moves {
         let Some(chosen) = random_legal_move(schedule, rng) else {
@@ -55,11 +51,7 @@ pub fn random_legal_move(schedule: &Schedule, rng: &mut Rng) -> Option<Move> {
     }
     for _ in 0..8 * movable.len() {
         let index = movable[rng.below(movable.len())];
-        let candidate = if rng.below(2) == 0 {
-            Move::up(index)
-        } else {
-            Move::down(index)
-        };
+        let candidate = if rng.below(2) == 0 { Move::up(index) } else { Move::down(index) };
         if schedule.check(&candidate).is_ok() {
             return Some(candidate);
         }
@@ -80,9 +72,5 @@ pub fn shuffle(
     let mut schedule = Schedule::from_cubin(cubin, kernel, nvdisasm)?;
     let mut rng = Rng::seeded(seed);
     let moves = random_moves(&mut schedule, moves, &mut rng)?;
-    Ok(Shuffled {
-        cubin: schedule.to_cubin()?,
-        moves,
-        permutation: schedule.permutation(),
-    })
+    Ok(Shuffled { cubin: schedule.to_cubin()?, moves, permutation: schedule.permutation() })
 }

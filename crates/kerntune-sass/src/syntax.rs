@@ -72,14 +72,8 @@ impl Syntax {
                 RegisterName::One(register) => register,
                 _ => return None,
             };
-            let constant = matches!(
-                predicate,
-                Register::Predicate(7) | Register::UniformPredicate(7)
-            );
-            guard = Some(Guard {
-                predicate: (!constant).then_some(predicate),
-                negated,
-            });
+            let constant = matches!(predicate, Register::Predicate(7) | Register::UniformPredicate(7));
+            guard = Some(Guard { predicate: (!constant).then_some(predicate), negated });
             rest = after_at[end..].trim_start();
         }
         let (mnemonic, operand_text) = match rest.find(char::is_whitespace) {
@@ -89,12 +83,7 @@ impl Syntax {
         let mut parts = mnemonic.split('.');
         let opcode = parts.next().filter(|o| !o.is_empty())?.to_string();
         let modifiers = parts.map(str::to_string).collect();
-        Some(Syntax {
-            guard,
-            opcode,
-            modifiers,
-            operands: split_operands(operand_text),
-        })
+        Some(Syntax { guard, opcode, modifiers, operands: split_operands(operand_text) })
     }
 
     /// Whether the instruction carries a modifier.
@@ -172,26 +161,20 @@ pub fn mentions(operand: &str) -> Vec<RegisterMention> {
             }
             b'0'..=b'9' => {
                 // A number (hex, decimal or floating point): skip it whole.
-                while index < bytes.len()
-                    && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'.')
-                {
+                while index < bytes.len() && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'.') {
                     index += 1;
                 }
             }
             b'.' => {
                 // A modifier or label after a dot (`.reuse`, `.64`, `.L_x_0`): skip it.
                 index += 1;
-                while index < bytes.len()
-                    && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'_')
-                {
+                while index < bytes.len() && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'_') {
                     index += 1;
                 }
             }
             c if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = index;
-                while index < bytes.len()
-                    && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'_')
-                {
+                while index < bytes.len() && (bytes[index].is_ascii_alphanumeric() || bytes[index] == b'_') {
                     index += 1;
                 }
                 let word = &operand[start..index];
@@ -207,9 +190,7 @@ pub fn mentions(operand: &str) -> Vec<RegisterMention> {
                     });
                 } else if descriptor {
                     // `desc[URn]`: the next mention is the descriptor register.
-                    let close = operand[index..]
-                        .find(']')
-                        .map_or(operand.len(), |end| index + end);
+                    let close = operand[index..].find(']').map_or(operand.len(), |end| index + end);
                     let width = if word == "desc" { 2 } else { 4 };
                     for mut mention in mentions(&operand[index + 1..close]) {
                         mention.descriptor_width = width;
@@ -230,9 +211,7 @@ fn suffixes(tail: &str) -> Vec<&str> {
     let mut found = Vec::new();
     let mut rest = tail;
     while let Some(after) = rest.strip_prefix('.') {
-        let end = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
+        let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
         found.push(&after[..end]);
         rest = &after[end..];
     }
@@ -249,15 +228,8 @@ mod tests {
 
     #[test]
     fn splits_guard_opcode_modifiers_and_operands() {
-        let syntax =
-            Syntax::parse("@!P0 LDG.E.128 R4, desc[UR4][R6.64+0x200]").expect("valid test input");
-        assert_eq!(
-            syntax.guard,
-            Some(Guard {
-                predicate: Some(Register::Predicate(0)),
-                negated: true
-            })
-        );
+        let syntax = Syntax::parse("@!P0 LDG.E.128 R4, desc[UR4][R6.64+0x200]").expect("valid test input");
+        assert_eq!(syntax.guard, Some(Guard { predicate: Some(Register::Predicate(0)), negated: true }));
         assert_eq!(syntax.opcode, "LDG");
         assert_eq!(syntax.modifiers, ["E", "128"]);
         assert_eq!(syntax.operands, ["R4", "desc[UR4][R6.64+0x200]"]);
@@ -268,10 +240,7 @@ mod tests {
         let syntax = Syntax::parse("EXIT").expect("valid test input");
         assert_eq!(syntax.opcode, "EXIT");
         assert!(syntax.operands.is_empty());
-        assert!(Syntax::parse("NOP;")
-            .expect("valid test input")
-            .operands
-            .is_empty());
+        assert!(Syntax::parse("NOP;").expect("valid test input").operands.is_empty());
     }
 
     #[test]
@@ -289,10 +258,7 @@ mod tests {
     fn finds_address_pairs_and_descriptors() {
         let found = mentions("desc[UR4][R6.64+0x200]");
         assert_eq!(found.len(), 2);
-        assert!(
-            found[0].descriptor_width == 2
-                && found[0].register == RegisterName::One(Register::Uniform(4))
-        );
+        assert!(found[0].descriptor_width == 2 && found[0].register == RegisterName::One(Register::Uniform(4)));
         assert!(found[1].pair && found[1].in_brackets && found[1].register == general(6));
     }
 
@@ -308,10 +274,7 @@ mod tests {
         assert_eq!(reused[0].register, general(11));
         assert!(!reused[0].partial);
         assert!(mentions("-R3.H1_H1")[0].partial);
-        assert_eq!(
-            mentions("!PT")[0].register,
-            RegisterName::One(Register::Predicate(7))
-        );
+        assert_eq!(mentions("!PT")[0].register, RegisterName::One(Register::Predicate(7)));
         assert_eq!(mentions("PR")[0].register, RegisterName::AllPredicates);
     }
 

@@ -33,11 +33,7 @@ impl Verifier {
         for field in offset_fields(&cubin, &sections)? {
             writable.push(field.file_offset..field.file_offset + 4);
         }
-        for relocation in cubin
-            .relocations()
-            .iter()
-            .filter(|r| r.target_section == sections.text)
-        {
+        for relocation in cubin.relocations().iter().filter(|r| r.target_section == sections.text) {
             writable.push(relocation.field_offset..relocation.field_offset + 8);
         }
         let disassembly = nvdisasm.disassemble(original)?;
@@ -58,10 +54,7 @@ impl Verifier {
     }
 
     fn fail(&self, reason: String) -> SassError {
-        SassError::VerificationFailed {
-            kernel: self.kernel.clone(),
-            reason,
-        }
+        SassError::VerificationFailed { kernel: self.kernel.clone(), reason }
     }
 
     /// Checks that `rewritten` is the original with the kernel's instructions
@@ -97,25 +90,13 @@ impl Verifier {
 
     fn check_untouched_bytes(&self, rewritten: &[u8]) -> Result<(), SassError> {
         if rewritten.len() != self.original.len() {
-            return Err(self.fail(format!(
-                "size changed from {} to {} bytes",
-                self.original.len(),
-                rewritten.len()
-            )));
+            return Err(self.fail(format!("size changed from {} to {} bytes", self.original.len(), rewritten.len())));
         }
-        let changed = self
-            .original
-            .iter()
-            .zip(rewritten)
-            .position(|(a, b)| a != b);
+        let changed = self.original.iter().zip(rewritten).position(|(a, b)| a != b);
         let mut at = changed.unwrap_or(self.original.len());
         while at < self.original.len() {
-            if self.original[at] != rewritten[at]
-                && !self.writable.iter().any(|range| range.contains(&at))
-            {
-                return Err(self.fail(format!(
-                    "byte {at:#x} changed outside the text, offset lists and relocations"
-                )));
+            if self.original[at] != rewritten[at] && !self.writable.iter().any(|range| range.contains(&at)) {
+                return Err(self.fail(format!("byte {at:#x} changed outside the text, offset lists and relocations")));
             }
             at += 1;
         }
@@ -152,8 +133,8 @@ impl Verifier {
                     was.offset
                 )));
             }
-            let reuse_only_cleared = clear_reuse(now.words[1]) == clear_reuse(was.words[1])
-                && now.words[1] & !was.words[1] == 0;
+            let reuse_only_cleared =
+                clear_reuse(now.words[1]) == clear_reuse(was.words[1]) && now.words[1] & !was.words[1] == 0;
             if now.words[0] != was.words[0] || !reuse_only_cleared {
                 return Err(self.fail(format!(
                     "at {:#06x}: the encoding of `{}` changed",
@@ -165,20 +146,13 @@ impl Verifier {
         Ok(())
     }
 
-    fn check_offsets(
-        &self,
-        rewritten: &[OffsetAttribute],
-        permutation: &[usize],
-    ) -> Result<(), SassError> {
+    fn check_offsets(&self, rewritten: &[OffsetAttribute], permutation: &[usize]) -> Result<(), SassError> {
         let mut positions = vec![0usize; permutation.len()];
         for (position, &from) in permutation.iter().enumerate() {
             positions[from] = position;
         }
         let ours = |list: &[OffsetAttribute]| -> Vec<OffsetAttribute> {
-            list.iter()
-                .filter(|a| a.kernel == self.kernel)
-                .cloned()
-                .collect()
+            list.iter().filter(|a| a.kernel == self.kernel).cloned().collect()
         };
         let (before, after) = (ours(&self.attributes), ours(rewritten));
         if before.len() != after.len() {
@@ -190,16 +164,11 @@ impl Verifier {
                 .iter()
                 .map(|&offset| {
                     let index = (u64::from(offset) / INSTRUCTION_BYTES) as usize;
-                    positions
-                        .get(index)
-                        .map_or(offset, |&p| (p as u64 * INSTRUCTION_BYTES) as u32)
+                    positions.get(index).map_or(offset, |&p| (p as u64 * INSTRUCTION_BYTES) as u32)
                 })
                 .collect();
             if was.name != now.name || now.offsets != expected {
-                return Err(self.fail(format!(
-                    "{} is {:x?}, expected {:x?}",
-                    now.name, now.offsets, expected
-                )));
+                return Err(self.fail(format!("{} is {:x?}, expected {:x?}", now.name, now.offsets, expected)));
             }
         }
         Ok(())

@@ -108,9 +108,7 @@ impl Walk<'_> {
         let p = self.order[depth];
         for index in 0..self.params[p].len() {
             self.current[p] = index;
-            let ok = self.checks_at[depth]
-                .iter()
-                .all(|check| check.holds(&self.current, self.params));
+            let ok = self.checks_at[depth].iter().all(|check| check.holds(&self.current, self.params));
             if ok {
                 self.visit(depth + 1, key + index as u64 * self.strides[p]);
             }
@@ -150,7 +148,8 @@ mod tests {
 
     #[test]
     fn binding_order_completes_cheap_restrictions_first() {
-        let params = vec![param("a", &[1, 2, 3, 4]), param("b", &[1, 2]), param("c", &[1, 2, 3]), param("free", &[1, 2])];
+        let params =
+            vec![param("a", &[1, 2, 3, 4]), param("b", &[1, 2]), param("c", &[1, 2, 3]), param("free", &[1, 2])];
         let names = ["a", "b", "c", "free"];
         let restrictions = vec![
             Expression::parse("a * c < 10", &names).expect("parses"),

@@ -93,7 +93,8 @@ impl Snap<'_> {
         let coordinate = |index: usize| if size == 1 { 0.5 } else { index as f64 / (size - 1) as f64 };
         let target = self.point[param].clamp(0.0, 1.0);
         let mut order: Vec<usize> = (0..size).collect();
-        order.sort_by(|a, b| (coordinate(*a) - target).abs().total_cmp(&(coordinate(*b) - target).abs()).then(a.cmp(b)));
+        order
+            .sort_by(|a, b| (coordinate(*a) - target).abs().total_cmp(&(coordinate(*b) - target).abs()).then(a.cmp(b)));
         for index in order {
             let total = distance + (coordinate(index) - target).powi(2);
             if total >= self.best_distance {
@@ -129,7 +130,10 @@ mod tests {
         for id in space.ids() {
             let differing = |a: &[usize], b: &[usize]| a.iter().zip(b).filter(|(x, y)| x != y).count();
             let steps = |a: &[usize], b: &[usize]| a.iter().zip(b).all(|(x, y)| x.abs_diff(*y) <= 1);
-            assert_eq!(space.neighbours(id, Neighbourhood::Hamming), brute_neighbours(&space, id, |a, b| differing(a, b) == 1));
+            assert_eq!(
+                space.neighbours(id, Neighbourhood::Hamming),
+                brute_neighbours(&space, id, |a, b| differing(a, b) == 1)
+            );
             assert_eq!(
                 space.neighbours(id, Neighbourhood::StrictlyAdjacent),
                 brute_neighbours(&space, id, |a, b| differing(a, b) == 1 && steps(a, b))
@@ -144,7 +148,8 @@ mod tests {
         let mut rng = Rng::seeded(11);
         for _ in 0..500 {
             let point: Vec<f64> = (0..3).map(|_| rng.unit()).collect();
-            let distance = |id: ConfigId| space.to_unit(id).iter().zip(&point).map(|(x, p)| (x - p).powi(2)).sum::<f64>();
+            let distance =
+                |id: ConfigId| space.to_unit(id).iter().zip(&point).map(|(x, p)| (x - p).powi(2)).sum::<f64>();
             let best = space.ids().min_by(|a, b| distance(*a).total_cmp(&distance(*b))).expect("non-empty");
             let snapped = space.snap(&point).expect("non-empty");
             assert!((distance(snapped) - distance(best)).abs() < 1e-12, "{point:?}");

@@ -71,10 +71,8 @@ impl Space {
     pub fn new<S: AsRef<str>>(params: Vec<Param>, restrictions: &[S]) -> Result<Space, SpaceError> {
         let strides = strides_of(&params)?;
         let names: Vec<&str> = params.iter().map(Param::name).collect();
-        let restrictions = restrictions
-            .iter()
-            .map(|r| Expression::parse(r.as_ref(), &names))
-            .collect::<Result<Vec<_>, _>>()?;
+        let restrictions =
+            restrictions.iter().map(|r| Expression::parse(r.as_ref(), &names)).collect::<Result<Vec<_>, _>>()?;
         let mut keys = valid_keys(&params, &restrictions, &strides);
         radix_sort(&mut keys);
         Space::from_sorted_keys(params, restrictions, strides, keys)
@@ -162,13 +160,21 @@ impl Space {
 
     /// The configuration as a JSON object, parameters in declared order.
     pub fn config_json(&self, id: ConfigId) -> Map<String, Json> {
-        self.params.iter().enumerate().map(|(p, param)| (param.name().to_string(), self.value(id, p).to_json())).collect()
+        self.params
+            .iter()
+            .enumerate()
+            .map(|(p, param)| (param.name().to_string(), self.value(id, p).to_json()))
+            .collect()
     }
 
     /// `name=value` pairs, for people.
     pub fn describe(&self, id: ConfigId) -> String {
-        let pairs: Vec<String> =
-            self.params.iter().enumerate().map(|(p, param)| format!("{}={}", param.name(), self.value(id, p))).collect();
+        let pairs: Vec<String> = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(p, param)| format!("{}={}", param.name(), self.value(id, p)))
+            .collect();
         pairs.join(" ")
     }
 
@@ -200,7 +206,11 @@ impl Space {
         (0..self.params.len())
             .map(|p| {
                 let last = self.params[p].len() - 1;
-                if last == 0 { 0.5 } else { self.index(id, p) as f64 / last as f64 }
+                if last == 0 {
+                    0.5
+                } else {
+                    self.index(id, p) as f64 / last as f64
+                }
             })
             .collect()
     }
@@ -346,13 +356,13 @@ mod tests {
 
     #[test]
     fn enumeration_matches_brute_force_in_declared_order() {
-        let params = vec![param("x", &[1, 2, 4, 8]), param("y", &[1, 2, 4, 8, 16]), param("z", &[0, 1, 2]), param("w", &[3, 5])];
-        let space = Space::new(params.clone(), &["x * y <= 16", "z < 2 or x == 1", "(x + w) % 3 != 0"]).expect("builds");
+        let params =
+            vec![param("x", &[1, 2, 4, 8]), param("y", &[1, 2, 4, 8, 16]), param("z", &[0, 1, 2]), param("w", &[3, 5])];
+        let space =
+            Space::new(params.clone(), &["x * y <= 16", "z < 2 or x == 1", "(x + w) % 3 != 0"]).expect("builds");
         let expected = brute_force(&params, |v| v[0] * v[1] <= 16 && (v[2] < 2 || v[0] == 1) && (v[0] + v[3]) % 3 != 0);
-        let got: Vec<Vec<i64>> = space
-            .ids()
-            .map(|id| space.values(id).iter().map(|v| v.as_int().expect("int")).collect())
-            .collect();
+        let got: Vec<Vec<i64>> =
+            space.ids().map(|id| space.values(id).iter().map(|v| v.as_int().expect("int")).collect()).collect();
         assert_eq!(got, expected);
     }
 
@@ -394,8 +404,11 @@ mod tests {
 
     #[test]
     fn from_configs_keeps_only_listed_configs() {
-        let space = Space::from_configs(vec![param("a", &[1, 2, 3]), param("b", &[1, 2])], vec![vec![2, 1], vec![0, 0], vec![2, 1]])
-            .expect("builds");
+        let space = Space::from_configs(
+            vec![param("a", &[1, 2, 3]), param("b", &[1, 2])],
+            vec![vec![2, 1], vec![0, 0], vec![2, 1]],
+        )
+        .expect("builds");
         assert_eq!(space.len(), 2);
         assert_eq!(space.indexes(ConfigId(0)), vec![0, 0]);
         assert!(space.id_of(&[1, 1]).is_none());

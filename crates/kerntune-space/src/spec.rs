@@ -82,8 +82,7 @@ pub fn params_from_json(tune_params: &Map<String, Json>) -> Result<Vec<Param>, S
             let values = items
                 .iter()
                 .map(|item| {
-                    Value::from_json(item)
-                        .ok_or_else(|| problem(format!("{item} is not a number, a bool or a string")))
+                    Value::from_json(item).ok_or_else(|| problem(format!("{item} is not a number, a bool or a string")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Param::new(name.clone(), values)

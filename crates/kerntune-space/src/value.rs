@@ -55,9 +55,9 @@ impl Value {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             Value::Int(i) => serde_json::Value::from(*i),
-            Value::Float(f) => serde_json::Number::from_f64(*f)
-                .map(serde_json::Value::Number)
-                .unwrap_or(serde_json::Value::Null),
+            Value::Float(f) => {
+                serde_json::Number::from_f64(*f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
+            }
             Value::Bool(b) => serde_json::Value::Bool(*b),
             Value::Str(s) => serde_json::Value::String(s.clone()),
         }
@@ -136,9 +136,7 @@ impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let json = serde_json::Value::deserialize(deserializer)?;
         Value::from_json(&json).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "a parameter value must be a number, a bool or a string, not {json}"
-            ))
+            serde::de::Error::custom(format!("a parameter value must be a number, a bool or a string, not {json}"))
         })
     }
 }

@@ -27,7 +27,11 @@ impl Generator {
 
     fn number(&mut self, depth: usize) -> String {
         if depth == 0 || self.rng.chance(0.25) {
-            return if self.rng.chance(0.5) { ["a", "b", "c", "x"][self.rng.below(4)].to_string() } else { self.literal() };
+            return if self.rng.chance(0.5) {
+                ["a", "b", "c", "x"][self.rng.below(4)].to_string()
+            } else {
+                self.literal()
+            };
         }
         let d = depth - 1;
         match self.rng.below(12) {
@@ -70,9 +74,20 @@ impl Generator {
                 let (o1, o2) = (ops[self.rng.below(6)], ops[self.rng.below(6)]);
                 format!("({} {o1} {} {o2} {})", self.number(d), self.number(d), self.number(d))
             }
-            1 => format!("({} {} [{}, {}, {}])", self.number(d), ["in", "not in"][self.rng.below(2)], self.literal(), self.number(d), self.literal()),
-            2 => format!("(s {} {})", ["==", "!=", "<", ">="][self.rng.below(4)], ["'ca'", "'cg'", "s", "1"][self.rng.below(4)]),
-            3 => format!("(s in ['ca', 'cs', 2])"),
+            1 => format!(
+                "({} {} [{}, {}, {}])",
+                self.number(d),
+                ["in", "not in"][self.rng.below(2)],
+                self.literal(),
+                self.number(d),
+                self.literal()
+            ),
+            2 => format!(
+                "(s {} {})",
+                ["==", "!=", "<", ">="][self.rng.below(4)],
+                ["'ca'", "'cg'", "s", "1"][self.rng.below(4)]
+            ),
+            3 => "(s in ['ca', 'cs', 2])".to_string(),
             _ => {
                 let ops = ["<", "<=", ">", ">=", "==", "!="];
                 format!("({} {} {})", self.number(d), ops[self.rng.below(6)], self.number(d))
@@ -173,7 +188,13 @@ fn random_expressions_evaluate_as_in_python() {
             mismatches.push(format!("{text}  with {values:?}: ours {mine}, python {theirs}"));
         }
     }
-    assert!(mismatches.is_empty(), "{} of {} differ, first: {:#?}", mismatches.len(), cases.len(), &mismatches[..mismatches.len().min(10)]);
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} differ, first: {:#?}",
+        mismatches.len(),
+        cases.len(),
+        &mismatches[..mismatches.len().min(10)]
+    );
     // The generator must exercise both outcomes, or the test proves little.
     assert!(errors > 200 && errors < cases.len() / 2, "{errors} errors");
 }

@@ -13,7 +13,9 @@ fn spec(name: &str) -> SpaceSpec {
 
 #[test]
 fn shipped_spaces_have_kernel_tuners_counts() {
-    for (name, count) in [("clblast_gemm_full", 241_600), ("triton_matmul_wide", 443_100), ("triton_matmul_huge", 3_755_808)] {
+    for (name, count) in
+        [("clblast_gemm_full", 241_600), ("triton_matmul_wide", 443_100), ("triton_matmul_huge", 3_755_808)]
+    {
         assert_eq!(spec(name).build().expect("builds").len(), count, "{name}");
     }
 }

@@ -130,7 +130,8 @@ impl Store {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::Io { path: name.clone(), source })?;
         }
-        let connection = Connection::open(path).map_err(|source| StoreError::Database { path: name.clone(), source })?;
+        let connection =
+            Connection::open(path).map_err(|source| StoreError::Database { path: name.clone(), source })?;
         Store::initialise(connection, name, true)
     }
 
@@ -220,7 +221,12 @@ impl Store {
 
     /// Records one evaluation, committed before this returns. A later evaluation of the
     /// same configuration replaces the earlier one.
-    pub fn record(&self, tuning: TuningId, config: &Map<String, Json>, evaluation: &Evaluation) -> Result<(), StoreError> {
+    pub fn record(
+        &self,
+        tuning: TuningId,
+        config: &Map<String, Json>,
+        evaluation: &Evaluation,
+    ) -> Result<(), StoreError> {
         let costs = &evaluation.costs;
         self.connection
             .execute(
@@ -278,7 +284,8 @@ impl Store {
             .map_err(|e| self.error(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (config, status, reason, objective, samples, metrics, costs, created) = row.map_err(|e| self.error(e))?;
+            let (config, status, reason, objective, samples, metrics, costs, created) =
+                row.map_err(|e| self.error(e))?;
             let corrupt = |what: &str| StoreError::format(&self.path, format!("corrupt {what} in a stored evaluation"));
             let Ok(Json::Object(config)) = serde_json::from_str(&config) else { return Err(corrupt("configuration")) };
             let status: Status = status.parse().map_err(|_| corrupt("status"))?;
@@ -318,15 +325,29 @@ impl Store {
             .map_err(|e| self.error(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, [kernel, kernel_name, device, problem, params, objective], higher_is_better, created, count, failed) =
-                row.map_err(|e| self.error(e))?;
+            let (
+                id,
+                [kernel, kernel_name, device, problem, params, objective],
+                higher_is_better,
+                created,
+                count,
+                failed,
+            ) = row.map_err(|e| self.error(e))?;
             let Ok(Json::Object(params)) = serde_json::from_str(&params) else {
                 return Err(StoreError::format(&self.path, "corrupt parameters of a tuning"));
             };
-            let params = params_from_json(&params).map_err(|source| StoreError::Space { path: self.path.clone(), source })?;
+            let params =
+                params_from_json(&params).map_err(|source| StoreError::Space { path: self.path.clone(), source })?;
             out.push(TuningSummary {
                 id,
-                info: TuningInfo { kernel, kernel_name, device, problem, params, objective: Objective { name: objective, higher_is_better } },
+                info: TuningInfo {
+                    kernel,
+                    kernel_name,
+                    device,
+                    problem,
+                    params,
+                    objective: Objective { name: objective, higher_is_better },
+                },
                 evaluations: usize::try_from(count).unwrap_or(0),
                 failed: usize::try_from(failed).unwrap_or(0),
                 created,
@@ -355,7 +376,12 @@ impl Store {
     }
 
     /// A stored binary and its provenance.
-    pub fn artifact(&self, tuning: TuningId, config: &Map<String, Json>, kind: &str) -> Result<Option<(Vec<u8>, String)>, StoreError> {
+    pub fn artifact(
+        &self,
+        tuning: TuningId,
+        config: &Map<String, Json>,
+        kind: &str,
+    ) -> Result<Option<(Vec<u8>, String)>, StoreError> {
         self.connection
             .query_row(
                 "SELECT data, provenance FROM artifacts WHERE tuning = ?1 AND config = ?2 AND kind = ?3",

@@ -114,12 +114,23 @@ impl Evaluation {
     }
 
     pub fn failed(status: Status, reason: impl Into<String>, costs: Costs) -> Evaluation {
-        Evaluation { status, reason: Some(reason.into()), objective: None, samples: Vec::new(), costs, metrics: Map::new() }
+        Evaluation {
+            status,
+            reason: Some(reason.into()),
+            objective: None,
+            samples: Vec::new(),
+            costs,
+            metrics: Map::new(),
+        }
     }
 
     /// The objective, if this evaluation may compete for best.
     pub fn valid_objective(&self) -> Option<f64> {
-        if self.status == Status::Ok { self.objective.filter(|o| o.is_finite()) } else { None }
+        if self.status == Status::Ok {
+            self.objective.filter(|o| o.is_finite())
+        } else {
+            None
+        }
     }
 }
 
@@ -145,7 +156,11 @@ impl Objective {
 
     /// Lower is better, whatever the objective: what strategies minimise.
     pub fn score(&self, objective: f64) -> f64 {
-        if self.higher_is_better { -objective } else { objective }
+        if self.higher_is_better {
+            -objective
+        } else {
+            objective
+        }
     }
 
     pub fn is_better(&self, candidate: f64, incumbent: f64) -> bool {

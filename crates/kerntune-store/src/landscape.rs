@@ -97,15 +97,23 @@ impl Landscape {
 
     /// The best valid objective recorded, the optimum a search can reach.
     pub fn optimum(&self) -> Option<f64> {
-        self.records
-            .iter()
-            .filter_map(|r| r.evaluation.valid_objective())
-            .reduce(|best, o| if self.objective.is_better(o, best) { o } else { best })
+        self.records.iter().filter_map(|r| r.evaluation.valid_objective()).reduce(|best, o| {
+            if self.objective.is_better(o, best) {
+                o
+            } else {
+                best
+            }
+        })
     }
 }
 
 /// A config's value indexes from a JSON object of `name: value`.
-pub(crate) fn config_indexes(params: &[Param], config: &Map<String, Json>, origin: &str, what: &str) -> Result<Vec<usize>, StoreError> {
+pub(crate) fn config_indexes(
+    params: &[Param],
+    config: &Map<String, Json>,
+    origin: &str,
+    what: &str,
+) -> Result<Vec<usize>, StoreError> {
     params
         .iter()
         .map(|param| {

@@ -21,7 +21,9 @@ fn rows_survive_reopening_and_a_rerecord_replaces() {
         let store = Store::open(&path).expect("opens");
         let tuning = store.tuning(&info).expect("tuning");
         store.record(tuning, &config, &Evaluation::failed(Status::Timeout, "hung", Costs::default())).expect("records");
-        store.record(tuning, &config, &Evaluation::ok(1.5, vec![1.5, 1.6], Costs { compile_s: 0.5, ..Costs::default() })).expect("records");
+        store
+            .record(tuning, &config, &Evaluation::ok(1.5, vec![1.5, 1.6], Costs { compile_s: 0.5, ..Costs::default() }))
+            .expect("records");
     }
     let store = Store::open(&path).expect("reopens");
     let tuning = store.find_tuning(&info).expect("query").expect("tuning exists");
@@ -38,12 +40,16 @@ fn rows_survive_reopening_and_a_rerecord_replaces() {
 fn a_file_that_is_not_sqlite_is_reported_as_such() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("notes.db");
-    std::fs::write(&path, "these are not results, just a text file that is long enough to have a header").expect("write");
+    std::fs::write(&path, "these are not results, just a text file that is long enough to have a header")
+        .expect("write");
     let error = Store::open(&path).unwrap_err().to_string();
     assert!(error.contains("not a kerntune results database"), "{error}");
 }
 
-fn round_trip(name: &str, write: fn(&kerntune_store::TuningInfo, &[kerntune_store::StoredEvaluation]) -> serde_json::Value) {
+fn round_trip(
+    name: &str,
+    write: fn(&kerntune_store::TuningInfo, &[kerntune_store::StoredEvaluation]) -> serde_json::Value,
+) {
     let original = landscape(name);
     let store = Store::in_memory().expect("opens");
     let space = original.space().expect("space");
@@ -59,7 +65,9 @@ fn round_trip(name: &str, write: fn(&kerntune_store::TuningInfo, &[kerntune_stor
     let failures = |l: &Landscape| l.records.iter().filter(|r| r.evaluation.status.is_failure()).count();
     assert_eq!(failures(&again), failures(&original));
     for (a, b) in original.records.iter().zip(&again.records) {
-        let values = |l: &Landscape, r: &kerntune_store::Record| r.config.iter().enumerate().map(|(p, i)| l.params[p].values()[*i].clone()).collect::<Vec<_>>();
+        let values = |l: &Landscape, r: &kerntune_store::Record| {
+            r.config.iter().enumerate().map(|(p, i)| l.params[p].values()[*i].clone()).collect::<Vec<_>>()
+        };
         assert_eq!(values(&original, a), values(&again, b));
         assert_eq!(a.evaluation.status, b.evaluation.status);
         assert_eq!(a.evaluation.objective, b.evaluation.objective);
@@ -85,5 +93,8 @@ fn shipped_landscapes_read_with_their_failures() {
     assert_eq!((count(&kt, Status::RuntimeFailed), count(&kt, Status::CompileFailed)), (155, 6));
     assert_eq!(kt.optimum(), Some(0.5536000076681376));
     let t4 = landscape("convolution_A4000_T4.json.gz");
-    assert_eq!((count(&t4, Status::RuntimeFailed), count(&t4, Status::CompileFailed), count(&t4, Status::Ok)), (155, 6, 4201));
+    assert_eq!(
+        (count(&t4, Status::RuntimeFailed), count(&t4, Status::CompileFailed), count(&t4, Status::Ok)),
+        (155, 6, 4201)
+    );
 }

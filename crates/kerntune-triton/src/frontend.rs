@@ -70,7 +70,10 @@ impl Frontend for TritonFrontend<'_> {
         let num_warps = self.option_int(config, "num_warps", 4);
         let threads = 32 * num_warps;
         if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
-            return Err(format!("num_warps = {num_warps} is {threads} threads; the device allows {} per block", device.max_threads_per_block));
+            return Err(format!(
+                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
+                device.max_threads_per_block
+            ));
         }
         let num_ctas = self.option_int(config, "num_ctas", 1);
         if num_ctas > 1 && device.compute_capability.0 < 9 {
@@ -80,17 +83,24 @@ impl Frontend for TritonFrontend<'_> {
         let mut options = Map::new();
         for (param, value) in self.params.iter().zip(config) {
             let json = value.to_json();
+            // maxnreg 0 and an empty ptx_options mean "compiler's choice": left out.
+            let compilers_choice = (param.name() == "maxnreg" && value.as_int() == Some(0))
+                || (param.name() == "ptx_options" && value.source_text().is_empty());
             if !OPTION_NAMES.contains(&param.name()) {
                 constexprs.insert(param.name().to_string(), json);
-            } else if !(param.name() == "maxnreg" && value.as_int() == Some(0)) && !(param.name() == "ptx_options" && value.source_text().is_empty()) {
-                // maxnreg 0 and an empty ptx_options mean "compiler's choice": left out.
+            } else if !compilers_choice {
                 options.insert(param.name().to_string(), json);
             }
         }
         Ok(CompileJob::Triton { constexprs, options })
     }
 
-    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, launch: Option<LaunchInfo>) -> Result<KernelImage, String> {
+    fn kernel_image(
+        &self,
+        config: &[Value],
+        cubin: Vec<u8>,
+        launch: Option<LaunchInfo>,
+    ) -> Result<KernelImage, String> {
         let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
         let programs = (self.grid)(config)?;
         let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or("grid overflow")?;
@@ -104,7 +114,11 @@ impl Frontend for TritonFrontend<'_> {
         Ok(KernelImage {
             cubin: kerntune_cuda::protocol::Bytes(cubin),
             name: launch.name.clone(),
-            geometry: Geometry { grid: grid.map(|g| g as u32), block: [32 * launch.num_warps, 1, 1], shared_bytes: launch.shared_bytes },
+            geometry: Geometry {
+                grid: grid.map(|g| g as u32),
+                block: [32 * launch.num_warps, 1, 1],
+                shared_bytes: launch.shared_bytes,
+            },
             params: Some(launch.params),
             cluster_x: launch.num_ctas.max(1),
         })
@@ -126,7 +140,11 @@ impl Frontend for TritonFrontend<'_> {
         self.objective_expression.as_ref().is_none_or(|e| e.variables().iter().all(|v| *v >= params))
     }
 
-    fn setup(&self, _device: &DeviceInfo, _compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>) -> Result<Setup, String> {
+    fn setup(
+        &self,
+        _device: &DeviceInfo,
+        _compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+    ) -> Result<Setup, String> {
         let args = self
             .job
             .args

@@ -109,7 +109,8 @@ impl TritonJob {
     pub fn param_list(&self) -> Result<Vec<Param>, JobError> {
         let params = params_from_json(&self.params).map_err(|e| JobError(e.to_string()))?;
         for param in &params {
-            let is_constexpr = self.args.iter().any(|a| matches!(a, TritonArg::Constant { name } if name == param.name()));
+            let is_constexpr =
+                self.args.iter().any(|a| matches!(a, TritonArg::Constant { name } if name == param.name()));
             if !is_constexpr && !OPTION_NAMES.contains(&param.name()) {
                 return Err(JobError(format!(
                     "parameter '{}' is neither a tl.constexpr argument of {} nor a compile option ({})",
@@ -126,7 +127,11 @@ impl TritonJob {
     pub fn worker(&self, argv: &[String]) -> Result<kerntune_cuda::WorkerCommand, JobError> {
         let (program, args) = argv.split_first().ok_or_else(|| JobError("an empty worker command".into()))?;
         let mut command = kerntune_cuda::WorkerCommand::new(program, args.to_vec());
-        command.env = self.worker_env.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string))).collect();
+        command.env = self
+            .worker_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect();
         Ok(command)
     }
 

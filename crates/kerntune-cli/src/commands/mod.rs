@@ -35,7 +35,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// The strategy and budget a search asks for: command-line flags first, then the spec's
 /// suggestions (`defaults`), then kerntune's defaults.
 pub fn search_setup(args: &SearchArgs, defaults: &SearchDefaults) -> Result<(String, Box<dyn Strategy>, Budget)> {
-    let strategy_name = args.strategy.clone().or_else(|| defaults.strategy.clone()).unwrap_or_else(|| "default".to_string());
+    let strategy_name =
+        args.strategy.clone().or_else(|| defaults.strategy.clone()).unwrap_or_else(|| "default".to_string());
     let max_fevals = args.max_fevals.or(defaults.max_fevals);
     let time_limit = args.time_limit.clone().or_else(|| defaults.time_limit.clone());
     let mut options = Map::new();
@@ -54,11 +55,7 @@ pub fn search_setup(args: &SearchArgs, defaults: &SearchDefaults) -> Result<(Str
         None if strategy_name == "brute_force" || time_limit.is_some() || args.target.is_some() => None,
         None => Some(100),
     };
-    let time_limit = time_limit
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(anyhow::Error::msg)
-        .context("--time-limit")?;
+    let time_limit =
+        time_limit.as_deref().map(parse_duration).transpose().map_err(anyhow::Error::msg).context("--time-limit")?;
     Ok((strategy_name, strategy, Budget { max_fevals, time_limit, target: args.target }))
 }

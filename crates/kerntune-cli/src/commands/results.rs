@@ -19,7 +19,11 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
         .collect();
     let mut json_out = Vec::new();
     if tunings.is_empty() && !args.json {
-        println!("{}: no tunings stored{}", args.db.display(), if args.kernel.is_some() { " for that kernel" } else { "" });
+        println!(
+            "{}: no tunings stored{}",
+            args.db.display(),
+            if args.kernel.is_some() { " for that kernel" } else { "" }
+        );
     }
     for tuning in &tunings {
         let rows = store.evaluations(tuning.id).with_context(|| tuning.info.kernel_name.clone())?;
@@ -54,8 +58,13 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
             .iter()
             .enumerate()
             .map(|(rank, row)| {
-                let mut cells = vec![(rank + 1).to_string(), row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default()];
-                cells.extend(info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()));
+                let mut cells = vec![
+                    (rank + 1).to_string(),
+                    row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default(),
+                ];
+                cells.extend(
+                    info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()),
+                );
                 cells
             })
             .collect();

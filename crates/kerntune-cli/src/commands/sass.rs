@@ -25,7 +25,9 @@ fn load(path: &Path, kernel: Option<String>) -> Result<(Vec<u8>, String)> {
         (Some(name), _) => bail!("{}: no kernel '{name}' (it has {})", path.display(), kernels.join(", ")),
         (None, [only]) => only.clone(),
         (None, []) => bail!("{}: holds no kernel", path.display()),
-        (None, many) => bail!("{}: holds several kernels; choose one with --kernel ({})", path.display(), many.join(", ")),
+        (None, many) => {
+            bail!("{}: holds several kernels; choose one with --kernel ({})", path.display(), many.join(", "))
+        }
     };
     Ok((bytes, kernel))
 }

@@ -1,10 +1,10 @@
 //! `kerntune simulate`: tune on a recorded landscape as if it were a device.
 
-use std::process::ExitCode;
 use anyhow::{Context, Result};
 use kerntune_engine::{Event, SimBackend, StopReason, Summary, Tuner};
 use kerntune_store::{Landscape, Store};
 use serde_json::json;
+use std::process::ExitCode;
 
 use crate::args::SimulateArgs;
 use crate::commands::search_setup;
@@ -115,7 +115,11 @@ fn print_summary(summary: &Summary, landscape: &Landscape, space: &kerntune_spac
                 .optimum()
                 .map(|o| {
                     let ratio = if objective.higher_is_better { best.objective / o } else { o / best.objective };
-                    format!(" (the landscape's optimum is {}: {:.1}% of it)", render::objective(objective, o), 100.0 * ratio)
+                    format!(
+                        " (the landscape's optimum is {}: {:.1}% of it)",
+                        render::objective(objective, o),
+                        100.0 * ratio
+                    )
                 })
                 .unwrap_or_default();
             println!("\nBest: {} after {found_at} evaluations{optimum}", render::objective(objective, best.objective));
@@ -127,11 +131,7 @@ fn print_summary(summary: &Summary, landscape: &Landscape, space: &kerntune_spac
         "Evaluations: {} ({} failed, {} answered by the store); stopped: {}.",
         summary.evaluations, summary.failed, summary.from_store, summary.stop
     );
-    println!(
-        "Simulated tuning time: {} ({}).",
-        render::duration(summary.elapsed),
-        render::costs(&summary.costs)
-    );
+    println!("Simulated tuning time: {} ({}).", render::duration(summary.elapsed), render::costs(&summary.costs));
     if summary.stop == StopReason::Interrupted {
         if kept {
             println!("Interrupted: every finished evaluation is in the store; run the same command again to resume.");

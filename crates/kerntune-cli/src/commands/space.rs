@@ -11,13 +11,17 @@ use crate::args::SpaceArgs;
 
 pub fn run(args: SpaceArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("{}", args.file.display()))?;
-    let spec: SpaceSpec = serde_json::from_str(&text).with_context(|| format!("{}: not a space file", args.file.display()))?;
+    let spec: SpaceSpec =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a space file", args.file.display()))?;
     let clock = Instant::now();
     let space = spec.build().with_context(|| format!("{}", args.file.display()))?;
     let seconds = clock.elapsed().as_secs_f64();
     let product: f64 = space.params().iter().map(|p| p.len() as f64).product();
     if args.json {
-        println!("{}", json!({"count": space.len(), "seconds": seconds, "product": product, "params": space.params().len()}));
+        println!(
+            "{}",
+            json!({"count": space.len(), "seconds": seconds, "product": product, "params": space.params().len()})
+        );
     } else {
         let name = spec.name.as_deref().unwrap_or("space");
         println!(

@@ -38,7 +38,11 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         .collect();
     let tuning = match tunings.as_slice() {
         [one] => one,
-        [] => bail!("{}: no tuning{} to export", args.db.display(), args.kernel.as_deref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default()),
+        [] => bail!(
+            "{}: no tuning{} to export",
+            args.db.display(),
+            args.kernel.as_deref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default()
+        ),
         many => bail!(
             "{} holds {} tunings; choose one with --kernel ({})",
             args.db.display(),

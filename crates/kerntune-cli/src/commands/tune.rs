@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use kerntune_cuda::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
-use kerntune_cuda::{driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand};
+use kerntune_cuda::{
+    driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand,
+};
 use kerntune_engine::spec::KernelSpec;
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
 use kerntune_space::{ConfigId, Space, Value};
@@ -60,7 +62,8 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
              `--compile-only` compiles every configuration (with NVRTC installed)"
         );
     }
-    let (_, device) = kerntune_cuda::driver::probe(args.device).map_err(|e| anyhow::anyhow!("GPU #{}: {e}", args.device))?;
+    let (_, device) =
+        kerntune_cuda::driver::probe(args.device).map_err(|e| anyhow::anyhow!("GPU #{}: {e}", args.device))?;
     if !nvrtc_available() {
         bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it");
     }
@@ -70,9 +73,15 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let db = database(args.db.clone());
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&device.name))?;
-    let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
+    let workers =
+        args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
-    let options = PipelineOptions { bench_worker: worker.clone(), compile_worker: worker, device: args.device, compile_workers: workers };
+    let options = PipelineOptions {
+        bench_worker: worker.clone(),
+        compile_worker: worker,
+        device: args.device,
+        compile_workers: workers,
+    };
     let frontend = CudaFrontend::new(&spec, &space);
     let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options.clone()));
 
@@ -117,7 +126,9 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let workers_used = backend.started().map(Pipeline::compile_workers);
     drop(backend);
     let schedule = match (&summary.best, args.schedule && summary.stop != StopReason::Interrupted) {
-        (Some(best), true) => Some(schedule(&args, &frontend, &config_values(&space, best.id), &device, &options, &store, tuning, best)?),
+        (Some(best), true) => {
+            Some(schedule(&args, &frontend, &config_values(&space, best.id), &device, &options, &store, tuning, best)?)
+        }
         _ => None,
     };
     if args.json {
@@ -130,7 +141,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             print_schedule(report);
         }
     }
-    Ok(if summary.stop == StopReason::Interrupted { ExitCode::from(interrupt::INTERRUPTED_EXIT) } else { ExitCode::SUCCESS })
+    Ok(if summary.stop == StopReason::Interrupted {
+        ExitCode::from(interrupt::INTERRUPTED_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The schedule stage: the best configuration's native schedule searched on the GPU; the
@@ -154,7 +169,10 @@ fn schedule(
         ..ScheduleOptions::default()
     };
     if !args.json {
-        println!("\nTuning the native schedule of the best configuration ({} candidates, {})...", schedule_options.budget, schedule_options.method);
+        println!(
+            "\nTuning the native schedule of the best configuration ({} candidates, {})...",
+            schedule_options.budget, schedule_options.method
+        );
     }
     let (report, original) = schedule_config(frontend, config, device, options, &schedule_options)?;
     let provenance = serde_json::to_string(&report)?;
@@ -176,7 +194,9 @@ fn print_schedule(report: &ScheduleReport) {
         report.ab_rounds, report.original_median_ms, report.candidate_median_ms, report.moves, report.ratio, report.ratio_low, report.ratio_high
     );
     match (&report.cubin, report.checked_sets) {
-        (Some(_), sets) => println!("Kept: outputs identical bit for bit on {sets} random input sets; stored as the configuration's schedule."),
+        (Some(_), sets) => println!(
+            "Kept: outputs identical bit for bit on {sets} random input sets; stored as the configuration's schedule."
+        ),
         (None, 0) => println!("No schedule beat the original; the original is kept."),
         (None, sets) => println!(
             "Not kept: {} of {sets} input sets differed or the interval does not exclude no gain{}.",
@@ -215,7 +235,8 @@ impl Tally {
             self.framework_ms.push(costs.framework_s * 1e3);
         }
         self.measured_s += evaluation.samples.iter().sum::<f64>() / 1e3;
-        self.checked_s += evaluation.metrics.get("verify_kernel_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0) / 1e3;
+        self.checked_s +=
+            evaluation.metrics.get("verify_kernel_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0) / 1e3;
         self.bench_round_trip_s += costs.verify_s + costs.benchmark_s + costs.framework_s;
     }
 
@@ -226,15 +247,24 @@ impl Tally {
     /// Fractions of the benchmark worker's time the GPU spent in the tuned kernels: timed
     /// runs only, and timed plus checked runs.
     fn gpu_busy(&self) -> Option<(f64, f64)> {
-        (self.bench_round_trip_s > 0.0)
-            .then(|| (self.measured_s / self.bench_round_trip_s, (self.measured_s + self.checked_s) / self.bench_round_trip_s))
+        (self.bench_round_trip_s > 0.0).then(|| {
+            (self.measured_s / self.bench_round_trip_s, (self.measured_s + self.checked_s) / self.bench_round_trip_s)
+        })
     }
 }
 
-fn summary_json(summary: &Summary, spec: &KernelSpec, space: &Space, device: &DeviceInfo, tally: &Tally, wall: f64) -> serde_json::Value {
-    let best = summary.best.as_ref().map(|b| {
-        json!({"config": b.config, "objective": b.objective, "description": space.describe(b.id)})
-    });
+fn summary_json(
+    summary: &Summary,
+    spec: &KernelSpec,
+    space: &Space,
+    device: &DeviceInfo,
+    tally: &Tally,
+    wall: f64,
+) -> serde_json::Value {
+    let best = summary
+        .best
+        .as_ref()
+        .map(|b| json!({"config": b.config, "objective": b.objective, "description": space.describe(b.id)}));
     json!({
         "kernel": spec.kernel_name,
         "device": device,
@@ -255,9 +285,17 @@ fn summary_json(summary: &Summary, spec: &KernelSpec, space: &Space, device: &De
     })
 }
 
-fn print_summary(summary: &Summary, spec: &KernelSpec, space: &Space, tally: &Tally, wall: f64, workers: Option<usize>) {
+fn print_summary(
+    summary: &Summary,
+    spec: &KernelSpec,
+    space: &Space,
+    tally: &Tally,
+    wall: f64,
+    workers: Option<usize>,
+) {
     let objective = &spec.objective;
-    let statuses: Vec<String> = tally.statuses.iter().filter(|(s, _)| **s != "ok").map(|(s, n)| format!("{n} {s}")).collect();
+    let statuses: Vec<String> =
+        tally.statuses.iter().filter(|(s, _)| **s != "ok").map(|(s, n)| format!("{n} {s}")).collect();
     println!(
         "\n{} configurations evaluated ({} answered by the store){}; stopped: {}.",
         summary.evaluations,
@@ -279,7 +317,10 @@ fn print_summary(summary: &Summary, spec: &KernelSpec, space: &Space, tally: &Ta
     }
     let costs: &Costs = &summary.costs;
     let compile = match workers {
-        Some(n) => format!("compile {} summed over {n} workers", render::duration(std::time::Duration::from_secs_f64(costs.compile_s))),
+        Some(n) => format!(
+            "compile {} summed over {n} workers",
+            render::duration(std::time::Duration::from_secs_f64(costs.compile_s))
+        ),
         None => "nothing compiled".to_string(),
     };
     println!(
@@ -311,7 +352,10 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
     }
     let seconds = clock.elapsed().as_secs_f64();
     if json {
-        println!("{}", json!({"count": space.len(), "invalid_geometry": invalid.len(), "seconds": seconds, "kernel": spec.kernel_name}));
+        println!(
+            "{}",
+            json!({"count": space.len(), "invalid_geometry": invalid.len(), "seconds": seconds, "kernel": spec.kernel_name})
+        );
     } else {
         println!(
             "{}: {} configurations ({} with an impossible launch geometry), checked in {:.1} ms; nothing compiled or run.",
@@ -338,7 +382,8 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     let db = database(args.db.clone());
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {}", args.arch)))?;
-    let workers = args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
+    let workers =
+        args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
     let command = WorkerCommand::new(std::env::current_exe()?, Vec::new());
     let hub = Hub::default();
     let mut pool = CompilePool::new(&command, workers, spec.timing.compile_timeout, &hub, 0)?;
@@ -348,7 +393,12 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
         .enumerate()
         .map(|(index, id)| {
             let values = config_values(space, *id);
-            let job = CompileJob::Cuda { source: spec.source_for(&values), name: spec.kernel_name.clone(), options: spec.options_for(&values), arch: args.arch.clone() };
+            let job = CompileJob::Cuda {
+                source: spec.source_for(&values),
+                name: spec.kernel_name.clone(),
+                options: spec.options_for(&values),
+                arch: args.arch.clone(),
+            };
             CompileRequest { id: index as u32, job }
         })
         .collect();
@@ -361,8 +411,11 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
                 summed += seconds;
                 compiled += 1;
                 let values = config_values(space, ids[id as usize]);
-                let provenance = format!("nvrtc --gpu-architecture={} {}", args.arch, spec.options_for(&values).join(" "));
-                store.save_artifact(tuning, &space.config_json(ids[id as usize]), "cubin", &cubin, &provenance).map_err(|e| e.to_string())?;
+                let provenance =
+                    format!("nvrtc --gpu-architecture={} {}", args.arch, spec.options_for(&values).join(" "));
+                store
+                    .save_artifact(tuning, &space.config_json(ids[id as usize]), "cubin", &cubin, &provenance)
+                    .map_err(|e| e.to_string())?;
             }
             CompileOutcome::Failed { id, reason, seconds } => {
                 summed += seconds;
@@ -376,7 +429,10 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
     if args.json {
-        println!("{}", json!({"count": ids.len(), "compiled": compiled, "failed": failed.len(), "wall_s": wall, "compile_s": summed, "workers": workers, "arch": args.arch}));
+        println!(
+            "{}",
+            json!({"count": ids.len(), "compiled": compiled, "failed": failed.len(), "wall_s": wall, "compile_s": summed, "workers": workers, "arch": args.arch})
+        );
     } else {
         println!(
             "Compiled {compiled} of {} configurations for {} in {:.1} s ({:.1} s of compiling on {workers} workers); {} failed. Cubins stored in {}.",

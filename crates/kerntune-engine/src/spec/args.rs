@@ -145,8 +145,14 @@ pub enum Init {
     Ones,
     /// 0, 1, 2, ... (wrapping for narrow integer types).
     Arange,
-    Normal { mean: f64, std: f64 },
-    Uniform { low: f64, high: f64 },
+    Normal {
+        mean: f64,
+        std: f64,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
     /// A NumPy `.npy` file of the same element type and size.
     File(PathBuf),
     /// A file of exactly the buffer's bytes (little-endian elements), as the Python
@@ -180,7 +186,12 @@ pub fn fill(dtype: DType, len: usize, init: &Init, seed: u64) -> Result<Vec<u8>,
         Init::Raw(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             if bytes.len() != len * dtype.size() {
-                return Err(format!("{}: holds {} bytes, the argument needs {}", path.display(), bytes.len(), len * dtype.size()));
+                return Err(format!(
+                    "{}: holds {} bytes, the argument needs {}",
+                    path.display(),
+                    bytes.len(),
+                    len * dtype.size()
+                ));
             }
             return Ok(bytes);
         }
@@ -307,7 +318,11 @@ mod tests {
         let arange = fill(DType::F16, 4, &Init::Arange, 0).expect("fills");
         assert_eq!(arange.chunks(2).map(|c| DType::F16.decode(c)).collect::<Vec<_>>(), vec![0.0, 1.0, 2.0, 3.0]);
         let long = fill(DType::F64, 3 * CHUNK + 5, &Init::Arange, 0).expect("fills");
-        assert_eq!(DType::F64.decode(&long[(2 * CHUNK + 7) * 8..]), (2 * CHUNK + 7) as f64, "chunks keep global positions");
+        assert_eq!(
+            DType::F64.decode(&long[(2 * CHUNK + 7) * 8..]),
+            (2 * CHUNK + 7) as f64,
+            "chunks keep global positions"
+        );
         let big = fill(DType::F32, 2 * CHUNK, &Init::Normal { mean: 0.0, std: 1.0 }, 3).expect("fills");
         assert_ne!(big[..64], big[CHUNK * 4..CHUNK * 4 + 64], "chunks draw different numbers");
     }

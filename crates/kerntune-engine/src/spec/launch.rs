@@ -23,7 +23,10 @@ impl Geometry {
 #[derive(Debug, Clone)]
 pub enum GridRule {
     /// ceil(problem_size[axis] / product(div[axis])).
-    Divide { problem_size: [Expression; 3], div: [Vec<Expression>; 3] },
+    Divide {
+        problem_size: [Expression; 3],
+        div: [Vec<Expression>; 3],
+    },
     Explicit([Expression; 3]),
 }
 
@@ -62,7 +65,11 @@ impl Launch {
                 }
             };
             if count > GRID_LIMITS[axis] {
-                return Err(format!("grid {} = {count} exceeds the hardware limit {}", ["x", "y", "z"][axis], GRID_LIMITS[axis]));
+                return Err(format!(
+                    "grid {} = {count} exceeds the hardware limit {}",
+                    ["x", "y", "z"][axis],
+                    GRID_LIMITS[axis]
+                ));
             }
             grid[axis] = count as u32;
         }

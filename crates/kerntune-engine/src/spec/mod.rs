@@ -35,6 +35,7 @@ pub struct SpecError {
 
 /// Where the reference outputs come from.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per spec: not worth a box
 pub enum Reference {
     /// The outputs of this configuration (values in parameter order).
     Config(Vec<Value>),
@@ -130,7 +131,8 @@ pub struct KernelSpec {
 impl KernelSpec {
     pub fn load(path: &Path) -> Result<KernelSpec, SpecError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError { path: name.clone(), message: e.to_string() })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| SpecError { path: name.clone(), message: e.to_string() })?;
         KernelSpec::parse(&text, path)
     }
 
@@ -204,7 +206,9 @@ impl KernelSpec {
     pub fn options_for(&self, config: &[Value]) -> Vec<String> {
         let mut options = expand_options(&self.options, &self.params, config);
         if let Some(position) = self.params.iter().position(|p| p.name() == PTXAS_OPTIONS) {
-            options.extend(config[position].source_text().split_whitespace().map(|flag| format!("--ptxas-options={flag}")));
+            options.extend(
+                config[position].source_text().split_whitespace().map(|flag| format!("--ptxas-options={flag}")),
+            );
         }
         options
     }
@@ -262,12 +266,16 @@ impl Builder<'_> {
     fn build(&self, raw: RawSpec, canonical: &Json) -> Result<KernelSpec, SpecError> {
         let error = self.error;
         if raw.kernel.language != "cuda" {
-            return Err(error(format!("[kernel] language '{}': this spec format is for CUDA C (Triton kernels are tuned from Python)", raw.kernel.language)));
+            return Err(error(format!(
+                "[kernel] language '{}': this spec format is for CUDA C (Triton kernels are tuned from Python)",
+                raw.kernel.language
+            )));
         }
         let source = self.read(&raw.kernel.source, "[kernel] source")?;
         let mut problem = Vec::new();
         for (name, json) in &raw.problem {
-            let value = Value::from_json(json).ok_or_else(|| error(format!("[problem] {name}: {json} is not a number, bool or string")))?;
+            let value = Value::from_json(json)
+                .ok_or_else(|| error(format!("[problem] {name}: {json} is not a number, bool or string")))?;
             problem.push((name.clone(), value));
         }
         // `restrictions` may be written under [params] (where TOML puts a key that follows
@@ -331,7 +339,11 @@ impl Builder<'_> {
             objective,
             objective_expression,
             timing,
-            search: SearchDefaults { strategy: raw.search.strategy, max_fevals: raw.search.max_fevals, time_limit: raw.search.time_limit },
+            search: SearchDefaults {
+                strategy: raw.search.strategy,
+                max_fevals: raw.search.max_fevals,
+                time_limit: raw.search.time_limit,
+            },
             fingerprint,
         })
     }
@@ -379,15 +391,20 @@ impl Builder<'_> {
                     let key = format!("[launch] grid_div_{}", ["x", "y", "z"][axis]);
                     div[axis] = match divs[axis] {
                         Some(Exprs::One(e)) => vec![self.expr(e, names, &key)?],
-                        Some(Exprs::Many(list)) => list.iter().map(|e| self.expr(e, names, &key)).collect::<Result<_, _>>()?,
+                        Some(Exprs::Many(list)) => {
+                            list.iter().map(|e| self.expr(e, names, &key)).collect::<Result<_, _>>()?
+                        }
                         None => vec![block[axis].clone()],
                     };
                 }
                 GridRule::Divide { problem_size, div }
             }
-            (None, None) => return Err(error("[launch] needs problem_size (Kernel Tuner's semantics) or an explicit grid".into())),
+            (None, None) => {
+                return Err(error("[launch] needs problem_size (Kernel Tuner's semantics) or an explicit grid".into()))
+            }
         };
-        let shared_bytes = raw.shared_memory.as_ref().map(|e| self.expr(e, names, "[launch] shared_memory")).transpose()?;
+        let shared_bytes =
+            raw.shared_memory.as_ref().map(|e| self.expr(e, names, "[launch] shared_memory")).transpose()?;
         Ok(Launch { grid, block, shared_bytes })
     }
 
@@ -399,8 +416,9 @@ impl Builder<'_> {
         raw.iter()
             .map(|arg| {
                 let key = format!("[[args]] {}", arg.name);
-                let dtype = DType::parse(&arg.dtype)
-                    .ok_or_else(|| error(format!("{key}: unknown dtype '{}' (f16, bf16, f32, f64, i32, i64, u8)", arg.dtype)))?;
+                let dtype = DType::parse(&arg.dtype).ok_or_else(|| {
+                    error(format!("{key}: unknown dtype '{}' (f16, bf16, f32, f64, i32, i64, u8)", arg.dtype))
+                })?;
                 // Sizes and scalar values depend on the problem only: every configuration
                 // shares the same buffers.
                 let kind = match (&arg.size, &arg.value) {
@@ -427,14 +445,18 @@ impl Builder<'_> {
         let error = self.error;
         Ok(match raw {
             None => Init::Zeros,
-            Some(RawInit::Named(name)) => match name.as_str() {
-                "zeros" => Init::Zeros,
-                "ones" => Init::Ones,
-                "arange" => Init::Arange,
-                "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
-                "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
-                other => return Err(error(format!("{key}: unknown init '{other}' (zeros, ones, arange, normal, uniform, or {{file = \"x.npy\"}})"))),
-            },
+            Some(RawInit::Named(name)) => {
+                match name.as_str() {
+                    "zeros" => Init::Zeros,
+                    "ones" => Init::Ones,
+                    "arange" => Init::Arange,
+                    "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
+                    "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
+                    other => return Err(error(format!(
+                        "{key}: unknown init '{other}' (zeros, ones, arange, normal, uniform, or {{file = \"x.npy\"}})"
+                    ))),
+                }
+            }
             Some(RawInit::Table(table)) => match (&table.normal, &table.uniform, &table.file) {
                 (Some(m), None, None) => Init::Normal { mean: m.mean, std: m.std },
                 (None, Some(r), None) => Init::Uniform { low: r.low, high: r.high },
@@ -444,21 +466,29 @@ impl Builder<'_> {
         })
     }
 
-    fn verify(&self, raw: &raw::RawVerify, params: &[Param], args: &[ArgSpec], names: &[&str], source: &str) -> Result<Verify, SpecError> {
+    fn verify(
+        &self,
+        raw: &raw::RawVerify,
+        params: &[Param],
+        args: &[ArgSpec],
+        names: &[&str],
+        source: &str,
+    ) -> Result<Verify, SpecError> {
         let error = self.error;
         let reference = match (&raw.reference.config, &raw.reference.kernel, &raw.reference.outputs) {
             (None, None, Some(outputs)) => {
                 let mut data = Vec::new();
                 for arg in args.iter().filter(|a| matches!(a.kind, ArgKind::Buffer { output: true, .. })) {
-                    let file = outputs
-                        .get(&arg.name)
-                        .and_then(Json::as_str)
-                        .ok_or_else(|| error(format!("[verify] reference outputs: no file for output '{}'", arg.name)))?;
+                    let file = outputs.get(&arg.name).and_then(Json::as_str).ok_or_else(|| {
+                        error(format!("[verify] reference outputs: no file for output '{}'", arg.name))
+                    })?;
                     let path = self.base.join(file);
                     let is_npy = path.extension().is_some_and(|e| e == "npy");
                     data.push(if is_npy { Init::File(path) } else { Init::Raw(path) });
                 }
-                if let Some(extra) = outputs.keys().find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))) {
+                if let Some(extra) = outputs.keys().find(|k| {
+                    !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))
+                }) {
                     return Err(error(format!("[verify] reference outputs: '{extra}' is not an output buffer")));
                 }
                 Reference::Outputs(data)
@@ -467,10 +497,12 @@ impl Builder<'_> {
                 let values = params
                     .iter()
                     .map(|p| {
-                        let json = config.get(p.name()).ok_or_else(|| error(format!("[verify] reference config has no value for '{}'", p.name())))?;
-                        Value::from_json(json)
-                            .filter(|v| p.index_of(v).is_some())
-                            .ok_or_else(|| error(format!("[verify] reference config: {json} is not a value of '{}'", p.name())))
+                        let json = config.get(p.name()).ok_or_else(|| {
+                            error(format!("[verify] reference config has no value for '{}'", p.name()))
+                        })?;
+                        Value::from_json(json).filter(|v| p.index_of(v).is_some()).ok_or_else(|| {
+                            error(format!("[verify] reference config: {json} is not a value of '{}'", p.name()))
+                        })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 if let Some(extra) = config.keys().find(|k| params.iter().all(|p| p.name() != *k)) {
@@ -483,9 +515,18 @@ impl Builder<'_> {
                     Some(file) => self.read(file, "[verify] reference source")?,
                     None => source.to_string(),
                 };
-                let problem_only: Vec<&str> = names.iter().copied().filter(|n| params.iter().all(|p| p.name() != *n)).collect();
-                let grid = raw.reference.grid.as_deref().ok_or_else(|| error("[verify] a reference kernel needs its grid".into()))?;
-                let block = raw.reference.block.as_deref().ok_or_else(|| error("[verify] a reference kernel needs its block".into()))?;
+                let problem_only: Vec<&str> =
+                    names.iter().copied().filter(|n| params.iter().all(|p| p.name() != *n)).collect();
+                let grid = raw
+                    .reference
+                    .grid
+                    .as_deref()
+                    .ok_or_else(|| error("[verify] a reference kernel needs its grid".into()))?;
+                let block = raw
+                    .reference
+                    .block
+                    .as_deref()
+                    .ok_or_else(|| error("[verify] a reference kernel needs its block".into()))?;
                 Reference::Kernel {
                     name: name.clone(),
                     source: reference_source,
@@ -494,18 +535,28 @@ impl Builder<'_> {
                     block: self.three(block, &problem_only, "[verify] reference block")?,
                 }
             }
-            _ => return Err(error("[verify] reference takes one of config = {...}, kernel = \"name\" or outputs = {...}".into())),
+            _ => {
+                return Err(error(
+                    "[verify] reference takes one of config = {...}, kernel = \"name\" or outputs = {...}".into(),
+                ))
+            }
         };
         let (atol, rtol) = (raw.atol.unwrap_or(1e-6), raw.rtol.unwrap_or(1e-5));
         let mut tolerances = Vec::new();
         for (position, arg) in args.iter().enumerate() {
             if let ArgKind::Buffer { output: true, .. } = arg.kind {
                 let specific = raw.outputs.get(&arg.name).and_then(Json::as_object);
-                let get = |key: &str, default: f64| specific.and_then(|s| s.get(key)).and_then(Json::as_f64).unwrap_or(default);
+                let get = |key: &str, default: f64| {
+                    specific.and_then(|s| s.get(key)).and_then(Json::as_f64).unwrap_or(default)
+                };
                 tolerances.push((position, get("atol", atol), get("rtol", rtol)));
             }
         }
-        if let Some(unknown) = raw.outputs.keys().find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))) {
+        if let Some(unknown) = raw
+            .outputs
+            .keys()
+            .find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. })))
+        {
             return Err(error(format!("[verify.outputs] '{unknown}' is not an output buffer")));
         }
         if tolerances.is_empty() {

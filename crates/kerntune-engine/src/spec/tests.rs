@@ -37,7 +37,9 @@ output = true
 
 #[test]
 fn every_example_spec_loads_and_has_a_space() {
-    for (name, expected) in [("vector_add", 20), ("matmul_naive", 24), ("matmul_register", 56), ("matmul_sram", 107), ("conv2d", 281)] {
+    for (name, expected) in
+        [("vector_add", 20), ("matmul_naive", 24), ("matmul_register", 56), ("matmul_sram", 107), ("conv2d", 281)]
+    {
         let spec = example(name);
         let space = spec.space().unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(space.len(), expected, "{name}");
@@ -73,7 +75,8 @@ fn restrictions_may_use_problem_variables_and_sit_under_params() {
 
 #[test]
 fn option_templates_take_parameter_values_and_drop_empty_ones() {
-    let text = MINIMAL.replace("source = \"vector_add.cu\"", "source = \"vector_add.cu\"\noptions = [\"-O3\", \"{regs}\"]")
+    let text = MINIMAL
+        .replace("source = \"vector_add.cu\"", "source = \"vector_add.cu\"\noptions = [\"-O3\", \"{regs}\"]")
         .replace("tile = [1, 2]", "tile = [1, 2]\nregs = [\"\", \"--maxrregcount=64\"]");
     let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
     let config = |regs: &str| vec![Value::Int(32), Value::Int(1), Value::Str(regs.into())];
@@ -86,7 +89,8 @@ fn option_templates_take_parameter_values_and_drop_empty_ones() {
 fn the_fingerprint_follows_what_is_measured_but_not_search_settings() {
     let path = &example_dir().join("x.toml");
     let base = KernelSpec::parse(MINIMAL, path).expect("parses").fingerprint;
-    let searched = KernelSpec::parse(&format!("{MINIMAL}\n[search]\nstrategy = \"brute_force\"\n"), path).expect("parses");
+    let searched =
+        KernelSpec::parse(&format!("{MINIMAL}\n[search]\nstrategy = \"brute_force\"\n"), path).expect("parses");
     assert_eq!(searched.fingerprint, base);
     let bigger = KernelSpec::parse(&MINIMAL.replace("n = 1000", "n = 2000"), path).expect("parses");
     assert_ne!(bigger.fingerprint, base);
@@ -97,10 +101,16 @@ fn mistakes_are_reported_with_their_key() {
     let cases = [
         (MINIMAL.replace("dtype = \"f32\"", "dtype = \"f31\""), "[[args]] c: unknown dtype 'f31'"),
         (MINIMAL.replace("size = \"n\"", "size = \"m\""), "[[args]] c size in 'm' at column 1: unknown name 'm'"),
-        (MINIMAL.replace("problem_size = [\"n\"]", "problem_size = [\"n\"]\ngrid_div_x = \"blok_size_x\""), "[launch] grid_div_x in 'blok_size_x'"),
+        (
+            MINIMAL.replace("problem_size = [\"n\"]", "problem_size = [\"n\"]\ngrid_div_x = \"blok_size_x\""),
+            "[launch] grid_div_x in 'blok_size_x'",
+        ),
         (MINIMAL.replace("[launch]", "[launch]\nthreads = 3"), "unknown field `threads`"),
         (MINIMAL.replace("vector_add.cu", "missing.cu"), "[kernel] source"),
-        (format!("{MINIMAL}\n[verify]\nreference = {{ config = {{ block_size_x = 48, tile = 1 }} }}\n"), "48 is not a value of 'block_size_x'"),
+        (
+            format!("{MINIMAL}\n[verify]\nreference = {{ config = {{ block_size_x = 48, tile = 1 }} }}\n"),
+            "48 is not a value of 'block_size_x'",
+        ),
         (format!("{MINIMAL}\n[timing]\nflush = \"l3\"\n"), "[timing] flush 'l3'"),
         (format!("restrictions = [\"tile <\"]\n{MINIMAL}"), "restriction in 'tile <'"),
     ];

@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
-use crate::Rng;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
+use crate::Rng;
 
 /// The annealing schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,12 +25,7 @@ pub struct AnnealingOptions {
 
 impl Default for AnnealingOptions {
     fn default() -> Self {
-        AnnealingOptions {
-            initial_temperature: 0.02,
-            cooling: 0.97,
-            steps: 200,
-            moves_per_step: 1,
-        }
+        AnnealingOptions { initial_temperature: 0.02, cooling: 0.97, steps: 200, moves_per_step: 1 }
     }
 }
 
@@ -61,8 +56,7 @@ pub fn anneal<O: ScheduleObjective>(
         let draw = rng.unit();
         if let Some(energy) = evaluator.energy(&candidate)? {
             let worse_by = (energy - current_energy) / current_energy.abs().max(f64::MIN_POSITIVE);
-            let accept =
-                worse_by <= 0.0 || (temperature > 0.0 && draw < (-worse_by / temperature).exp());
+            let accept = worse_by <= 0.0 || (temperature > 0.0 && draw < (-worse_by / temperature).exp());
             if accept {
                 evaluator.accept_last();
                 current = candidate;

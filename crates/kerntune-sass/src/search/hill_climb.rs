@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
-use crate::Rng;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
+use crate::Rng;
 
 /// The hill-climbing budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,13 +28,7 @@ pub struct HillClimbOptions {
 
 impl Default for HillClimbOptions {
     fn default() -> Self {
-        HillClimbOptions {
-            evaluations: 200,
-            restarts: 4,
-            perturbation: 8,
-            patience: 20,
-            min_improvement: 0.005,
-        }
+        HillClimbOptions { evaluations: 200, restarts: 4, perturbation: 8, patience: 20, min_improvement: 0.005 }
     }
 }
 

@@ -70,10 +70,7 @@ pub struct SearchOutcome {
 impl SearchOutcome {
     /// How many candidates failed verification.
     pub fn failed_verifications(&self) -> usize {
-        self.evaluations
-            .iter()
-            .filter(|e| e.energy.is_none())
-            .count()
+        self.evaluations.iter().filter(|e| e.energy.is_none()).count()
     }
 }
 
@@ -99,25 +96,13 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
     /// Evaluates the original schedule, which must pass verification.
     fn new(objective: &'o mut O, original: &Schedule) -> Result<Self, SassError> {
         let cubin = original.to_cubin()?;
-        let energy = objective.evaluate(&cubin)?.ok_or_else(|| {
-            SassError::Objective("the original schedule failed verification".into())
-        })?;
+        let energy = objective
+            .evaluate(&cubin)?
+            .ok_or_else(|| SassError::Objective("the original schedule failed verification".into()))?;
         let mut cache = HashMap::new();
         cache.insert(cubin.clone(), Some(energy));
-        let best = Best {
-            cubin,
-            energy,
-            moves: Vec::new(),
-            permutation: original.permutation(),
-        };
-        Ok(Evaluator {
-            objective,
-            cache,
-            evaluations: Vec::new(),
-            baseline: energy,
-            best,
-            last_was_fresh: false,
-        })
+        let best = Best { cubin, energy, moves: Vec::new(), permutation: original.permutation() };
+        Ok(Evaluator { objective, cache, evaluations: Vec::new(), baseline: energy, best, last_was_fresh: false })
     }
 
     /// The energy of a schedule; `None` if it failed verification. Records the
@@ -130,10 +115,7 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
         }
         self.last_was_fresh = true;
         let energy = self.objective.evaluate(&cubin)?;
-        self.evaluations.push(Evaluation {
-            energy,
-            accepted: false,
-        });
+        self.evaluations.push(Evaluation { energy, accepted: false });
         if let Some(value) = energy {
             if value < self.best.energy {
                 self.best = Best {

@@ -6,10 +6,7 @@ use kerntune_sass::{KernelListing, Role};
 use crate::corpus::{corpus, TRITON_KERNELS};
 
 fn listings() -> Vec<KernelListing> {
-    TRITON_KERNELS
-        .iter()
-        .map(|k| corpus().schedule(k).listing().clone())
-        .collect()
+    TRITON_KERNELS.iter().map(|k| corpus().schedule(k).listing().clone()).collect()
 }
 
 #[test]
@@ -18,19 +15,11 @@ fn reuse_bits_match_the_reuse_flags_nvdisasm_prints() {
     for listing in listings() {
         for instruction in listing.instructions() {
             let printed = instruction.text.matches(".reuse").count();
-            assert_eq!(
-                instruction.control.reuse.count_ones() as usize,
-                printed,
-                "{}",
-                instruction.text
-            );
+            assert_eq!(instruction.control.reuse.count_ones() as usize, printed, "{}", instruction.text);
             flagged += printed;
         }
     }
-    assert!(
-        flagged > 20,
-        "the corpus should exercise reuse flags, found {flagged}"
-    );
+    assert!(flagged > 20, "the corpus should exercise reuse flags, found {flagged}");
 }
 
 #[test]
@@ -42,18 +31,15 @@ fn every_reader_of_a_scoreboarded_result_is_behind_a_wait_on_its_barrier() {
             let range = listing.block_range(block);
             for producer in range.clone() {
                 let p = &instructions[producer];
-                let (Some(barrier), false) =
-                    (p.control.write_barrier, matches!(p.role, Role::Fence(_)))
+                let (Some(barrier), false) = (p.control.write_barrier, matches!(p.role, Role::Fence(_))) else {
+                    continue;
+                };
+                let Some(reader) =
+                    (producer + 1..range.end).find(|&c| instructions[c].effects.uses.intersects(&p.effects.defs))
                 else {
                     continue;
                 };
-                let Some(reader) = (producer + 1..range.end)
-                    .find(|&c| instructions[c].effects.uses.intersects(&p.effects.defs))
-                else {
-                    continue;
-                };
-                let waited =
-                    (producer + 1..=reader).any(|w| instructions[w].control.waits_on(barrier));
+                let waited = (producer + 1..=reader).any(|w| instructions[w].control.waits_on(barrier));
                 assert!(
                     waited,
                     "`{}` reads the result of `{}` without waiting on barrier {barrier}",
@@ -63,10 +49,7 @@ fn every_reader_of_a_scoreboarded_result_is_behind_a_wait_on_its_barrier() {
             }
         }
     }
-    assert!(
-        checked > 50,
-        "only {checked} scoreboarded results were checked"
-    );
+    assert!(checked > 50, "only {checked} scoreboarded results were checked");
 }
 
 #[test]
@@ -78,38 +61,21 @@ fn fixed_latency_results_are_read_at_least_a_cycle_later() {
             let range = listing.block_range(block);
             for producer in range.clone() {
                 let p = &instructions[producer];
-                if p.control.write_barrier.is_some()
-                    || p.role != Role::Plain
-                    || p.effects.must_defs.is_empty()
-                {
+                if p.control.write_barrier.is_some() || p.role != Role::Plain || p.effects.must_defs.is_empty() {
                     continue;
                 }
-                let Some(reader) = (producer + 1..range.end).find(|&c| {
-                    instructions[c]
-                        .effects
-                        .uses
-                        .intersects(&p.effects.must_defs)
-                }) else {
+                let Some(reader) =
+                    (producer + 1..range.end).find(|&c| instructions[c].effects.uses.intersects(&p.effects.must_defs))
+                else {
                     continue;
                 };
-                let cycles: u32 = instructions[producer..reader]
-                    .iter()
-                    .map(|i| u32::from(i.control.stall))
-                    .sum();
-                assert!(
-                    cycles >= 1,
-                    "`{}` reads `{}` after {cycles} stall cycles",
-                    instructions[reader].text,
-                    p.text
-                );
+                let cycles: u32 = instructions[producer..reader].iter().map(|i| u32::from(i.control.stall)).sum();
+                assert!(cycles >= 1, "`{}` reads `{}` after {cycles} stall cycles", instructions[reader].text, p.text);
                 checked += 1;
             }
         }
     }
-    assert!(
-        checked > 200,
-        "only {checked} fixed-latency results were checked"
-    );
+    assert!(checked > 200, "only {checked} fixed-latency results were checked");
 }
 
 #[test]

@@ -17,18 +17,10 @@ pub struct Corpus {
 }
 
 /// Kernels compiled by Triton, with their loops, barriers and memory traffic.
-pub const TRITON_KERNELS: &[&str] = &[
-    "vector_add",
-    "tiled_matmul",
-    "pipelined_matmul",
-    "looped_softmax",
-];
+pub const TRITON_KERNELS: &[&str] = &["vector_add", "tiled_matmul", "pipelined_matmul", "looped_softmax"];
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("support")
-        .join("compile_kernels.py")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("support").join("compile_kernels.py")
 }
 
 fn compile() -> Corpus {
@@ -41,35 +33,21 @@ fn compile() -> Corpus {
         .env("TRITON_CACHE_DIR", directory.path().join("triton-cache"))
         .env("TRITON_HOME", directory.path())
         .output()
-        .unwrap_or_else(|e| {
-            panic!("these tests need python3 with triton installed: cannot run {python:?}: {e}")
-        });
+        .unwrap_or_else(|e| panic!("these tests need python3 with triton installed: cannot run {python:?}: {e}"));
     assert!(
         output.status.success(),
         "these tests need python3 with triton installed (pip install triton==3.6.0); \
          compile_kernels.py failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let manifest =
-        std::fs::read_to_string(directory.path().join("manifest.json")).expect("manifest.json");
-    let manifest: BTreeMap<String, String> =
-        serde_json::from_str(&manifest).expect("a JSON manifest");
+    let manifest = std::fs::read_to_string(directory.path().join("manifest.json")).expect("manifest.json");
+    let manifest: BTreeMap<String, String> = serde_json::from_str(&manifest).expect("a JSON manifest");
     let cubins = manifest
         .iter()
-        .map(|(file, kernel)| {
-            (
-                kernel.clone(),
-                std::fs::read(directory.path().join(file)).expect("a cubin"),
-            )
-        })
+        .map(|(file, kernel)| (kernel.clone(), std::fs::read(directory.path().join(file)).expect("a cubin")))
         .collect();
     let nvdisasm = Nvdisasm::locate().unwrap_or_else(|e| panic!("these tests need nvdisasm: {e}"));
-    Corpus {
-        _directory: directory,
-        cubins,
-        schedules: Mutex::default(),
-        nvdisasm,
-    }
+    Corpus { _directory: directory, cubins, schedules: Mutex::default(), nvdisasm }
 }
 
 /// The corpus, compiled on first use.
@@ -81,18 +59,12 @@ pub fn corpus() -> &'static Corpus {
 impl Corpus {
     /// The cubin that holds `kernel`.
     pub fn cubin(&self, kernel: &str) -> &[u8] {
-        self.cubins
-            .get(kernel)
-            .unwrap_or_else(|| panic!("no kernel {kernel} in the corpus"))
+        self.cubins.get(kernel).unwrap_or_else(|| panic!("no kernel {kernel} in the corpus"))
     }
 
     /// The original schedule of `kernel`.
     pub fn schedule(&self, kernel: &str) -> Schedule {
-        let cached = self
-            .schedules
-            .lock()
-            .map(|s| s.get(kernel).cloned())
-            .unwrap_or_default();
+        let cached = self.schedules.lock().map(|s| s.get(kernel).cloned()).unwrap_or_default();
         if let Some(schedule) = cached {
             return schedule;
         }

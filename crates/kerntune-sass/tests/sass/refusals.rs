@@ -3,47 +3,33 @@
 //! CuAssembler's notation, so that each one shows exactly one reason.
 
 use kerntune_sass::{
-    Control, FenceKind, FunctionListing, KernelListing, Label, LatencyTable, ListedInstruction,
-    Move, Refusal, Register, SassError,
+    Control, FenceKind, FunctionListing, KernelListing, Label, LatencyTable, ListedInstruction, Move, Refusal,
+    Register, SassError,
 };
 
 use crate::corpus::corpus;
 
 /// Parses `[B--2---:R-:W1:Y:S04]`.
 fn control(notation: &str) -> Control {
-    let fields: Vec<&str> = notation
-        .trim_matches(|c| c == '[' || c == ']')
-        .split(':')
-        .collect();
+    let fields: Vec<&str> = notation.trim_matches(|c| c == '[' || c == ']').split(':').collect();
     let barrier = |field: &str| field[1..].parse::<u8>().ok();
     Control {
         stall: fields[4][1..].parse().expect("a stall count"),
         yield_flag: fields[3] == "Y",
         write_barrier: barrier(fields[2]),
         read_barrier: barrier(fields[1]),
-        wait_mask: fields[0][1..]
-            .chars()
-            .enumerate()
-            .filter(|(_, c)| *c != '-')
-            .map(|(b, _)| 1 << b)
-            .sum(),
+        wait_mask: fields[0][1..].chars().enumerate().filter(|(_, c)| *c != '-').map(|(b, _)| 1 << b).sum(),
         reuse: 0,
     }
 }
 
 /// A listing from lines `[control] text` and `label:`.
 fn listing(lines: &[&str]) -> Result<KernelListing, SassError> {
-    let mut function = FunctionListing {
-        name: "synthetic".into(),
-        ..Default::default()
-    };
+    let mut function = FunctionListing { name: "synthetic".into(), ..Default::default() };
     for line in lines {
         let offset = function.instructions.len() as u64 * 16;
         if let Some(name) = line.strip_suffix(':') {
-            function.labels.push(Label {
-                name: name.into(),
-                offset,
-            });
+            function.labels.push(Label { name: name.into(), offset });
             continue;
         }
         let (notation, text) = line.split_once(' ').expect("`[control] text`");
@@ -58,9 +44,7 @@ fn listing(lines: &[&str]) -> Result<KernelListing, SassError> {
 
 fn refusal(lines: &[&str], requested: Move) -> Refusal {
     let listing = listing(lines).expect("a valid listing");
-    listing
-        .check(&requested)
-        .expect_err("the move must be refused")
+    listing.check(&requested).expect_err("the move must be refused")
 }
 
 fn legal(lines: &[&str], requested: Move) {
@@ -72,30 +56,15 @@ fn legal(lines: &[&str], requested: Move) {
 
 #[test]
 fn a_register_written_by_one_and_read_by_the_other_pins_both() {
-    let lines = [
-        "[B------:R-:W2:Y:S02] LDG.E R4, desc[UR4][R2.64]",
-        "[B------:R-:W-:Y:S04] IADD3 R5, R4, 0x1, RZ",
-    ];
-    assert_eq!(
-        refusal(&lines, Move::down(0)),
-        Refusal::RegisterDependency {
-            register: Register::General(4)
-        }
-    );
+    let lines = ["[B------:R-:W2:Y:S02] LDG.E R4, desc[UR4][R2.64]", "[B------:R-:W-:Y:S04] IADD3 R5, R4, 0x1, RZ"];
+    assert_eq!(refusal(&lines, Move::down(0)), Refusal::RegisterDependency { register: Register::General(4) });
 }
 
 #[test]
 fn the_upper_half_of_a_64_bit_address_is_a_dependency_too() {
-    let lines = [
-        "[B------:R-:W-:Y:S02] IADD3.X R7, RZ, R9, RZ, P0, !PT",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
-    ];
-    assert_eq!(
-        refusal(&lines, Move::up(1)),
-        Refusal::RegisterDependency {
-            register: Register::General(7)
-        }
-    );
+    let lines =
+        ["[B------:R-:W-:Y:S02] IADD3.X R7, RZ, R9, RZ, P0, !PT", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]"];
+    assert_eq!(refusal(&lines, Move::up(1)), Refusal::RegisterDependency { register: Register::General(7) });
 }
 
 #[test]
@@ -104,12 +73,7 @@ fn a_guard_predicate_written_just_before_pins_the_load() {
         "[B------:R-:W-:Y:S04] ISETP.GE.AND P0, PT, R9, UR6, PT",
         "[B------:R-:W2:Y:S01] @!P0 LDG.E R0, desc[UR4][R6.64]",
     ];
-    assert_eq!(
-        refusal(&lines, Move::up(1)),
-        Refusal::PredicateDependency {
-            register: Register::Predicate(0)
-        }
-    );
+    assert_eq!(refusal(&lines, Move::up(1)), Refusal::PredicateDependency { register: Register::Predicate(0) });
 }
 
 #[test]
@@ -142,12 +106,7 @@ fn nothing_moves_into_or_out_of_the_slot_after_a_barrier() {
 
 #[test]
 fn nothing_moves_across_a_barrier_or_a_scoreboard_wait() {
-    for fence in [
-        "BAR.SYNC.DEFER_BLOCKING 0x0",
-        "DEPBAR.LE SB0, 0x1",
-        "LDGDEPBAR",
-        "MEMBAR.ALL.CTA",
-    ] {
+    for fence in ["BAR.SYNC.DEFER_BLOCKING 0x0", "DEPBAR.LE SB0, 0x1", "LDGDEPBAR", "MEMBAR.ALL.CTA"] {
         let lines = [
             "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
             &format!("[B------:R-:W-:Y:S01] {fence}"),
@@ -155,13 +114,7 @@ fn nothing_moves_across_a_barrier_or_a_scoreboard_wait() {
         ];
         for requested in [Move::down(0), Move::up(2)] {
             assert!(
-                matches!(
-                    refusal(&lines, requested),
-                    Refusal::Fence {
-                        kind: FenceKind::Synchronization,
-                        ..
-                    }
-                ),
+                matches!(refusal(&lines, requested), Refusal::Fence { kind: FenceKind::Synchronization, .. }),
                 "{fence}"
             );
         }
@@ -180,72 +133,38 @@ fn nothing_moves_across_a_label_or_a_branch() {
         "[B------:R-:W-:Y:S05] EXIT",
     ];
     assert_eq!(refusal(&lines, Move::down(1)), Refusal::BlockBoundary);
-    assert_eq!(
-        refusal(&lines, Move::up(2)),
-        Refusal::NotMovable {
-            text: "IADD3 R7, R7, 0x1, RZ".into()
-        }
-    );
-    assert!(matches!(
-        refusal(&lines, Move::down(3)),
-        Refusal::Fence {
-            kind: FenceKind::ControlFlow,
-            ..
-        }
-    ));
+    assert_eq!(refusal(&lines, Move::up(2)), Refusal::NotMovable { text: "IADD3 R7, R7, 0x1, RZ".into() });
+    assert!(matches!(refusal(&lines, Move::down(3)), Refusal::Fence { kind: FenceKind::ControlFlow, .. }));
     legal(&lines, Move::up(1));
     legal(&lines, Move::up(3));
 }
 
 #[test]
 fn a_store_and_a_load_that_may_alias_keep_their_order() {
-    let lines = [
-        "[B------:R0:W-:Y:S01] STG.E desc[UR4][R4.64], R9",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
-    ];
-    assert!(matches!(
-        refusal(&lines, Move::up(1)),
-        Refusal::MemoryAlias { .. }
-    ));
-    let overlapping = [
-        "[B------:R0:W-:Y:S01] STG.E.64 desc[UR4][R4.64], R8",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64+0x4]",
-    ];
-    assert!(matches!(
-        refusal(&overlapping, Move::up(1)),
-        Refusal::MemoryAlias { .. }
-    ));
+    let lines =
+        ["[B------:R0:W-:Y:S01] STG.E desc[UR4][R4.64], R9", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]"];
+    assert!(matches!(refusal(&lines, Move::up(1)), Refusal::MemoryAlias { .. }));
+    let overlapping =
+        ["[B------:R0:W-:Y:S01] STG.E.64 desc[UR4][R4.64], R8", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64+0x4]"];
+    assert!(matches!(refusal(&overlapping, Move::up(1)), Refusal::MemoryAlias { .. }));
 }
 
 #[test]
 fn accesses_that_cannot_alias_may_swap() {
-    let disjoint = [
-        "[B------:R0:W-:Y:S01] STG.E.64 desc[UR4][R4.64], R8",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64+0x8]",
-    ];
+    let disjoint =
+        ["[B------:R0:W-:Y:S01] STG.E.64 desc[UR4][R4.64], R8", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64+0x8]"];
     legal(&disjoint, Move::up(1));
-    let other_space = [
-        "[B------:R0:W-:Y:S01] STS [R3], R9",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
-    ];
+    let other_space = ["[B------:R0:W-:Y:S01] STS [R3], R9", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]"];
     legal(&other_space, Move::up(1));
-    let two_loads = [
-        "[B------:R-:W1:Y:S01] LDG.E R1, desc[UR4][R4.64]",
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
-    ];
+    let two_loads =
+        ["[B------:R-:W1:Y:S01] LDG.E R1, desc[UR4][R4.64]", "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]"];
     legal(&two_loads, Move::up(1));
 }
 
 #[test]
 fn a_barrier_set_by_one_and_waited_on_by_the_other_keeps_their_order() {
-    let lines = [
-        "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]",
-        "[B--2---:R-:W-:Y:S04] IADD3 R10, R11, 0x1, RZ",
-    ];
-    assert_eq!(
-        refusal(&lines, Move::down(0)),
-        Refusal::ScoreboardOrder { barrier: 2 }
-    );
+    let lines = ["[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R6.64]", "[B--2---:R-:W-:Y:S04] IADD3 R10, R11, 0x1, RZ"];
+    assert_eq!(refusal(&lines, Move::down(0)), Refusal::ScoreboardOrder { barrier: 2 });
 }
 
 #[test]
@@ -261,10 +180,7 @@ fn setters_of_a_partly_waited_barrier_keep_their_order() {
         "[B------:R-:W2:Y:S01] LDG.E R1, desc[UR4][R8.64]",
         "[B------:R-:W-:Y:S01] DEPBAR.LE SB2, 0x1",
     ];
-    assert_eq!(
-        refusal(&with_depbar, Move::down(0)),
-        Refusal::ScoreboardOrder { barrier: 2 }
-    );
+    assert_eq!(refusal(&with_depbar, Move::down(0)), Refusal::ScoreboardOrder { barrier: 2 });
 }
 
 #[test]
@@ -274,10 +190,7 @@ fn an_instruction_does_not_move_above_the_wait_that_protects_its_operands() {
         "[B--2---:R-:W-:Y:S04] IADD3 R10, R11, 0x1, RZ",
         "[B------:R-:W-:Y:S01] STS [R12], R8",
     ];
-    assert!(matches!(
-        refusal(&lines, Move::up(2)),
-        Refusal::WaitGuard { barrier: 2, .. }
-    ));
+    assert!(matches!(refusal(&lines, Move::up(2)), Refusal::WaitGuard { barrier: 2, .. }));
 }
 
 #[test]
@@ -287,15 +200,7 @@ fn a_move_may_not_shorten_a_fixed_latency_dependency_below_its_bound() {
         "[B------:R-:W-:Y:S05] IMAD R9, R10, R11, RZ",
         "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64]",
     ];
-    assert!(matches!(
-        refusal(&tight, Move::up(2)),
-        Refusal::StallShortened {
-            before: 6,
-            after: 1,
-            bound: 8,
-            ..
-        }
-    ));
+    assert!(matches!(refusal(&tight, Move::up(2)), Refusal::StallShortened { before: 6, after: 1, bound: 8, .. }));
     let with_slack = [
         "[B------:R-:W-:Y:S09] IADD3 R4, R2, 0x10, RZ",
         "[B------:R-:W-:Y:S02] IMAD R9, R10, R11, RZ",
@@ -314,14 +219,7 @@ fn a_move_may_not_shorten_a_dependency_that_crosses_a_block_boundary() {
         "[B------:R-:W2:Y:S01] LDG.E R0, desc[UR4][R4.64]",
         "[B------:R-:W-:Y:S01] EXIT",
     ];
-    assert!(matches!(
-        refusal(&lines, Move::up(3)),
-        Refusal::StallShortened {
-            before: 6,
-            after: 2,
-            ..
-        }
-    ));
+    assert!(matches!(refusal(&lines, Move::up(3)), Refusal::StallShortened { before: 6, after: 2, .. }));
 }
 
 #[test]
@@ -331,34 +229,19 @@ fn only_modelled_memory_instructions_move_and_only_within_the_kernel() {
         "[B------:R-:W-:Y:S01] @!PT LDS RZ, [RZ]",
         "[B------:R-:W3:Y:S01] LDG.E R1, desc[UR4][R8.64]",
     ];
-    assert!(matches!(
-        refusal(&lines, Move::down(0)),
-        Refusal::NotMovable { .. }
-    ));
-    assert!(matches!(
-        refusal(&lines, Move::up(2)),
-        Refusal::Fence {
-            kind: FenceKind::NeverExecutes,
-            ..
-        }
-    ));
+    assert!(matches!(refusal(&lines, Move::down(0)), Refusal::NotMovable { .. }));
+    assert!(matches!(refusal(&lines, Move::up(2)), Refusal::Fence { kind: FenceKind::NeverExecutes, .. }));
     assert_eq!(refusal(&lines, Move::down(2)), Refusal::OutOfRange);
     assert_eq!(refusal(&lines, Move::up(7)), Refusal::OutOfRange);
 }
 
 #[test]
 fn a_kernel_with_an_indirect_branch_is_refused() {
-    let synthetic = listing(&[
-        "[B------:R-:W-:Y:S05] BRX R4 -0x70",
-        "[B------:R-:W-:Y:S05] EXIT",
-    ]);
+    let synthetic = listing(&["[B------:R-:W-:Y:S05] BRX R4 -0x70", "[B------:R-:W-:Y:S05] EXIT"]);
     assert!(matches!(synthetic, Err(SassError::Unsupported { .. })));
     let corpus = corpus();
-    let compiled = kerntune_sass::Schedule::from_cubin(
-        corpus.cubin("indirect_branch"),
-        "indirect_branch",
-        &corpus.nvdisasm,
-    );
+    let compiled =
+        kerntune_sass::Schedule::from_cubin(corpus.cubin("indirect_branch"), "indirect_branch", &corpus.nvdisasm);
     match compiled {
         Err(SassError::Unsupported { reason, .. }) => {
             assert!(reason.contains("indirect"), "{reason}")
@@ -376,19 +259,11 @@ fn applying_an_illegal_move_fails_and_leaves_the_schedule_unchanged() {
         .position(|pair| pair[0].syntax.opcode == "LDGSTS" && pair[1].syntax.opcode == "LDGDEPBAR")
         .expect("an LDGSTS right before LDGDEPBAR");
     let permutation = schedule.permutation();
-    let error = schedule
-        .apply(&Move::down(before_commit))
-        .expect_err("crossing LDGDEPBAR is illegal");
+    let error = schedule.apply(&Move::down(before_commit)).expect_err("crossing LDGDEPBAR is illegal");
     assert!(
         matches!(
             error,
-            SassError::IllegalMove {
-                refusal: Refusal::Fence {
-                    kind: FenceKind::Synchronization,
-                    ..
-                },
-                ..
-            }
+            SassError::IllegalMove { refusal: Refusal::Fence { kind: FenceKind::Synchronization, .. }, .. }
         ),
         "{error}"
     );

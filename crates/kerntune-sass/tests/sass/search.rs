@@ -6,9 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use kerntune_sass::{
-    anneal, hill_climb, AnnealingOptions, Cubin, HillClimbOptions, Role, SassError, Verifier,
-};
+use kerntune_sass::{anneal, hill_climb, AnnealingOptions, Cubin, HillClimbOptions, Role, SassError, Verifier};
 
 use crate::corpus::corpus;
 
@@ -59,23 +57,10 @@ fn verify_best(outcome: &kerntune_sass::SearchOutcome) {
 #[test]
 fn annealing_lowers_the_energy_reproducibly_and_returns_a_verified_schedule() {
     let start = corpus().schedule(KERNEL);
-    let options = AnnealingOptions {
-        initial_temperature: 1e-5,
-        cooling: 0.95,
-        steps: 60,
-        moves_per_step: 2,
-    };
+    let options = AnnealingOptions { initial_temperature: 1e-5, cooling: 0.95, steps: 60, moves_per_step: 2 };
     let outcome = anneal(&start, &mut objective, &options, 1).expect("search");
-    assert!(
-        outcome.best_energy < outcome.baseline_energy,
-        "{} !< {}",
-        outcome.best_energy,
-        outcome.baseline_energy
-    );
-    assert_eq!(
-        load_positions(&outcome.best_cubin).expect("energy"),
-        outcome.best_energy
-    );
+    assert!(outcome.best_energy < outcome.baseline_energy, "{} !< {}", outcome.best_energy, outcome.baseline_energy);
+    assert_eq!(load_positions(&outcome.best_cubin).expect("energy"), outcome.best_energy);
     assert!(outcome.evaluations.iter().any(|e| e.accepted));
     let again = anneal(&start, &mut objective, &options, 1).expect("search");
     assert_eq!(again.best_moves, outcome.best_moves);
@@ -86,20 +71,12 @@ fn annealing_lowers_the_energy_reproducibly_and_returns_a_verified_schedule() {
 #[test]
 fn hill_climbing_with_restarts_lowers_the_energy_and_returns_a_verified_schedule() {
     let start = corpus().schedule(KERNEL);
-    let options = HillClimbOptions {
-        evaluations: 150,
-        restarts: 3,
-        perturbation: 4,
-        patience: 40,
-        min_improvement: 0.0,
-    };
+    let options =
+        HillClimbOptions { evaluations: 150, restarts: 3, perturbation: 4, patience: 40, min_improvement: 0.0 };
     let outcome = hill_climb(&start, &mut objective, &options, 9).expect("search");
     assert!(outcome.best_energy < outcome.baseline_energy);
     assert!(outcome.evaluations.len() <= options.evaluations + options.restarts);
-    assert_eq!(
-        load_positions(&outcome.best_cubin).expect("energy"),
-        outcome.best_energy
-    );
+    assert_eq!(load_positions(&outcome.best_cubin).expect("energy"), outcome.best_energy);
     let again = hill_climb(&start, &mut objective, &options, 9).expect("search");
     assert_eq!(again.best_moves, outcome.best_moves);
     verify_best(&outcome);
@@ -116,24 +93,13 @@ fn a_candidate_that_fails_verification_is_never_the_result() {
         let energy = load_positions(cubin)?;
         Ok((energy >= baseline).then_some(energy))
     };
-    let options = AnnealingOptions {
-        initial_temperature: 1e-5,
-        cooling: 0.95,
-        steps: 60,
-        moves_per_step: 2,
-    };
+    let options = AnnealingOptions { initial_temperature: 1e-5, cooling: 0.95, steps: 60, moves_per_step: 2 };
     let outcome = anneal(&start, &mut failing_when_better, &options, 4).expect("search");
-    assert!(
-        outcome.failed_verifications() > 0,
-        "the objective never failed; the test proves nothing"
-    );
+    assert!(outcome.failed_verifications() > 0, "the objective never failed; the test proves nothing");
     assert_eq!(outcome.best_energy, baseline);
     assert_eq!(outcome.best_cubin, original);
     assert!(outcome.best_moves.is_empty());
-    assert!(outcome
-        .evaluations
-        .iter()
-        .all(|e| e.energy.is_some() || !e.accepted));
+    assert!(outcome.evaluations.iter().all(|e| e.energy.is_some() || !e.accepted));
 }
 
 #[test]

@@ -15,13 +15,11 @@ const MOVE_COUNTS: &[usize] = &[1, 7, 40, 150, 400];
 fn shuffle_and_verify(kernel: &str) -> usize {
     let corpus = corpus();
     let original = corpus.cubin(kernel);
-    let verifier =
-        Verifier::new(&corpus.nvdisasm, original, kernel).expect("the original disassembles");
+    let verifier = Verifier::new(&corpus.nvdisasm, original, kernel).expect("the original disassembles");
     let mut applied = 0;
     for (seed, &count) in MOVE_COUNTS.iter().enumerate() {
         let mut schedule = corpus.schedule(kernel);
-        let moves = random_moves(&mut schedule, count, &mut Rng::seeded(seed as u64))
-            .expect("legal moves apply");
+        let moves = random_moves(&mut schedule, count, &mut Rng::seeded(seed as u64)).expect("legal moves apply");
         assert_eq!(moves.len(), count, "{kernel}: ran out of legal moves");
         let rewritten = schedule.to_cubin().expect("the schedule writes back");
         verifier
@@ -29,51 +27,33 @@ fn shuffle_and_verify(kernel: &str) -> usize {
             .unwrap_or_else(|e| panic!("{kernel}, seed {seed}, {count} moves: {e}"));
         applied += moves.len();
     }
-    eprintln!(
-        "{kernel}: {applied} random legal moves in {} verified cubins",
-        MOVE_COUNTS.len()
-    );
+    eprintln!("{kernel}: {applied} random legal moves in {} verified cubins", MOVE_COUNTS.len());
     applied
 }
 
 #[test]
 fn random_legal_moves_of_vector_add_give_the_intended_permutation() {
-    assert_eq!(
-        shuffle_and_verify("vector_add"),
-        MOVE_COUNTS.iter().sum::<usize>()
-    );
+    assert_eq!(shuffle_and_verify("vector_add"), MOVE_COUNTS.iter().sum::<usize>());
 }
 
 #[test]
 fn random_legal_moves_of_a_wgmma_matmul_give_the_intended_permutation() {
-    assert_eq!(
-        shuffle_and_verify("tiled_matmul"),
-        MOVE_COUNTS.iter().sum::<usize>()
-    );
+    assert_eq!(shuffle_and_verify("tiled_matmul"), MOVE_COUNTS.iter().sum::<usize>());
 }
 
 #[test]
 fn random_legal_moves_of_a_cp_async_matmul_give_the_intended_permutation() {
-    assert_eq!(
-        shuffle_and_verify("pipelined_matmul"),
-        MOVE_COUNTS.iter().sum::<usize>()
-    );
+    assert_eq!(shuffle_and_verify("pipelined_matmul"), MOVE_COUNTS.iter().sum::<usize>());
 }
 
 #[test]
 fn random_legal_moves_of_a_looped_softmax_give_the_intended_permutation() {
-    assert_eq!(
-        shuffle_and_verify("looped_softmax"),
-        MOVE_COUNTS.iter().sum::<usize>()
-    );
+    assert_eq!(shuffle_and_verify("looped_softmax"), MOVE_COUNTS.iter().sum::<usize>());
 }
 
 #[test]
 fn random_legal_moves_of_relocated_code_give_the_intended_permutation() {
-    assert_eq!(
-        shuffle_and_verify("global_address"),
-        MOVE_COUNTS.iter().sum::<usize>()
-    );
+    assert_eq!(shuffle_and_verify("global_address"), MOVE_COUNTS.iter().sum::<usize>());
 }
 
 #[test]
@@ -86,11 +66,7 @@ fn shuffles_are_deterministic_for_a_seed_and_differ_across_seeds() {
     assert_eq!(first.moves, again.moves);
     assert_eq!(first.cubin, again.cubin);
     assert_ne!(first.moves, other.moves);
-    assert_ne!(
-        first.permutation,
-        (0..first.permutation.len()).collect::<Vec<_>>(),
-        "60 moves changed nothing"
-    );
+    assert_ne!(first.permutation, (0..first.permutation.len()).collect::<Vec<_>>(), "60 moves changed nothing");
 }
 
 #[test]
@@ -102,9 +78,7 @@ fn a_move_followed_by_its_inverse_restores_the_instruction_order() {
         let mut trial = schedule.clone();
         trial.apply(&chosen).expect("a legal move applies");
         assert_ne!(trial.permutation(), original);
-        trial
-            .apply(&chosen.inverse())
-            .expect("the inverse of a legal move is legal");
+        trial.apply(&chosen.inverse()).expect("the inverse of a legal move is legal");
         assert_eq!(trial.permutation(), original, "{chosen}");
     }
     let first = schedule.legal_moves()[0];
@@ -129,12 +103,7 @@ fn random_moves_keep_dependent_instructions_in_order_and_every_result_waited_for
                     || a.effects.uses.intersects(&b.effects.defs)
                     || a.control.set_mask() & b.control.wait_mask != 0;
                 if conflict {
-                    assert!(
-                        positions[i] < positions[j],
-                        "{kernel}: `{}` moved past `{}`",
-                        b.text,
-                        a.text
-                    );
+                    assert!(positions[i] < positions[j], "{kernel}: `{}` moved past `{}`", b.text, a.text);
                 }
             }
         }
@@ -146,8 +115,7 @@ fn random_moves_keep_dependent_instructions_in_order_and_every_result_waited_for
                 let Some(barrier) = p.control.write_barrier else {
                     continue;
                 };
-                let reader = (producer + 1..range.end)
-                    .find(|&c| now[c].effects.uses.intersects(&p.effects.defs));
+                let reader = (producer + 1..range.end).find(|&c| now[c].effects.uses.intersects(&p.effects.defs));
                 if let Some(reader) = reader {
                     assert!(
                         (producer + 1..=reader).any(|w| now[w].control.waits_on(barrier)),

@@ -118,15 +118,27 @@ pub(crate) fn evaluate<'a>(expr: &'a Expr, vars: &[&'a Value]) -> Result<V<'a>, 
         }
         Expr::And(left, right) => {
             let left = evaluate(left, vars)?;
-            if left.truthy() { evaluate(right, vars) } else { Ok(left) }
+            if left.truthy() {
+                evaluate(right, vars)
+            } else {
+                Ok(left)
+            }
         }
         Expr::Or(left, right) => {
             let left = evaluate(left, vars)?;
-            if left.truthy() { Ok(left) } else { evaluate(right, vars) }
+            if left.truthy() {
+                Ok(left)
+            } else {
+                evaluate(right, vars)
+            }
         }
         Expr::Not(operand) => Ok(V::Bool(!evaluate(operand, vars)?.truthy())),
         Expr::IfElse { condition, then, otherwise } => {
-            if evaluate(condition, vars)?.truthy() { evaluate(then, vars) } else { evaluate(otherwise, vars) }
+            if evaluate(condition, vars)?.truthy() {
+                evaluate(then, vars)
+            } else {
+                evaluate(otherwise, vars)
+            }
         }
         Expr::Call(function, args) => call(*function, args, vars),
         Expr::List(_) => Err(EvalError::Type("a list has no value here")),
@@ -223,7 +235,13 @@ fn int_binary(op: BinaryOp, x: i64, y: i64) -> Result<V<'static>, EvalError> {
             let adjust = remainder != 0 && ((remainder < 0) != (y < 0));
             Ok(V::Int(match op {
                 BinaryOp::FloorDiv => quotient - i64::from(adjust),
-                _ => if adjust { remainder + y } else { remainder },
+                _ => {
+                    if adjust {
+                        remainder + y
+                    } else {
+                        remainder
+                    }
+                }
             }))
         }
         BinaryOp::Pow => {
@@ -244,7 +262,15 @@ fn int_binary(op: BinaryOp, x: i64, y: i64) -> Result<V<'static>, EvalError> {
                 return Err(EvalError::Value("negative shift count"));
             }
             if op == BinaryOp::Shr {
-                return Ok(V::Int(if y >= 64 { if x < 0 { -1 } else { 0 } } else { x >> y }));
+                return Ok(V::Int(if y >= 64 {
+                    if x < 0 {
+                        -1
+                    } else {
+                        0
+                    }
+                } else {
+                    x >> y
+                }));
             }
             let shifted = u32::try_from(y).ok().and_then(|s| x.checked_mul(1i64.checked_shl(s)?));
             match shifted {
@@ -306,7 +332,11 @@ fn python_float_divmod(x: f64, y: f64) -> (f64, f64) {
     }
     let floor_div = if div != 0.0 {
         let floored = div.floor();
-        if div - floored > 0.5 { floored + 1.0 } else { floored }
+        if div - floored > 0.5 {
+            floored + 1.0
+        } else {
+            floored
+        }
     } else {
         0.0f64.copysign(x / y)
     };

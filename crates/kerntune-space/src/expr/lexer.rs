@@ -24,8 +24,8 @@ pub(crate) struct Spanned {
 
 // Longest first, so that `**` wins over `*` and `//` over `/`.
 const SYMBOLS: [&str; 26] = [
-    "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "<", ">", "(", ")",
-    "[", "]", ",", "&", "|", "^", "~", "=", "!",
+    "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "<", ">", "(", ")", "[", "]", ",", "&",
+    "|", "^", "~", "=", "!",
 ];
 
 const KEYWORDS: [&str; 10] = ["and", "or", "not", "in", "if", "else", "is", "True", "False", "None"];
@@ -179,14 +179,17 @@ mod tests {
 
     #[test]
     fn numbers_follow_python_literals() {
-        assert_eq!(kinds("1_000 0x10 1.5 .5 2e3 3.")[..6], [
-            Token::Int(1000),
-            Token::Int(16),
-            Token::Float(1.5),
-            Token::Float(0.5),
-            Token::Float(2000.0),
-            Token::Float(3.0)
-        ]);
+        assert_eq!(
+            kinds("1_000 0x10 1.5 .5 2e3 3.")[..6],
+            [
+                Token::Int(1000),
+                Token::Int(16),
+                Token::Float(1.5),
+                Token::Float(0.5),
+                Token::Float(2000.0),
+                Token::Float(3.0)
+            ]
+        );
     }
 
     #[test]

@@ -67,7 +67,11 @@ pub(crate) enum Expr {
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
     Not(Box<Expr>),
-    IfElse { condition: Box<Expr>, then: Box<Expr>, otherwise: Box<Expr> },
+    IfElse {
+        condition: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
     Call(Function, Vec<Expr>),
     /// A list or tuple display; only valid after `in` or as the sole argument of min/max.
     List(Vec<Expr>),
@@ -392,8 +396,7 @@ fn check_lists(expr: &Expr, allowed: bool) -> Result<(), ()> {
         }
         Expr::Compare(first, rest) => {
             check_lists(first, false)?;
-            rest.iter()
-                .try_for_each(|(op, e)| check_lists(e, matches!(op, CompareOp::In | CompareOp::NotIn)))
+            rest.iter().try_for_each(|(op, e)| check_lists(e, matches!(op, CompareOp::In | CompareOp::NotIn)))
         }
         Expr::IfElse { condition, then, otherwise } => {
             check_lists(condition, false)?;

@@ -56,9 +56,10 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str) -> Result<Landsc
         };
         let mut evaluation = match entry.get(objective_name) {
             Some(Json::Number(n)) => {
-                let samples = entry.get("times").and_then(Json::as_array).map_or_else(Vec::new, |times| {
-                    times.iter().filter_map(Json::as_f64).collect()
-                });
+                let samples = entry
+                    .get("times")
+                    .and_then(Json::as_array)
+                    .map_or_else(Vec::new, |times| times.iter().filter_map(Json::as_f64).collect());
                 Evaluation::ok(n.as_f64().unwrap_or(f64::NAN), samples, costs)
             }
             Some(Json::String(failure)) => Evaluation::failed(failure_status(failure), failure.clone(), costs),

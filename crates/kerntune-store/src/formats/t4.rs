@@ -32,20 +32,20 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str, name_hint: &str)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let params = params_of(&configurations, origin)?;
-    let objective_name = results
-        .iter()
-        .find_map(|r| r.get("objectives")?.as_array()?.first()?.as_str())
-        .unwrap_or("time")
-        .to_string();
+    let objective_name =
+        results.iter().find_map(|r| r.get("objectives")?.as_array()?.first()?.as_str()).unwrap_or("time").to_string();
     let mut records = Vec::with_capacity(results.len());
     for (i, (result, configuration)) in results.iter().zip(&configurations).enumerate() {
         let what = format!("result {i}");
         let config = config_indexes(&params, configuration, origin, &what)?;
         let empty = Map::new();
         let times = result.get("times").and_then(Json::as_object).unwrap_or(&empty);
-        let runtimes: Vec<f64> =
-            times.get("runtimes").and_then(Json::as_array).map_or_else(Vec::new, |r| r.iter().filter_map(Json::as_f64).map(|t| t * unit_to_ms).collect());
-        let benchmark_ms = times.get("benchmark").and_then(Json::as_f64).map_or_else(|| runtimes.iter().sum(), |b| b * unit_to_ms);
+        let runtimes: Vec<f64> = times
+            .get("runtimes")
+            .and_then(Json::as_array)
+            .map_or_else(Vec::new, |r| r.iter().filter_map(Json::as_f64).map(|t| t * unit_to_ms).collect());
+        let benchmark_ms =
+            times.get("benchmark").and_then(Json::as_f64).map_or_else(|| runtimes.iter().sum(), |b| b * unit_to_ms);
         let costs = Costs {
             compile_s: seconds(times, "compilation") * unit_to_ms,
             verify_s: seconds(times, "validation") * unit_to_ms,
@@ -60,10 +60,17 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str, name_hint: &str)
             .and_then(|ms| ms.iter().find(|m| m.get("name").and_then(Json::as_str) == Some(objective_name.as_str())))
             .and_then(|m| m.get("value"));
         let evaluation = match (invalidity, measured) {
-            ("correct", Some(Json::Number(value))) => {
-                Evaluation::ok(value.as_f64().unwrap_or(f64::NAN) * time_scale(&objective_name, unit_to_ms), runtimes, costs)
+            ("correct", Some(Json::Number(value))) => Evaluation::ok(
+                value.as_f64().unwrap_or(f64::NAN) * time_scale(&objective_name, unit_to_ms),
+                runtimes,
+                costs,
+            ),
+            ("correct", _) => {
+                return Err(StoreError::format(
+                    origin,
+                    format!("{what} is correct but has no \"{objective_name}\" measurement"),
+                ))
             }
-            ("correct", _) => return Err(StoreError::format(origin, format!("{what} is correct but has no \"{objective_name}\" measurement"))),
             (other, _) => Evaluation::failed(failure_status(other), format!("invalidity: {other}"), costs),
         };
         let timestamp = result.get("timestamp").and_then(Json::as_str).map(str::to_string);
@@ -83,7 +90,11 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str, name_hint: &str)
 
 /// A time objective is converted to milliseconds like the runtimes; other objectives keep their unit.
 fn time_scale(objective: &str, unit_to_ms: f64) -> f64 {
-    if objective == "time" { unit_to_ms } else { 1.0 }
+    if objective == "time" {
+        unit_to_ms
+    } else {
+        1.0
+    }
 }
 
 /// T4 lists no parameter values, so they are gathered from the configurations: numbers in
