@@ -125,6 +125,9 @@ pub enum ExportFormat {
     KernelTuner,
     /// The T4 JSON format.
     T4,
+    /// The tuned native schedule (cubin) kept by `tune --schedule`, for deployment; its
+    /// provenance (the search's report) goes to standard error.
+    Cubin,
 }
 
 #[derive(Debug, Args)]

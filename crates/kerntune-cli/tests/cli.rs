@@ -204,3 +204,38 @@ fn an_interrupted_run_resumes_without_repeating_or_losing_an_evaluation() {
         assert_eq!(resumed["best"], reference["best"]);
     }
 }
+
+#[test]
+fn export_cubin_writes_the_kept_schedule_or_says_there_is_none() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("results.db");
+    let info = kerntune_store::Landscape::read(Path::new(&repo("data/landscapes/pnpoly_RTX_3090.json.gz")))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .tuning();
+    let config = serde_json::json!({"between_method": 0}).as_object().cloned().expect("object");
+    {
+        let store = Store::open(&db).expect("opens");
+        let tuning = store.tuning(&info).expect("tuning");
+        store.save_artifact(tuning, &config, "cubin", b"not the schedule", "compiled").expect("saves");
+    }
+    let out = dir.path().join("kernel.cubin");
+    let (db_arg, out_arg) = (db.display().to_string(), out.display().to_string());
+    let missing = kerntune(&["export", &db_arg, "--format", "cubin", "-o", &out_arg]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no tuned schedule stored"), "{stderr}");
+    assert!(!out.exists());
+
+    {
+        let store = Store::open(&db).expect("opens");
+        let tuning = store.tuning(&info).expect("tuning");
+        store
+            .save_artifact(tuning, &config, "schedule", b"\x7fELF schedule", "kept: 0.998 of the original")
+            .expect("saves");
+    }
+    let written = kerntune(&["export", &db_arg, "--format", "cubin", "-o", &out_arg]);
+    let stderr = String::from_utf8_lossy(&written.stderr);
+    assert!(written.status.success(), "{stderr}");
+    assert_eq!(std::fs::read(&out).expect("written"), b"\x7fELF schedule");
+    assert!(stderr.contains("kept: 0.998 of the original"), "{stderr}");
+}

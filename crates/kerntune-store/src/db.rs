@@ -375,6 +375,32 @@ impl Store {
         Ok(())
     }
 
+    /// Every stored binary of one kind for a tuning: configuration, data, provenance.
+    pub fn artifacts(
+        &self,
+        tuning: TuningId,
+        kind: &str,
+    ) -> Result<Vec<(Map<String, Json>, Vec<u8>, String)>, StoreError> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT config, data, provenance FROM artifacts WHERE tuning = ?1 AND kind = ?2 ORDER BY rowid")
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map(params![tuning.0, kind], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, String>(2)?))
+            })
+            .map_err(|e| self.error(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (config, data, provenance) = row.map_err(|e| self.error(e))?;
+            let Ok(Json::Object(config)) = serde_json::from_str(&config) else {
+                return Err(StoreError::format(&self.path, "corrupt configuration of a stored binary"));
+            };
+            out.push((config, data, provenance));
+        }
+        Ok(out)
+    }
+
     /// A stored binary and its provenance.
     pub fn artifact(
         &self,

@@ -50,10 +50,13 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             many.iter().map(|t| t.info.kernel_name.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };
+    if let ExportFormat::Cubin = args.format {
+        return export_cubin(&store, tuning, &args);
+    }
     let rows = store.evaluations(tuning.id)?;
     let document = match args.format {
         ExportFormat::KernelTuner => formats::kernel_tuner::write(&tuning.info, &rows),
-        ExportFormat::T4 => formats::t4::write(&tuning.info, &rows),
+        ExportFormat::T4 | ExportFormat::Cubin => formats::t4::write(&tuning.info, &rows),
     };
     let text = serde_json::to_string_pretty(&document)?;
     if args.output.as_os_str() == "-" {
@@ -62,5 +65,26 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         std::fs::write(&args.output, text).with_context(|| args.output.display().to_string())?;
         eprintln!("Wrote {} evaluations to {}", rows.len(), args.output.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the schedule `tune --schedule` kept (the most recent one of the tuning).
+fn export_cubin(store: &Store, tuning: &kerntune_store::TuningSummary, args: &ExportArgs) -> Result<ExitCode> {
+    let Some((config, cubin, provenance)) = store.artifacts(tuning.id, "schedule")?.pop() else {
+        bail!(
+            "{}: no tuned schedule stored for {} (run `kerntune tune SPEC --schedule`)",
+            args.db.display(),
+            tuning.info.kernel_name
+        );
+    };
+    anyhow::ensure!(args.output.as_os_str() != "-", "a cubin is binary: give --output FILE");
+    std::fs::write(&args.output, &cubin).with_context(|| args.output.display().to_string())?;
+    eprintln!(
+        "Wrote the schedule of {} ({}) to {}",
+        tuning.info.kernel_name,
+        serde_json::Value::Object(config),
+        args.output.display()
+    );
+    eprintln!("provenance: {provenance}");
     Ok(ExitCode::SUCCESS)
 }

@@ -445,18 +445,18 @@ impl Builder<'_> {
         let error = self.error;
         Ok(match raw {
             None => Init::Zeros,
-            Some(RawInit::Named(name)) => {
-                match name.as_str() {
-                    "zeros" => Init::Zeros,
-                    "ones" => Init::Ones,
-                    "arange" => Init::Arange,
-                    "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
-                    "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
-                    other => return Err(error(format!(
+            Some(RawInit::Named(name)) => match name.as_str() {
+                "zeros" => Init::Zeros,
+                "ones" => Init::Ones,
+                "arange" => Init::Arange,
+                "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
+                "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
+                other => {
+                    return Err(error(format!(
                         "{key}: unknown init '{other}' (zeros, ones, arange, normal, uniform, or {{file = \"x.npy\"}})"
-                    ))),
+                    )))
                 }
-            }
+            },
             Some(RawInit::Table(table)) => match (&table.normal, &table.uniform, &table.file) {
                 (Some(m), None, None) => Init::Normal { mean: m.mean, std: m.std },
                 (None, Some(r), None) => Init::Uniform { low: r.low, high: r.high },
