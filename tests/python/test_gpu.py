@@ -110,3 +110,80 @@ extern "C" __global__ void vector_add(float *c, const float *a, const float *b, 
     assert len(results) == 5
     assert all(isinstance(r["time"], float) for r in results), results
     assert env["best"]["config"]["block_size_x"] in (64, 128, 256, 512, 1024)
+
+
+@pytest.mark.parametrize("example, sizes", [
+    ("attention", dict(Z=1, H=4, N_CTX=512)),
+    ("grouped_gemm", dict()),
+    ("conv2d", dict(N=4, H=16, W=16, C=64, K=64)),
+])
+def test_each_triton_example_tunes_and_verifies(example, sizes, db, monkeypatch):
+    monkeypatch.setenv("KERNTUNE_DB", db)
+    module = __import__(example)
+    result = module.main(**sizes, strategy="random_sample", max_fevals=8)
+    assert result.evaluations == 8 and result.best_config is not None, result
+    statuses = {r["status"] for r in result.results}
+    assert "invalid_output" not in statuses, result.results
+
+
+def test_num_ctas_launches_clusters_like_triton(db):
+    """num_ctas > 1 runs each program on a cluster of CTAs; kerntune's launch must give the
+    output Triton's own launch gives."""
+    import torch
+    import triton
+
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    grid = lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)
+    _scale_kernel[grid](x, y, x.numel(), BLOCK=1024, BUGGY=0, num_ctas=2)
+    if not torch.equal(y, x * 2.0):
+        pytest.skip("Triton's own num_ctas=2 launch of this kernel is wrong here")
+    result = kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, grid,
+                           {"BLOCK": [1024], "BUGGY": [0], "num_ctas": [1, 2]},
+                           answer={"y_ptr": x * 2.0}, strategy="brute_force", db=db, progress=False)
+    statuses = {r["config"]["num_ctas"]: r["status"] for r in result.results}
+    assert set(statuses) == {1, 2} and set(statuses.values()) <= {"ok", "early_stopped"}, result.results
+
+
+def test_ctrl_c_keeps_what_was_measured_and_the_next_run_resumes(db, tmp_path):
+    import os
+    import signal
+    import sqlite3
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {os.path.join(os.path.dirname(__file__), '..', '..', 'examples', 'triton')!r})
+import torch, kerntune, matmul
+a = torch.randn((1024, 1024), device="cuda", dtype=torch.float16)
+b = torch.randn((1024, 1024), device="cuda", dtype=torch.float16)
+c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
+result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                       answer={{"c_ptr": torch.matmul(a, b)}}, strategy="random_sample", seed=1,
+                       max_fevals=int(sys.argv[1]), db={db!r}, progress=False)
+print("from_store", result.from_store, "evaluations", result.evaluations)
+""")
+
+    def rows():
+        try:
+            return sqlite3.connect(db).execute("select count(*) from evaluations").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    # Ctrl-C in a terminal signals the whole process group: the workers too.
+    child = subprocess.Popen([sys.executable, str(script), "30"], start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while rows() < 6 and child.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert child.poll() is None, child.communicate()[1][-3000:]
+    os.killpg(child.pid, signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode != 0 and "KeyboardInterrupt" in stderr, stderr[-3000:]
+    kept = rows()
+    assert kept >= 6, kept
+    assert kept < 30, "the run ended before the interrupt"
+    resumed = subprocess.run([sys.executable, str(script), "30"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"from_store {kept} evaluations 30" in resumed.stdout, resumed.stdout
+    assert rows() == 30, "no row lost, none measured twice"
