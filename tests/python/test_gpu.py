@@ -89,8 +89,21 @@ print('timings', first, time.time() - start)
     print(first.stdout, second.stdout)
     import sqlite3
 
-    rows = sqlite3.connect(db).execute("select count(*) from evaluations").fetchone()[0]
+    rows, last = sqlite3.connect(db).execute("select count(*), max(created) from evaluations").fetchone()
     assert rows == 12, "the second process tuned nothing new"
+
+    retuned = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=dict(env, KERNTUNE_RETUNE="1"), timeout=600)
+    assert retuned.returncode == 0, retuned.stderr[-3000:]
+    measured_again = sqlite3.connect(db).execute("select count(*) from evaluations where created > ?", (last,)).fetchone()[0]
+    assert measured_again == 12, "KERNTUNE_RETUNE=1 measures 12 configurations again"
+
+    untuned_db = str(tmp_path / "untuned.db")
+    path.write_text(script.replace(repr(db), repr(untuned_db)))
+    untuned = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                             env=dict(env, KERNTUNE_DB=untuned_db, KERNTUNE_NO_TUNE="1"), timeout=600)
+    assert untuned.returncode == 0, untuned.stderr[-3000:]
+    stored = sqlite3.connect(untuned_db).execute("select count(*) from sqlite_master where name = 'evaluations'").fetchone()[0]
+    assert stored == 0 or sqlite3.connect(untuned_db).execute("select count(*) from evaluations").fetchone()[0] == 0
 
 
 def test_tune_kernel_takes_kernel_tuners_arguments(db):
