@@ -22,10 +22,15 @@ mod history;
 mod options;
 mod strategies;
 mod strategy;
+mod support;
 
 pub use history::{History, Observation};
-pub use options::OptionInfo;
-pub use strategies::{build_strategy, strategy_info, BruteForce, RandomSample, StrategyInfo, STRATEGIES};
+pub use options::{Neighbours, OptionInfo};
+pub use strategies::{
+    build_strategy, strategy_info, BasinhoppingOptions, BruteForce, BruteForceOptions, DiffEvoOptions,
+    FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions, RandomSample,
+    RandomSampleOptions, SimulatedAnnealingOptions, StrategyInfo, STRATEGIES,
+};
 pub use strategy::{Context, Strategy};
 
 /// Errors in choosing or configuring a strategy.

@@ -52,3 +52,25 @@ macro_rules! options {
         }
     };
 }
+
+/// Which configurations a local move may reach, as strategy options name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Neighbours {
+    /// One parameter changes, to any of its values.
+    Hamming,
+    /// One parameter changes, by one step in its value list.
+    StrictlyAdjacent,
+    /// Any parameters change, each by at most one step.
+    Adjacent,
+}
+
+impl From<Neighbours> for kerntune_space::Neighbourhood {
+    fn from(neighbours: Neighbours) -> Self {
+        match neighbours {
+            Neighbours::Hamming => kerntune_space::Neighbourhood::Hamming,
+            Neighbours::StrictlyAdjacent => kerntune_space::Neighbourhood::StrictlyAdjacent,
+            Neighbours::Adjacent => kerntune_space::Neighbourhood::Adjacent,
+        }
+    }
+}

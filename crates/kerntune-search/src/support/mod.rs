@@ -1,0 +1,17 @@
+//! Small pieces the strategies share: running a step's proposals as a batch
+//! ([`Stepper`]), drawing configurations nobody has evaluated yet ([`fresh`]), moves in
+//! the space of value indexes ([`moves`]) and hill climbing ([`descent`]).
+
+mod batch;
+pub(crate) mod descent;
+mod fresh;
+pub(crate) mod moves;
+
+pub(crate) use batch::{Stepper, Stepwise};
+pub(crate) use fresh::{fresh, fresh_batch};
+
+/// A score as something to minimise where a failed configuration is the worst possible
+/// outcome: strategies that rank candidates rank failures last.
+pub(crate) fn cost(score: Option<f64>) -> f64 {
+    score.unwrap_or(f64::INFINITY)
+}
