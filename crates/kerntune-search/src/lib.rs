@@ -23,11 +23,12 @@ mod options;
 mod strategies;
 mod strategy;
 mod support;
+mod surrogate;
 
 pub use history::{History, Observation};
 pub use options::{Neighbours, OptionInfo};
 pub use strategies::{
-    build_strategy, strategy_info, BasinhoppingOptions, BruteForce, BruteForceOptions, DiffEvoOptions,
+    build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions, DiffEvoOptions,
     FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions, RandomSample,
     RandomSampleOptions, SimulatedAnnealingOptions, StrategyInfo, STRATEGIES,
 };

@@ -1,7 +1,9 @@
 //! Every strategy kerntune ships, one module each, and the registry that names them.
 
 mod basinhopping;
+mod bayes_opt;
 mod brute_force;
+mod default_search;
 mod diff_evo;
 mod firefly_algorithm;
 mod genetic_algorithm;
@@ -12,7 +14,9 @@ mod random_sample;
 mod simulated_annealing;
 
 pub use basinhopping::BasinhoppingOptions;
+pub use bayes_opt::BayesOptOptions;
 pub use brute_force::{BruteForce, BruteForceOptions};
+pub use default_search::DefaultOptions;
 pub use diff_evo::DiffEvoOptions;
 pub use firefly_algorithm::FireflyAlgorithmOptions;
 pub use genetic_algorithm::GeneticAlgorithmOptions;
@@ -23,6 +27,8 @@ pub use random_sample::{RandomSample, RandomSampleOptions};
 pub use simulated_annealing::SimulatedAnnealingOptions;
 
 use basinhopping::Basinhopping;
+use bayes_opt::BayesOpt;
+use default_search::DefaultSearch;
 use diff_evo::DiffEvo;
 use firefly_algorithm::FireflyAlgorithm;
 use genetic_algorithm::GeneticAlgorithm;
@@ -68,9 +74,9 @@ fn stepwise<S: Stepwise + std::fmt::Debug + 'static>(strategy: S) -> Box<dyn Str
 pub const STRATEGIES: &[StrategyInfo] = &[
     StrategyInfo {
         name: "default",
-        summary: "the best strategy overall; what you get without choosing (currently random_sample)",
-        options: RandomSampleOptions::describe,
-        build: |o| Ok(Box::new(RandomSample::new(parse("default", o)?))),
+        summary: "forest-guided search: expected improvement under a random forest, over neighbours of the best and random configurations",
+        options: DefaultOptions::describe,
+        build: |o| Ok(Box::new(DefaultSearch::new(parse("default", o)?))),
     },
     StrategyInfo {
         name: "brute_force",
@@ -131,6 +137,12 @@ pub const STRATEGIES: &[StrategyInfo] = &[
         summary: "multi-start local search: hill climbs from random configurations",
         options: MlsOptions::describe,
         build: |o| Ok(stepwise(Mls::new(parse("mls", o)?))),
+    },
+    StrategyInfo {
+        name: "bayes_opt",
+        summary: "Bayesian optimisation: expected improvement under a Gaussian process",
+        options: BayesOptOptions::describe,
+        build: |o| Ok(Box::new(BayesOpt::new(parse("bayes_opt", o)?))),
     },
 ];
 

@@ -8,7 +8,7 @@ mod fresh;
 pub(crate) mod moves;
 
 pub(crate) use batch::{Stepper, Stepwise};
-pub(crate) use fresh::{fresh, fresh_batch};
+pub(crate) use fresh::{exhausted, fresh, fresh_batch};
 
 /// A score as something to minimise where a failed configuration is the worst possible
 /// outcome: strategies that rank candidates rank failures last.
