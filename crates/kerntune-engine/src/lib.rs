@@ -6,14 +6,17 @@
 //! [`kerntune_store::Store`] at no cost, records every new evaluation the moment it
 //! arrives, and stops on its [`Budget`] with a [`StopReason`]. Progress is reported as
 //! [`Event`]s; the result is a [`Summary`] with the best configuration and the trace.
+//! [`compare_strategies`] runs strategies against each other on recorded landscapes.
 
 mod backend;
 mod budget;
+pub mod compare;
 mod sim;
 pub mod spec;
 mod tuner;
 
 pub use backend::{Backend, BackendError, Lazy};
 pub use budget::{parse_duration, Budget, StopReason};
+pub use compare::{compare_strategies, CompareError, Comparison, Contender, NamedLandscape};
 pub use sim::SimBackend;
 pub use tuner::{Best, Event, Summary, TracePoint, TuneError, Tuner};
