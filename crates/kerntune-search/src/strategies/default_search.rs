@@ -7,18 +7,21 @@
 //!
 //! - a *local* step looks at the best configuration whose neighbourhood (one parameter
 //!   changed) still holds unevaluated configurations, and takes from those neighbours and
-//!   from a sample of the configurations one step away in several parameters. Every
-//!   neighbour of a good configuration is eventually tried, in the order the model
-//!   prefers, so the search climbs like a local search that knows which move to try first;
+//!   from random configurations one step away in several parameters. Every neighbour of a
+//!   good configuration is eventually tried, in the order the model prefers, so the search
+//!   climbs like a local search that knows which move to try first;
 //! - a *global* step (a share of the proposals) takes from random configurations of the
 //!   whole space, which lets the model jump to another basin when it believes one is
 //!   better, and keeps the search from circling a plateau.
 //!
+//! The forest is what makes this cheap in evaluations: it learns which parameters matter
+//! and that some regions fail, from the first few dozen outcomes. Nothing depends on the
+//! budget, so the search is the same whether it will be stopped at 25 evaluations or 2000.
 //! Asked for a batch, it fills the batch with distinct picks the same way.
 
 use kerntune_space::{ConfigId, Neighbourhood, Space};
 
-use crate::support::{exhausted, fresh, fresh_batch};
+use crate::support::{exhausted, fresh, fresh_batch, moves};
 use crate::surrogate::forest::{Forest, ForestShape};
 use crate::surrogate::{expected_improvement, targets};
 use crate::{options, Context, Observation, Strategy};
@@ -38,8 +41,10 @@ options! {
         global_share: f64 = 0.3,
         /// Random configurations scored in a global step.
         random_candidates: usize = 500,
-        /// Configurations one step away in several parameters, scored in a local step (at most).
+        /// Draws of configurations one step away in several parameters, scored in a local step.
         adjacent: usize = 200,
+        /// Chance that each parameter moves in such a draw.
+        adjacent_rate: f64 = 0.5,
     }
 }
 
@@ -48,29 +53,24 @@ pub(crate) struct DefaultSearch {
     options: DefaultOptions,
 }
 
-/// A fitted model and what scoring candidates needs from the history.
+/// The forest fitted to the history, and the best target it was fitted to.
 struct Model {
     forest: Forest,
-    /// The best target observed.
     best: f64,
 }
 
 impl Model {
-    fn score(&self, space: &Space, id: ConfigId) -> f64 {
-        let (mean, deviation) = self.forest.predict(&indexes(space, id));
-        expected_improvement(self.best, mean, deviation)
-    }
-
     /// The candidate with the highest expected improvement (the first of equals).
     fn pick(&self, space: &Space, candidates: impl IntoIterator<Item = ConfigId>) -> Option<ConfigId> {
-        candidates
-            .into_iter()
-            .map(|id| (id, self.score(space, id)))
-            .fold(None, |best: Option<(ConfigId, f64)>, (id, score)| match best {
-                Some((_, top)) if top >= score => best,
-                _ => Some((id, score)),
-            })
-            .map(|(id, _)| id)
+        let mut top: Option<(ConfigId, f64)> = None;
+        for id in candidates {
+            let (mean, deviation) = self.forest.predict(&indexes(space, id));
+            let score = expected_improvement(self.best, mean, deviation);
+            if top.is_none_or(|(_, best)| score > best) {
+                top = Some((id, score));
+            }
+        }
+        top.map(|(id, _)| id)
     }
 }
 
@@ -101,21 +101,23 @@ impl DefaultSearch {
     }
 
     /// The model's pick among the unevaluated neighbours of the best configuration that
-    /// still has some (`ranked` holds the valid observations, best first).
+    /// still has some (`ranked` holds the valid observations, best first), and among
+    /// random configurations one step away from it in several parameters.
     fn local(&self, context: &mut Context<'_>, model: &Model, ranked: &[ConfigId], taken: &[ConfigId]) -> Option<ConfigId> {
         let space = context.space;
         let history = context.history;
         let is_new = |id: &ConfigId| !history.is_known(*id) && !taken.contains(id);
         for parent in ranked {
-            let mut candidates: Vec<ConfigId> = space.neighbours(*parent, Neighbourhood::Hamming).into_iter().filter(is_new).collect();
+            let mut candidates: Vec<ConfigId> =
+                space.neighbours(*parent, Neighbourhood::Hamming).into_iter().filter(is_new).collect();
             if candidates.is_empty() {
                 continue;
             }
-            if self.options.adjacent > 0 {
-                let mut adjacent: Vec<ConfigId> = space.neighbours(*parent, Neighbourhood::Adjacent).into_iter().filter(is_new).collect();
-                context.rng.shuffle(&mut adjacent);
-                adjacent.truncate(self.options.adjacent);
-                candidates.extend(adjacent);
+            for _ in 0..self.options.adjacent {
+                match moves::adjacent_step(space, context.rng, *parent, self.options.adjacent_rate) {
+                    Some(id) if is_new(&id) && !candidates.contains(&id) => candidates.push(id),
+                    _ => {}
+                }
             }
             return model.pick(space, candidates);
         }
@@ -150,12 +152,11 @@ impl Strategy for DefaultSearch {
         let model = self.fit(context);
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
-            let local = !context.rng.chance(self.options.global_share);
-            let pick = match local {
-                true => self.local(context, &model, &ranked, &batch),
-                false => None,
+            let local = match context.rng.chance(self.options.global_share) {
+                true => None,
+                false => self.local(context, &model, &ranked, &batch),
             };
-            match pick.or_else(|| self.global(context, &model, &batch)) {
+            match local.or_else(|| self.global(context, &model, &batch)) {
                 Some(id) => batch.push(id),
                 None => break,
             }

@@ -67,6 +67,28 @@ pub(crate) fn kick(space: &Space, rng: &mut Rng, id: ConfigId, changes: usize) -
     repair(space, &indexes).unwrap_or(id)
 }
 
+/// A random configuration one step away in each of several parameters: every free
+/// parameter moves one step up or down with probability `rate` (at least one moves).
+/// `None` when that lands on an invalid combination. Drawing these beats listing the
+/// whole neighbourhood, which has up to 3^d members.
+pub(crate) fn adjacent_step(space: &Space, rng: &mut Rng, id: ConfigId, rate: f64) -> Option<ConfigId> {
+    let free = free_params(space);
+    let mut indexes = space.indexes(id);
+    let forced = *rng.choose(&free)?;
+    for &p in &free {
+        if p == forced || rng.chance(rate) {
+            let last = space.params()[p].len() - 1;
+            indexes[p] = match indexes[p] {
+                0 => 1,
+                i if i == last => i - 1,
+                i if rng.chance(0.5) => i - 1,
+                i => i + 1,
+            };
+        }
+    }
+    space.id_of(&indexes)
+}
+
 /// Each parameter from either parent with equal chance; repaired to a valid configuration.
 pub(crate) fn uniform_crossover(space: &Space, rng: &mut Rng, a: ConfigId, b: ConfigId) -> ConfigId {
     let (first, second) = (space.indexes(a), space.indexes(b));
@@ -110,6 +132,22 @@ mod tests {
         }
         let moved = (0..50).filter(|_| mutate(&space, &mut rng, ConfigId(0), 0.0) != ConfigId(0)).count();
         assert!(moved > 40, "a mutation changes at least one parameter ({moved}/50 moved)");
+    }
+
+    #[test]
+    fn adjacent_steps_move_each_parameter_at_most_one_step() {
+        let space = space();
+        let mut rng = Rng::seeded(7);
+        let centre = space.id_of(&[2, 1, 0]).expect("valid");
+        let mut moved = 0;
+        for _ in 0..100 {
+            if let Some(id) = adjacent_step(&space, &mut rng, centre, 0.5) {
+                let steps: Vec<usize> = space.indexes(id).iter().zip([2, 1, 0]).map(|(i, j)| i.abs_diff(j)).collect();
+                assert!(steps.iter().all(|s| *s <= 1) && steps.iter().any(|s| *s == 1), "{steps:?}");
+                moved += 1;
+            }
+        }
+        assert!(moved > 50, "{moved} of 100 steps were valid");
     }
 
     #[test]
