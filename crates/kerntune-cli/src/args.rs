@@ -42,6 +42,9 @@ pub enum Command {
     /// A worker process of a tuning run (started by kerntune itself).
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+    /// Compare search strategies on recorded landscapes: how close to each landscape's
+    /// optimum they get within each evaluation budget.
+    CompareStrategies(CompareArgs),
 }
 
 /// Search settings shared by every command that tunes.
@@ -247,4 +250,28 @@ pub struct SassShuffleArgs {
     /// Skip checking with nvdisasm that the result is exactly the intended permutation.
     #[arg(long)]
     pub no_verify: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Recorded landscapes (Kernel Tuner cache or T4 files, .json or .json.gz).
+    #[arg(required = true)]
+    pub landscapes: Vec<PathBuf>,
+    /// Strategies to compare, comma-separated (default: every strategy but brute_force).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Evaluation budgets, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "25,50,100,200")]
+    pub budgets: Vec<usize>,
+    /// Runs of each strategy on each landscape, with seeds FIRST_SEED, FIRST_SEED + 1, ...
+    #[arg(long, default_value_t = 10)]
+    pub seeds: u64,
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
+    /// Print the comparison as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a plot of the best found so far against evaluations (SVG).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }

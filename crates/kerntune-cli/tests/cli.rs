@@ -239,3 +239,36 @@ fn export_cubin_writes_the_kept_schedule_or_says_there_is_none() {
     assert_eq!(std::fs::read(&out).expect("written"), b"\x7fELF schedule");
     assert!(stderr.contains("kept: 0.998 of the original"), "{stderr}");
 }
+
+#[test]
+fn compare_strategies_reports_each_budget_and_draws_the_plot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plot = dir.path().join("plot.svg");
+    let landscape = repo("data/landscapes/pnpoly_RTX_3090.json.gz");
+    let args = [
+        "compare-strategies", &landscape, "--strategies", "random_sample,default", "--budgets", "10,30", "--seeds", "3", "--json",
+        "--plot", plot.to_str().expect("utf-8 path"),
+    ];
+    let comparison = json_of(&kerntune(&args));
+    assert_eq!(comparison["landscapes"], serde_json::json!(["pnpoly_RTX_3090"]));
+    let contenders = comparison["contenders"].as_array().expect("contenders");
+    assert_eq!(contenders.len(), 2);
+    for contender in contenders {
+        let budgets = contender["budgets"].as_array().expect("budgets");
+        let scores: Vec<f64> = budgets.iter().map(|b| b["score"].as_f64().expect("score")).collect();
+        assert!(scores[0] > 0.0 && scores[0] <= scores[1] && scores[1] <= 1.0, "{scores:?}");
+        assert_eq!(budgets[1]["mean_evaluations"].as_f64(), Some(30.0));
+        assert_eq!(contender["curve"].as_array().map(Vec::len), Some(30));
+    }
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert_eq!(svg.matches("<polyline").count(), 2);
+}
+
+#[test]
+fn compare_strategies_names_an_unknown_strategy() {
+    let landscape = repo("data/landscapes/pnpoly_RTX_3090.json.gz");
+    let output = kerntune(&["compare-strategies", &landscape, "--strategies", "random_sample,annealing"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("unknown strategy 'annealing'"), "{message}");
+}

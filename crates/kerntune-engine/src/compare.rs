@@ -275,39 +275,6 @@ fn summarise(contender: &Contender, runs: &[Run], landscapes: usize, budgets: &[
     }
 }
 
-impl Comparison {
-    /// A Markdown table: one row per contender, then one per reference row (figures from
-    /// elsewhere, such as another tool's published results; `None` where it has none), the
-    /// score at each budget with the share of runs within 2% in brackets.
-    pub fn to_markdown(&self, references: &[(String, Vec<Option<f64>>)]) -> String {
-        let mut table = String::from("| strategy |");
-        for budget in &self.budgets {
-            table.push_str(&format!(" {budget} |"));
-        }
-        table.push_str("\n|---|");
-        table.push_str(&"---:|".repeat(self.budgets.len()));
-        table.push('\n');
-        for contender in &self.contenders {
-            table.push_str(&format!("| {} |", contender.label));
-            for result in &contender.budgets {
-                table.push_str(&format!(" {:.3} ({:.0}%) |", result.score, 100.0 * result.within_2_percent));
-            }
-            table.push('\n');
-        }
-        for (label, scores) in references {
-            table.push_str(&format!("| {label} |"));
-            for index in 0..self.budgets.len() {
-                match scores.get(index).copied().flatten() {
-                    Some(score) => table.push_str(&format!(" {score:.3} |")),
-                    None => table.push_str(" – |"),
-                }
-            }
-            table.push('\n');
-        }
-        table
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! One module per subcommand; each turns parsed arguments into library calls and output.
 
+mod compare;
 mod results;
 mod sass;
 mod simulate;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(args),
         Command::Strategies(args) => strategies::run(args),
         Command::Sass(command) => sass::run(command),
+        Command::CompareStrategies(args) => compare::run(args),
     }
 }
 
