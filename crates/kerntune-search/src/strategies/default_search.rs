@@ -27,14 +27,16 @@ use crate::surrogate::{expected_improvement, targets};
 use crate::{options, Context, Observation, Strategy};
 
 options! {
-    /// Options of the default strategy (forest-guided best-first search).
+    /// Options of the default strategy (forest-guided best-first search). `initial_samples`,
+    /// `global_share` and `min_leaf` were chosen by leave-one-kernel-out cross-validation on
+    /// recorded landscapes (bench/cross_validate.sh, docs/strategies.md).
     pub struct DefaultOptions {
         /// Random configurations observed before the model guides the search.
         initial_samples: usize = 10,
         /// Trees in the forest.
         trees: usize = 30,
         /// Observations a leaf of a tree holds at least.
-        min_leaf: usize = 2,
+        min_leaf: usize = 1,
         /// Share of the parameters considered at each split of a tree.
         feature_fraction: f64 = 0.7,
         /// Share of the proposals chosen among random configurations of the whole space.
