@@ -245,10 +245,9 @@ fn compare_strategies_reports_each_budget_and_draws_the_plot() {
     let dir = tempfile::tempdir().expect("temp dir");
     let plot = dir.path().join("plot.svg");
     let landscape = repo("data/landscapes/pnpoly_RTX_3090.json.gz");
-    let args = [
-        "compare-strategies", &landscape, "--strategies", "random_sample,default", "--budgets", "10,30", "--seeds", "3", "--json",
-        "--plot", plot.to_str().expect("utf-8 path"),
-    ];
+    let mut args: Vec<&str> =
+        "compare-strategies --strategies random_sample,default --budgets 10,30 --seeds 3 --json".split(' ').collect();
+    args.extend([landscape.as_str(), "--plot", plot.to_str().expect("utf-8 path")]);
     let comparison = json_of(&kerntune(&args));
     assert_eq!(comparison["landscapes"], serde_json::json!(["pnpoly_RTX_3090"]));
     let contenders = comparison["contenders"].as_array().expect("contenders");

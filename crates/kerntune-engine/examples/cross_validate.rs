@@ -34,7 +34,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             Ok(NamedLandscape { name, landscape: Landscape::read(Path::new(&path))? })
         })
         .collect::<Result<Vec<_>, Box<dyn Error>>>()?;
-    let env_number = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let env_number =
+        |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let budgets: Vec<usize> = std::env::var("BUDGETS")
         .unwrap_or_else(|_| "25,50,100,200".into())
         .split(',')
@@ -47,7 +48,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let grid = spec["grid"].as_object().ok_or("the grid file has no \"grid\" object")?;
     let contenders = combinations(grid)
         .into_iter()
-        .map(|options| Contender { label: Json::Object(options.clone()).to_string(), strategy: strategy.to_string(), options })
+        .map(|options| Contender {
+            label: Json::Object(options.clone()).to_string(),
+            strategy: strategy.to_string(),
+            options,
+        })
         .collect::<Vec<_>>();
     eprintln!("{} combinations × {} landscapes × {seeds} seeds", contenders.len(), landscapes.len());
     let comparison = compare_strategies(&landscapes, &contenders, &budgets, first..first + seeds, &|done, total| {
@@ -86,7 +91,8 @@ fn kernel(landscape: &str) -> &str {
 /// Mean over budgets of the mean over the chosen landscapes of the median over seeds.
 fn score(comparison: &Comparison, contender: usize, landscapes: &[usize]) -> f64 {
     let budgets = &comparison.contenders[contender].budgets;
-    let per_budget = budgets.iter().map(|b| landscapes.iter().map(|l| b.per_landscape[*l]).sum::<f64>() / landscapes.len() as f64);
+    let per_budget =
+        budgets.iter().map(|b| landscapes.iter().map(|l| b.per_landscape[*l]).sum::<f64>() / landscapes.len() as f64);
     per_budget.sum::<f64>() / budgets.len() as f64
 }
 
@@ -130,7 +136,11 @@ fn report(comparison: &Comparison) {
         .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(a.1 .1.total_cmp(&b.1 .1)))
         .map(|(c, (count, _))| (*c, *count));
     if let Some((contender, count)) = recommended {
-        println!("Recommended (picked by {count} of {} folds): `{}`", kernels.len(), comparison.contenders[contender].label);
+        println!(
+            "Recommended (picked by {count} of {} folds): `{}`",
+            kernels.len(),
+            comparison.contenders[contender].label
+        );
     }
     println!("\nEvery combination, scored on all landscapes (for reference, not for choosing):\n");
     println!("| options | {} | mean |", budgets.join(" | "));

@@ -151,8 +151,10 @@ pub fn compare_strategies(
     let prepared = landscapes
         .iter()
         .map(|named| {
-            let space = named.landscape.space().map_err(|source| CompareError::Space { name: named.name.clone(), source })?;
-            let optimum = named.landscape.optimum().ok_or_else(|| CompareError::NoOptimum { name: named.name.clone() })?;
+            let space =
+                named.landscape.space().map_err(|source| CompareError::Space { name: named.name.clone(), source })?;
+            let optimum =
+                named.landscape.optimum().ok_or_else(|| CompareError::NoOptimum { name: named.name.clone() })?;
             Ok(Prepared { named, space, optimum })
         })
         .collect::<Result<Vec<_>, CompareError>>()?;
@@ -229,7 +231,10 @@ fn run_one(case: &Prepared<'_>, contender: &Contender, seed: u64, budget: usize)
         Some(best) => case.optimum / best,
         None => 0.0,
     };
-    Ok(Run { ratios: summary.trace.iter().map(|point| ratio(point.best)).collect(), strategy_seconds: summary.costs.strategy_s })
+    Ok(Run {
+        ratios: summary.trace.iter().map(|point| ratio(point.best)).collect(),
+        strategy_seconds: summary.costs.strategy_s,
+    })
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -243,7 +248,13 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 /// `runs` holds one contender's runs, landscape by landscape, seeds in order.
-fn summarise(contender: &Contender, runs: &[Run], landscapes: usize, budgets: &[usize], largest: usize) -> ContenderResult {
+fn summarise(
+    contender: &Contender,
+    runs: &[Run],
+    landscapes: usize,
+    budgets: &[usize],
+    largest: usize,
+) -> ContenderResult {
     let seeds = runs.len() / landscapes;
     let count = runs.len() as f64;
     let budgets = budgets

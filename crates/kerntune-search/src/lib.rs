@@ -28,9 +28,9 @@ mod surrogate;
 pub use history::{History, Observation};
 pub use options::{Neighbours, OptionInfo};
 pub use strategies::{
-    build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions, DiffEvoOptions,
-    FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions, RandomSample,
-    RandomSampleOptions, SimulatedAnnealingOptions, StrategyInfo, STRATEGIES,
+    build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions,
+    DiffEvoOptions, FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions,
+    RandomSample, RandomSampleOptions, SimulatedAnnealingOptions, StrategyInfo, STRATEGIES,
 };
 pub use strategy::{Context, Strategy};
 

@@ -22,7 +22,8 @@ fn tiny_space() -> Space {
 }
 
 fn space_of(a: &[i64], b: &[i64], restriction: &str) -> Space {
-    let ints = |name: &str, values: &[i64]| Param::new(name, values.iter().map(|v| Value::Int(*v)).collect()).expect("param");
+    let ints =
+        |name: &str, values: &[i64]| Param::new(name, values.iter().map(|v| Value::Int(*v)).collect()).expect("param");
     let modes = Param::new("mode", ["x", "y", "z"].map(|m| Value::Str(m.into())).to_vec()).expect("param");
     let params = vec![ints("a", a), ints("b", b), ints("unroll", &[1, 2, 4, 8]), modes];
     Space::new(params, &[restriction]).expect("space")
@@ -37,7 +38,12 @@ fn objective(space: &Space, id: ConfigId) -> Option<f64> {
         return None;
     }
     let (a, b, unroll) = (a as f64, b as f64, unroll as f64);
-    Some(1.0 + 0.3 * (a - 5.0).powi(2) + 0.5 * (b - 2.0).powi(2) + 0.8 * (unroll - 2.0).abs() + if mode == 1 { 0.0 } else { 0.7 })
+    Some(
+        1.0 + 0.3 * (a - 5.0).powi(2)
+            + 0.5 * (b - 2.0).powi(2)
+            + 0.8 * (unroll - 2.0).abs()
+            + if mode == 1 { 0.0 } else { 0.7 },
+    )
 }
 
 /// Evaluates the synthetic objective, `capacity` configurations at a time, first in
@@ -116,7 +122,8 @@ impl Strategy for Audited {
 
 fn run(space: &Space, name: &str, max_fevals: usize, capacity: usize, seed: u64) -> (Summary, Proposals) {
     let proposals = Arc::new(Mutex::new(Proposals::default()));
-    let strategy = Audited { inner: build_strategy(name, &Default::default()).expect("strategy"), proposals: proposals.clone() };
+    let strategy =
+        Audited { inner: build_strategy(name, &Default::default()).expect("strategy"), proposals: proposals.clone() };
     let mut backend = Synthetic { space, capacity, queue: VecDeque::new(), clock: Duration::ZERO };
     let summary = Tuner {
         space,

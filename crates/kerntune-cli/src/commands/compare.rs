@@ -32,7 +32,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let bar = render::progress(Some(runs as u64), args.json);
     bar.set_message(format!("{runs} runs of up to {largest} evaluations"));
     let seeds = args.first_seed..args.first_seed + args.seeds;
-    let comparison = compare_strategies(&landscapes, &contenders, &args.budgets, seeds, &|done, _| bar.set_position(done as u64))?;
+    let comparison =
+        compare_strategies(&landscapes, &contenders, &args.budgets, seeds, &|done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     if let Some(path) = &args.plot {
         std::fs::write(path, plot::svg(&comparison)).with_context(|| format!("writing {}", path.display()))?;
@@ -67,7 +68,9 @@ fn print_table(comparison: &Comparison) {
         .iter()
         .map(|contender| {
             let mut row = vec![contender.label.clone()];
-            row.extend(contender.budgets.iter().map(|b| format!("{:.3} ({:.0}%)", b.score, 100.0 * b.within_2_percent)));
+            row.extend(
+                contender.budgets.iter().map(|b| format!("{:.3} ({:.0}%)", b.score, 100.0 * b.within_2_percent)),
+            );
             row.push(render::duration(Duration::from_secs_f64(contender.strategy_seconds)));
             row
         })

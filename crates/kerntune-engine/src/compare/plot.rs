@@ -22,11 +22,8 @@ const COLOURS: [&str; 12] = [
 pub fn svg(comparison: &Comparison) -> String {
     let evaluations = comparison.contenders.iter().map(|c| c.curve.len()).max().unwrap_or(0).max(1);
     let settled = evaluations / 10;
-    let lowest = comparison
-        .contenders
-        .iter()
-        .flat_map(|c| c.curve.iter().skip(settled).copied())
-        .fold(1.0_f64, f64::min);
+    let lowest =
+        comparison.contenders.iter().flat_map(|c| c.curve.iter().skip(settled).copied()).fold(1.0_f64, f64::min);
     let floor = ((lowest * 10.0).floor() / 10.0).clamp(0.0, 0.9);
     let plot_width = WIDTH - LEFT - RIGHT;
     let plot_height = HEIGHT - TOP - BOTTOM;

@@ -54,14 +54,19 @@ impl BayesOpt {
         by_target.sort_by(|a, b| targets[*a].total_cmp(&targets[*b]));
         let mut kept: Vec<usize> = by_target[..limit / 2].to_vec();
         kept.sort_unstable();
-        let recent = (0..targets.len()).rev().filter(|i| kept.binary_search(i).is_err()).take(limit - kept.len()).collect::<Vec<_>>();
+        let recent = (0..targets.len())
+            .rev()
+            .filter(|i| kept.binary_search(i).is_err())
+            .take(limit - kept.len())
+            .collect::<Vec<_>>();
         kept.extend(recent);
         kept
     }
 
     fn candidates(&self, context: &mut Context<'_>) -> Vec<ConfigId> {
         let history = context.history;
-        let mut ranked: Vec<Observation> = history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
+        let mut ranked: Vec<Observation> =
+            history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
         ranked.sort_by(|a, b| a.score.unwrap_or(f64::INFINITY).total_cmp(&b.score.unwrap_or(f64::INFINITY)));
         let mut seen = HashSet::new();
         let mut candidates = Vec::new();

@@ -105,7 +105,13 @@ impl DefaultSearch {
     /// The model's pick among the unevaluated neighbours of the best configuration that
     /// still has some (`ranked` holds the valid observations, best first), and among
     /// random configurations one step away from it in several parameters.
-    fn local(&self, context: &mut Context<'_>, model: &Model, ranked: &[ConfigId], taken: &[ConfigId]) -> Option<ConfigId> {
+    fn local(
+        &self,
+        context: &mut Context<'_>,
+        model: &Model,
+        ranked: &[ConfigId],
+        taken: &[ConfigId],
+    ) -> Option<ConfigId> {
         let space = context.space;
         let history = context.history;
         let is_new = |id: &ConfigId| !history.is_known(*id) && !taken.contains(id);
@@ -145,7 +151,8 @@ impl Strategy for DefaultSearch {
             return Vec::new();
         }
         let history = context.history;
-        let mut ranked: Vec<Observation> = history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
+        let mut ranked: Vec<Observation> =
+            history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
         if history.len() < self.options.initial_samples || ranked.len() < 2 {
             return fresh_batch(context, n);
         }

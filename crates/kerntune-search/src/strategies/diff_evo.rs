@@ -81,7 +81,9 @@ impl Stepwise for DiffEvo {
             self.population.clear();
             return members;
         }
-        let best = (0..self.population.len()).min_by(|a, b| self.population[*a].1.total_cmp(&self.population[*b].1)).unwrap_or(0);
+        let best = (0..self.population.len())
+            .min_by(|a, b| self.population[*a].1.total_cmp(&self.population[*b].1))
+            .unwrap_or(0);
         (0..self.population.len()).map(|target| self.trial(context, target, best)).collect()
     }
 

@@ -71,7 +71,8 @@ impl Stepwise for FireflyAlgorithm {
     }
 
     fn learn(&mut self, context: &mut Context<'_>, proposed: &[ConfigId], scores: &[Option<f64>]) {
-        self.swarm = proposed.iter().zip(scores).map(|(id, score)| (context.space.to_unit(*id), cost(*score))).collect();
+        self.swarm =
+            proposed.iter().zip(scores).map(|(id, score)| (context.space.to_unit(*id), cost(*score))).collect();
     }
 
     fn restart(&mut self, _context: &mut Context<'_>) {

@@ -70,7 +70,8 @@ impl Stepwise for Pso {
         let mut ids = Vec::with_capacity(self.particles.len());
         for particle in &mut self.particles {
             let attractor = global.as_ref().unwrap_or(&particle.best);
-            let coordinates = particle.position.iter_mut().zip(&mut particle.velocity).zip(&particle.best).zip(attractor);
+            let coordinates =
+                particle.position.iter_mut().zip(&mut particle.velocity).zip(&particle.best).zip(attractor);
             for (((position, velocity), own_best), swarm_best) in coordinates {
                 let (r1, r2) = (context.rng.unit(), context.rng.unit());
                 let pulled = self.options.inertia * *velocity

@@ -60,7 +60,8 @@ impl Stepwise for SimulatedAnnealing {
         let mut neighbours = context.space.neighbours(current, Neighbourhood::from(self.options.neighbourhood));
         context.rng.shuffle(&mut neighbours);
         let history = context.history;
-        let unknown: Vec<ConfigId> = neighbours.iter().copied().filter(|id| !history.is_known(*id)).take(n.max(1)).collect();
+        let unknown: Vec<ConfigId> =
+            neighbours.iter().copied().filter(|id| !history.is_known(*id)).take(n.max(1)).collect();
         if unknown.is_empty() {
             // Every neighbour is known: a free move among them keeps the walk going.
             neighbours.truncate(1);

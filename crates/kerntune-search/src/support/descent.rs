@@ -54,7 +54,8 @@ impl Descent {
 
     /// Moves to the best of the evaluated neighbours if it improves on the centre.
     pub(crate) fn learn(&mut self, context: &mut Context<'_>, proposed: &[ConfigId], scores: &[Option<f64>]) {
-        let best = proposed.iter().zip(scores).map(|(id, score)| (*id, cost(*score))).min_by(|a, b| a.1.total_cmp(&b.1));
+        let best =
+            proposed.iter().zip(scores).map(|(id, score)| (*id, cost(*score))).min_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((id, best_cost)) = best {
             if best_cost < self.cost {
                 self.move_to(context, id, best_cost);

@@ -65,7 +65,13 @@ struct Training<'a> {
 impl Forest {
     /// Fits a forest to `features` (one row per observation) and `targets`;
     /// `cardinality[f]` bounds the values of feature `f`.
-    pub(crate) fn fit(features: &[Vec<u32>], targets: &[f64], cardinality: &[usize], shape: ForestShape, rng: &mut Rng) -> Forest {
+    pub(crate) fn fit(
+        features: &[Vec<u32>],
+        targets: &[f64],
+        cardinality: &[usize],
+        shape: ForestShape,
+        rng: &mut Rng,
+    ) -> Forest {
         let columns = (0..cardinality.len()).map(|f| features.iter().map(|row| row[f]).collect()).collect();
         let training = Training { columns, targets, cardinality, shape };
         let count = targets.len();
@@ -123,7 +129,8 @@ impl Training<'_> {
         let dimensions = self.cardinality.len();
         let mut features: Vec<usize> = (0..dimensions).filter(|f| self.cardinality[*f] > 1).collect();
         rng.shuffle(&mut features);
-        let tried = ((self.shape.feature_fraction * features.len() as f64).ceil() as usize).clamp(1, features.len().max(1));
+        let tried =
+            ((self.shape.feature_fraction * features.len() as f64).ceil() as usize).clamp(1, features.len().max(1));
         let total: f64 = rows.iter().map(|r| self.targets[*r]).sum();
         let count = rows.len() as f64;
         let baseline = total * total / count;
