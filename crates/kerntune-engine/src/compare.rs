@@ -4,8 +4,8 @@
 //! seed of a range, in simulation, and reports for each evaluation budget how close to the
 //! recorded optimum the search got: the mean over landscapes of the median over seeds of
 //! `optimum / best found` (1.0 = the optimum was found), the share of runs within 2% of
-//! the optimum, and the evaluations used. [`Comparison::curve`](ContenderResult::curve)
-//! holds best-so-far against evaluations, which [`plot::svg`] draws.
+//! the optimum, and the evaluations used. [`ContenderResult::curve`] holds best-so-far
+//! against evaluations, which [`plot::svg`] draws.
 //!
 //! Each (landscape, contender, seed) runs once, at the largest budget, and the smaller
 //! budgets are read from its trace. That is exact because a strategy never looks at the

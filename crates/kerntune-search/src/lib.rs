@@ -6,6 +6,11 @@
 //! declares its options once with [`options!`]; [`STRATEGIES`] lists them all and
 //! [`build_strategy`] makes one by name.
 //!
+//! The strategies live in `strategies/`, one module each, `default` (forest-guided
+//! best-first search) among them. What they share is in `support/` (running a planned step
+//! as a batch, drawing unevaluated configurations, moves, hill climbing) and `surrogate/`
+//! (a random forest and a Gaussian process fitted to the history).
+//!
 //! ```
 //! use kerntune_search::{build_strategy, Context, History};
 //! use kerntune_space::{Param, Rng, Space, Value};
