@@ -56,6 +56,15 @@ CREATE TABLE IF NOT EXISTS artifacts (
 
 const SCHEMA_VERSION: i64 = 1;
 
+/// A binary kept for one configuration (a compiled cubin, a tuned schedule).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifact {
+    pub config: Map<String, Json>,
+    pub data: Vec<u8>,
+    /// Where the binary came from, in words (a search report, the compiler).
+    pub provenance: String,
+}
+
 /// What identifies a tuning, and what is needed to export it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TuningInfo {
@@ -375,12 +384,8 @@ impl Store {
         Ok(())
     }
 
-    /// Every stored binary of one kind for a tuning: configuration, data, provenance.
-    pub fn artifacts(
-        &self,
-        tuning: TuningId,
-        kind: &str,
-    ) -> Result<Vec<(Map<String, Json>, Vec<u8>, String)>, StoreError> {
+    /// Every stored binary of one kind for a tuning, oldest first.
+    pub fn artifacts(&self, tuning: TuningId, kind: &str) -> Result<Vec<Artifact>, StoreError> {
         let mut statement = self
             .connection
             .prepare("SELECT config, data, provenance FROM artifacts WHERE tuning = ?1 AND kind = ?2 ORDER BY rowid")
@@ -396,7 +401,7 @@ impl Store {
             let Ok(Json::Object(config)) = serde_json::from_str(&config) else {
                 return Err(StoreError::format(&self.path, "corrupt configuration of a stored binary"));
             };
-            out.push((config, data, provenance));
+            out.push(Artifact { config, data, provenance });
         }
         Ok(out)
     }

@@ -25,7 +25,7 @@ mod fingerprint;
 pub mod formats;
 mod landscape;
 
-pub use db::{config_key, params_json, Store, StoredEvaluation, TuningId, TuningInfo, TuningSummary};
+pub use db::{config_key, params_json, Artifact, Store, StoredEvaluation, TuningId, TuningInfo, TuningSummary};
 pub use error::StoreError;
 pub use evaluation::{Costs, Evaluation, Objective, Status};
 pub use fingerprint::fingerprint;

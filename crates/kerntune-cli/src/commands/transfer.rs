@@ -70,7 +70,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 
 /// Writes the schedule `tune --schedule` kept (the most recent one of the tuning).
 fn export_cubin(store: &Store, tuning: &kerntune_store::TuningSummary, args: &ExportArgs) -> Result<ExitCode> {
-    let Some((config, cubin, provenance)) = store.artifacts(tuning.id, "schedule")?.pop() else {
+    let Some(kerntune_store::Artifact { config, data: cubin, provenance }) =
+        store.artifacts(tuning.id, "schedule")?.pop()
+    else {
         bail!(
             "{}: no tuned schedule stored for {} (run `kerntune tune SPEC --schedule`)",
             args.db.display(),
