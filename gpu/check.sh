@@ -3,7 +3,8 @@
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
 # Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [schedule]   (default: all);
-# logs go to $OUT.
+# logs go to $OUT. TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
+# SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
@@ -36,14 +37,16 @@ for stage in $stages; do
         ;;
     triton)
         echo "=== Triton matmul benchmark"
-        python3 bench/triton_matmul.py 2>&1 | tee "$OUT/triton_matmul.log"
+        python3 bench/triton_matmul.py ${TRITON_STAGES:-} 2>&1 | tee "$OUT/triton_matmul.log"
         summary+=("$(sed -n '/=== summary/,$p' "$OUT/triton_matmul.log")")
         ;;
     schedule)
         echo "=== schedule tuning"
-        python3 bench/schedule.py 2>&1 | tee "$OUT/schedule.log"
+        if [ "${SCHEDULE_TRITON:-}" != none ]; then
+            python3 bench/schedule.py ${SCHEDULE_TRITON:-} 2>&1 | tee "$OUT/schedule.log"
+        fi
         "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/schedule-cuda.db" --max-fevals 30 --schedule --schedule-budget 1000 2>&1 | tee "$OUT/schedule-cuda.log"
-        summary+=("$(sed -n '/=== schedule summary/,$p' "$OUT/schedule.log")" "cuda matmul_sram: $(grep -E '^(Interleaved|Kept|Not kept|No schedule)' "$OUT/schedule-cuda.log" | tr '\n' ' ')")
+        summary+=("$(sed -n '/=== schedule summary/,$p' "$OUT/schedule.log" 2>/dev/null)" "cuda matmul_sram: $(grep -E '^(Interleaved|Kept|Not kept|No schedule)' "$OUT/schedule-cuda.log" | tr '\n' ' ')")
         ;;
     timing)
         echo "=== timing agreement"
