@@ -9,7 +9,7 @@ use kerntune_space::{ConfigId, Neighbourhood};
 
 use crate::options::Neighbours;
 use crate::support::descent::Descent;
-use crate::support::{cost, fresh, moves, Stepwise};
+use crate::support::{cost, fresh, metropolis, moves, Stepwise};
 use crate::{options, Context};
 
 options! {
@@ -37,17 +37,6 @@ impl Basinhopping {
     pub(crate) fn new(options: BasinhoppingOptions) -> Basinhopping {
         Basinhopping { options, descent: None, basin: None, start: None }
     }
-
-    fn accepts(&self, context: &mut Context<'_>, candidate: f64, current: f64) -> bool {
-        if candidate < current {
-            return true;
-        }
-        if !candidate.is_finite() {
-            return false;
-        }
-        let worsening = (candidate - current) / current.abs().max(f64::MIN_POSITIVE);
-        context.rng.chance((-worsening / self.options.temperature.max(f64::MIN_POSITIVE)).exp())
-    }
 }
 
 impl Stepwise for Basinhopping {
@@ -61,7 +50,7 @@ impl Stepwise for Basinhopping {
             self.descent = None;
             let accepted = match self.basin {
                 None => true,
-                Some(basin) => self.accepts(context, bottom.1, basin.1),
+                Some(basin) => metropolis(context.rng, bottom.1, basin.1, self.options.temperature),
             };
             if accepted {
                 self.basin = Some(bottom);

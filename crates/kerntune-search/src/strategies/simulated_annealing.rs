@@ -9,7 +9,7 @@
 use kerntune_space::{ConfigId, Neighbourhood};
 
 use crate::options::Neighbours;
-use crate::support::{cost, fresh, Stepwise};
+use crate::support::{cost, fresh, metropolis, Stepwise};
 use crate::{options, Context};
 
 options! {
@@ -39,17 +39,6 @@ impl SimulatedAnnealing {
         let temperature = options.start_temperature;
         SimulatedAnnealing { options, temperature, current: None, best: None }
     }
-
-    fn accepts(&self, context: &mut Context<'_>, candidate: f64, current: f64) -> bool {
-        if candidate < current {
-            return true;
-        }
-        if !candidate.is_finite() {
-            return false;
-        }
-        let worsening = (candidate - current) / current.abs().max(f64::MIN_POSITIVE);
-        context.rng.chance((-worsening / self.temperature.max(f64::MIN_POSITIVE)).exp())
-    }
 }
 
 impl Stepwise for SimulatedAnnealing {
@@ -78,7 +67,7 @@ impl Stepwise for SimulatedAnnealing {
             }
             let accepted = match self.current {
                 None => true,
-                Some((_, current)) => self.accepts(context, value, current),
+                Some((_, current)) => metropolis(context.rng, value, current, self.temperature),
             };
             if accepted {
                 self.current = Some((*id, value));
