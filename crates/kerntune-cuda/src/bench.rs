@@ -248,9 +248,7 @@ impl Worker {
     fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
         let module = context.load_module(&reference.cubin.0).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
-        if reference.geometry.shared_bytes > 48 * 1024 {
-            function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
-        }
+        function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
         self.prepare_outputs(context).map_err(|e| e.to_string())?;
         let (mut pointers, _scratch) = self.kernel_pointers(context, reference).map_err(|e| e.to_string())?;
         launch_image(context, &function, reference, &mut pointers)
@@ -377,11 +375,9 @@ impl Worker {
         result.attributes = Some(attributes);
         check_limits(context, &attributes, &request.kernel)?;
         let geometry = kernel.geometry;
-        if geometry.shared_bytes > 48 * 1024 {
-            function
-                .allow_dynamic_shared(geometry.shared_bytes)
-                .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
-        }
+        function
+            .allow_dynamic_shared(geometry.shared_bytes)
+            .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
         let (mut pointers, _scratch) = self
             .kernel_pointers(context, kernel)
             .map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
@@ -535,9 +531,7 @@ impl Worker {
         let original_function = original_module.function(&original.name).map_err(text)?;
         let candidate_function = candidate_module.function(&candidate.name).map_err(text)?;
         for (function, image) in [(&original_function, original), (&candidate_function, candidate)] {
-            if image.geometry.shared_bytes > 48 * 1024 {
-                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
-            }
+            function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
         }
         let outputs: Vec<usize> = self.tolerances.iter().map(|(p, _, _)| *p).collect();
         let expected: Vec<DeviceBuffer> = outputs
@@ -615,9 +609,7 @@ impl Worker {
         let function_a = module_a.function(&a.name).map_err(text)?;
         let function_b = module_b.function(&b.name).map_err(text)?;
         for (function, image) in [(&function_a, a), (&function_b, b)] {
-            if image.geometry.shared_bytes > 48 * 1024 {
-                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
-            }
+            function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
         }
         let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, a).map_err(text)?;
         let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, b).map_err(text)?;

@@ -299,6 +299,9 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// Dynamic shared memory a kernel may use without opting in.
+const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
+
 #[derive(Debug)]
 pub struct Module {
     module: sys::CUmodule,
@@ -358,8 +361,12 @@ impl Function<'_> {
         })
     }
 
-    /// Opts in to more than 48 KiB of dynamic shared memory.
+    /// Makes a launch with `bytes` of dynamic shared memory possible: above the default
+    /// 48 KiB that takes an opt-in, below it nothing.
     pub fn allow_dynamic_shared(&self, bytes: u32) -> Result<(), CudaError> {
+        if bytes <= DEFAULT_DYNAMIC_SHARED {
+            return Ok(());
+        }
         // SAFETY: the function is valid while its module is borrowed.
         check("cuFuncSetAttribute", unsafe {
             result::function::set_function_attribute(
