@@ -87,6 +87,14 @@ pub fn progress(total: Option<u64>, hidden: bool) -> ProgressBar {
     bar
 }
 
+/// Moves the bar to evaluation `feval` and shows the best objective so far.
+pub fn advance(bar: &ProgressBar, objective: &Objective, feval: usize, best: Option<f64>) {
+    bar.set_position(feval as u64);
+    if let Some(best) = best {
+        bar.set_message(format!("best {}", self::objective(objective, best)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,10 +56,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             bar.println(format!("{from_store} evaluations of this landscape are already in the store"));
         }
         Event::Evaluated { point, .. } => {
-            bar.set_position(point.feval as u64);
-            if let Some(best) = point.best {
-                bar.set_message(format!("best {}", render::objective(&objective, best)));
-            }
+            render::advance(&bar, &objective, point.feval, point.best);
         }
         Event::Started { .. } => {}
     };

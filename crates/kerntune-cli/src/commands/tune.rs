@@ -102,10 +102,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         }
         Event::Evaluated { point, evaluation } => {
             tally.add(point.id, evaluation, point.from_store);
-            bar.set_position(point.feval as u64);
-            if let Some(best) = point.best {
-                bar.set_message(format!("best {}", render::objective(&objective, best)));
-            }
+            render::advance(&bar, &objective, point.feval, point.best);
         }
         Event::Started { .. } => {}
     };
