@@ -1,25 +1,14 @@
 //! The `kerntune` command as a user runs it: outputs, exit codes, interruption and resume.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{json_of, kerntune, repo};
 use kerntune_store::Store;
 use serde_json::Value as Json;
-
-fn kerntune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kerntune")).args(args).output().expect("kerntune runs")
-}
-
-fn repo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).display().to_string()
-}
-
-fn json_of(output: &Output) -> Json {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
-}
 
 /// The recorded landscapes of `../shared/data/landscapes`, which CI has beside the
 /// checkout. Elsewhere the test says it is skipped, unless `KERNTUNE_REQUIRE_SHARED` is set

@@ -1,24 +1,10 @@
 //! The CUDA path without a GPU: checking a space, compiling every configuration with
 //! NVRTC (installed from PyPI in CI), and the message a tuning run gives with no GPU.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
+use common::{json_of, kerntune, repo};
 use kerntune_store::Store;
-use serde_json::Value as Json;
-
-fn kerntune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kerntune")).args(args).output().expect("kerntune runs")
-}
-
-fn repo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).display().to_string()
-}
-
-fn json_of(output: &Output) -> Json {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).expect("one JSON object")
-}
 
 /// NVRTC is needed to compile; CI installs it (`nvidia-cuda-nvrtc`) and sets
 /// `KERNTUNE_REQUIRE_NVRTC`, elsewhere its absence skips the test with a note.

@@ -1,24 +1,13 @@
 //! Tuning on a real GPU. These run only where a GPU is (`gpu/check.sh` runs them on the
-//! device machine with `--ignored`); CI, without a GPU, skips them.
-//!
-//! `KERNTUNE_BIN` and `KERNTUNE_REPO` point at the binary and the checkout when the test
-//! binary runs on another machine than the one that built it.
+//! device machine with `--ignored`, pointing `KERNTUNE_BIN` and `KERNTUNE_REPO` at the
+//! binary and the checkout there); CI, without a GPU, skips them.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value as Json;
-
-fn kerntune_binary() -> PathBuf {
-    std::env::var_os("KERNTUNE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kerntune")), PathBuf::from)
-}
-
-fn repo(path: &str) -> String {
-    let root = std::env::var_os("KERNTUNE_REPO")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."), PathBuf::from);
-    root.join(path).display().to_string()
-}
+use common::{json_of, kerntune_binary, repo};
 
 fn tune(args: &[&str], db: &std::path::Path) -> Output {
     Command::new(kerntune_binary())
@@ -29,11 +18,6 @@ fn tune(args: &[&str], db: &std::path::Path) -> Output {
         .arg("--json")
         .output()
         .expect("kerntune runs")
-}
-
-fn json_of(output: &Output) -> Json {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).expect("one JSON object")
 }
 
 #[test]
