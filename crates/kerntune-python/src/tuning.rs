@@ -228,14 +228,7 @@ pub fn tune_triton(
     let result = py.detach(|| -> PyResult<Json> {
         let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
         let space = Space::new(frontend.params().to_vec(), &job.restrictions).map_err(errors::space)?;
-        let info = TuningInfo {
-            kernel: format!("triton:{}", job.fingerprint),
-            kernel_name: job.kernel_name.clone(),
-            device: device_info.name.clone(),
-            problem: job.problem.to_string(),
-            params: frontend.params().to_vec(),
-            objective: frontend.objective().clone(),
-        };
+        let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
         run(&frontend, &space, &info, &search, options, progress.as_ref())
     })?;
     Ok(result.to_string())
@@ -299,14 +292,7 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
     let command = job.worker(&job.compile_worker).map_err(errors::spec)?;
     let outcomes = py.detach(|| -> PyResult<Vec<Json>> {
         let store = db.map(|path| Store::open(std::path::Path::new(&path))).transpose().map_err(errors::store)?;
-        let info = TuningInfo {
-            kernel: format!("triton:{}", job.fingerprint),
-            kernel_name: job.kernel_name.clone(),
-            device: "compile-only".into(),
-            problem: job.problem.to_string(),
-            params: params.clone(),
-            objective: Objective::time(),
-        };
+        let info = job.tuning_info("compile-only", params.clone(), Objective::time());
         let tuning = store.as_ref().map(|s| s.tuning(&info)).transpose().map_err(errors::store)?;
         let hub = Hub::default();
         let mut pool = CompilePool::new(&command, compile_workers.max(1), timing.compile_timeout, &hub, 0).map_err(errors::backend)?;
@@ -410,14 +396,7 @@ pub fn tune_schedule_triton(
         let (report, original) =
             schedule_config(&frontend, &values, &device_info, &pipeline, &options).map_err(errors::backend)?;
         let store = Store::open(&db).map_err(errors::store)?;
-        let info = TuningInfo {
-            kernel: format!("triton:{}", job.fingerprint),
-            kernel_name: job.kernel_name.clone(),
-            device: device_info.name.clone(),
-            problem: job.problem.to_string(),
-            params: frontend.params().to_vec(),
-            objective: frontend.objective().clone(),
-        };
+        let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
         let tuning = store.tuning(&info).map_err(errors::store)?;
         let provenance = serde_json::to_string(&report).map_err(errors::store)?;
         let kept = report.cubin.clone().unwrap_or_else(|| original.cubin.0.clone());

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use kerntune_cuda::protocol::Bytes;
 use kerntune_engine::spec::{DType, Timing};
 use kerntune_space::{params_from_json, Expression, Param};
+use kerntune_store::{Objective, TuningInfo};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
@@ -104,6 +105,18 @@ pub struct JobError(pub String);
 impl TritonJob {
     pub fn from_json(text: &str) -> Result<TritonJob, JobError> {
         serde_json::from_str(text).map_err(|e| JobError(format!("invalid tuning job: {e}")))
+    }
+
+    /// What identifies this job's tuning in the store, on `device`.
+    pub fn tuning_info(&self, device: &str, params: Vec<Param>, objective: Objective) -> TuningInfo {
+        TuningInfo {
+            kernel: format!("triton:{}", self.fingerprint),
+            kernel_name: self.kernel_name.clone(),
+            device: device.to_string(),
+            problem: self.problem.to_string(),
+            params,
+            objective,
+        }
     }
 
     pub fn param_list(&self) -> Result<Vec<Param>, JobError> {
