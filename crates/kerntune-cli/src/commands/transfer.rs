@@ -50,14 +50,13 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             many.iter().map(|t| t.info.kernel_name.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };
-    if let ExportFormat::Cubin = args.format {
-        return export_cubin(&store, tuning, &args);
-    }
-    let rows = store.evaluations(tuning.id)?;
-    let document = match args.format {
-        ExportFormat::KernelTuner => formats::kernel_tuner::write(&tuning.info, &rows),
-        ExportFormat::T4 | ExportFormat::Cubin => formats::t4::write(&tuning.info, &rows),
+    let write = match args.format {
+        ExportFormat::Cubin => return export_cubin(&store, tuning, &args),
+        ExportFormat::KernelTuner => formats::kernel_tuner::write,
+        ExportFormat::T4 => formats::t4::write,
     };
+    let rows = store.evaluations(tuning.id)?;
+    let document = write(&tuning.info, &rows);
     let text = serde_json::to_string_pretty(&document)?;
     if args.output.as_os_str() == "-" {
         writeln!(std::io::stdout(), "{text}")?;
