@@ -183,8 +183,14 @@ const PLAIN_OPCODES: &[&str] = &[
     "PRMT", "LEA", "IABS", "P2R", "R2P", "PLOP3", "SGXT", "VIADD", "VIMNMX", "HADD2", "HMUL2", "HFMA2", "HSETP2",
     "HMNMX2", "I2FP", "F2FP", "F2I", "I2F", "F2F", "I2I", "FRND", "MUFU", "POPC", "FLO", "BREV", "BMSK", "UIADD3",
     "UIMAD", "ULOP3", "USHF", "UMOV", "ULEA", "UISETP", "USEL", "USGXT", "UPRMT", "UFLO", "UPOPC", "UBREV", "UBMSK",
-    "UPLOP3", "R2UR", "LDC", "ULDC", "CS2R", "S2R", "S2UR",
+    "UPLOP3", "R2UR", "LDC", "ULDC", "CS2R", "S2R", "S2UR", "NOP",
 ];
+
+/// The warp-level tensor-core MMA (`mma.sync`) shapes and types whose register
+/// operands are known: no operand spans more than four registers
+/// (`HMMA.16816.F32 R12, R28, R36, R12` reads A from R28..R31, B from R36..R37
+/// and C from R12..R15). Sparse and other variants stay fences.
+const HMMA_MODIFIERS: &[&str] = &["16816", "1688", "1684", "F32", "F16", "BF16", "TF32"];
 
 /// Constant-bank loads accept only these modifiers.
 const CONSTANT_LOAD_MODIFIERS: &[&str] = &["64", "U8", "S8", "U16", "S16"];
@@ -277,10 +283,14 @@ pub fn classify(syntax: &Syntax) -> Role {
             async_copy: opcode == "LDGSTS",
         });
     }
-    if !PLAIN_OPCODES.contains(&opcode) {
+    if !PLAIN_OPCODES.contains(&opcode) && opcode != "HMMA" {
         return Role::Fence(FenceKind::NotModelled);
     }
     let plain = match opcode {
+        // A bare `NOP` only delays (ptxas pads stalls over 15 cycles with it);
+        // its stall and any wait mask travel with it like any plain instruction's.
+        "NOP" => syntax.modifiers.is_empty() && syntax.operands.is_empty(),
+        "HMMA" => only_modifiers(syntax, &[HMMA_MODIFIERS]) && syntax.operands.len() == 4,
         "LDC" | "ULDC" => only_modifiers(syntax, &[CONSTANT_LOAD_MODIFIERS]),
         "CS2R" => syntax.operands.get(1).is_some_and(|source| source == "SRZ"),
         "S2R" | "S2UR" => syntax.operands.get(1).is_some_and(|source| {
@@ -402,6 +412,16 @@ mod tests {
         assert_eq!(role("DEPBAR.LE SB0, 0x1"), Role::Fence(FenceKind::Synchronization));
         assert_eq!(role("HGMMA.64x64x16.F32 R24, gdesc[UR16].tnspA, R24"), Role::Fence(FenceKind::NotModelled));
         assert_eq!(role("@!PT LDS RZ, [RZ]"), Role::Fence(FenceKind::NeverExecutes));
+    }
+
+    #[test]
+    fn warp_mma_of_known_shapes_is_plain_and_other_variants_are_fences() {
+        assert_eq!(role("HMMA.16816.F32 R12, R28, R36, R12"), Role::Plain);
+        assert_eq!(role("HMMA.16816.F32.BF16 R12, R28, R36, R12"), Role::Plain);
+        assert_eq!(role("HMMA.1688.F32.TF32 R4, R8, R12, R4"), Role::Plain);
+        assert_eq!(role("HMMA.SP.16832.F32 R4, R8, R12, R4, R20, 0x0"), Role::Fence(FenceKind::NotModelled));
+        assert_eq!(role("IMMA.16832.S8.S8 R4, R8, R12, R4"), Role::Fence(FenceKind::NotModelled));
+        assert_eq!(role("NOP"), Role::Plain);
     }
 
     #[test]

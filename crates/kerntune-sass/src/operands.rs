@@ -56,6 +56,11 @@ fn widths(syntax: &Syntax, role: &Role) -> Widths {
         // Warpgroup MMA accumulators span up to 128 registers.
         return Widths { data: 8, first: 128, fourth: 8, first_certain: 0 };
     }
+    if opcode == "HMMA" && matches!(role, Role::Plain) {
+        // Known shapes only (see `opcodes::HMMA_MODIFIERS`): at most four
+        // registers an operand; the destination is never relied on as written.
+        return Widths { data: 4, first: 4, fourth: 4, first_certain: 0 };
+    }
     if opcode.contains("MMA") {
         return Widths { data: 8, first: 8, fourth: 8, first_certain: 0 };
     }
@@ -261,8 +266,16 @@ mod tests {
 
     #[test]
     fn fences_read_and_write_everything_they_name() {
-        let e = of("HMMA.16816.F32 R12, R28, R36, R12");
+        let e = of("IMMA.16832.S8.S8 R12, R28, R36, R12");
         assert!(e.defs.contains(Register::General(43)) && e.uses.contains(Register::General(43)));
+        assert!(e.must_defs.is_empty());
+    }
+
+    #[test]
+    fn warp_mma_writes_its_destination_and_reads_four_registers_an_operand() {
+        let e = of("HMMA.16816.F32 R12, R28.reuse, R36, R12");
+        assert_eq!(e.defs, set(&["R12", "R13", "R14", "R15"]));
+        assert_eq!(e.uses, set(&["R28", "R29", "R30", "R31", "R36", "R37", "R38", "R39", "R12", "R13", "R14", "R15"]));
         assert!(e.must_defs.is_empty());
     }
 }

@@ -122,6 +122,33 @@ fn nothing_moves_across_a_barrier_or_a_scoreboard_wait() {
 }
 
 #[test]
+fn a_load_crosses_a_warp_mma_only_if_it_touches_none_of_its_registers() {
+    let mma = "[B------:R-:W-:-:S15] HMMA.16816.F32 R12, R28, R36, R12";
+    let load = "[B------:R-:W1:Y:S04] LDSM.16.M88.4 R40, [R56+UR8]";
+    legal(&[mma, load], Move::up(1));
+    legal(&[mma, "[B------:R-:W-:Y:S09] NOP", load], Move::up(2));
+    // R38 is B's second register: an anti dependency on the tensor core's operand.
+    let overwrites_operand = [mma, "[B------:R-:W1:Y:S04] LDSM.16.MT88.4 R36, [R54+UR9]"];
+    assert_eq!(
+        refusal(&overwrites_operand, Move::up(1)),
+        Refusal::RegisterDependency { register: Register::General(36) }
+    );
+    // R15 is the last accumulator register: a true dependency on the loaded value.
+    let loads_accumulator =
+        ["[B------:R-:W1:Y:S04] LDS R15, [R54]", "[B-1----:R-:W-:-:S15] HMMA.16816.F32 R12, R28, R36, R12"];
+    assert_eq!(
+        refusal(&loads_accumulator, Move::down(0)),
+        Refusal::RegisterDependency { register: Register::General(15) }
+    );
+    // Sparse and integer MMAs are not modelled.
+    let sparse = [
+        "[B------:R-:W-:Y:S04] HMMA.SP.16832.F32 R12, R28, R36, R12, R40, 0x0",
+        "[B------:R-:W1:Y:S04] LDS R60, [R54]",
+    ];
+    assert!(matches!(refusal(&sparse, Move::up(1)), Refusal::Fence { kind: FenceKind::NotModelled, .. }));
+}
+
+#[test]
 fn nothing_moves_across_a_label_or_a_branch() {
     let lines = [
         "[B------:R-:W-:Y:S01] IADD3 R5, R5, 0x1, RZ",
