@@ -6,7 +6,11 @@ around their best configurations, then the schedule of the best one with 1,000 c
 and reports what it gives, including when it gives nothing. A kept schedule is also
 launched through Triton (kerntune.use_schedule) and checked against the original.
 
-Usage: python3 bench/schedule.py [matmul] [attention]; rows go to $OUT/schedule.json."""
+`survey` instead tunes the schedule of several fixed configurations of both examples (the
+wgmma ones the parameter search prefers and warp-level mma ones, with hill climbing and, once,
+SIP's simulated annealing), to show what the legal moves give across kernels.
+
+Usage: python3 bench/schedule.py [matmul] [attention] [survey]; rows go to $OUT/schedule.json."""
 
 import json
 import os
@@ -30,6 +34,7 @@ def report(label, result, started):
     s = result.schedule
     row = dict(kernel=label, best_config=result.best_config, instructions=s["instructions"], legal_moves=s["legal_moves"],
                evaluations=s["evaluations"], rejected=s["rejected"], search_s=s["search_seconds"], stage_s=time.perf_counter() - started,
+               search_range=s["search_range"],
                original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
                moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
     print(label, json.dumps(row), flush=True)
@@ -73,6 +78,46 @@ def run_attention(db):
     return report("triton attention fp16 4x16x4096x64", result, started)
 
 
+def pinned(config):
+    """Restrictions that leave exactly `config`."""
+    return [f"{name} == {value}" for name, value in config.items()]
+
+
+def run_survey(db):
+    torch.manual_seed(0)
+    rows = []
+    size = 4096
+    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+    expected = torch.matmul(a, b)
+    matmuls = [  # (BLOCK_SIZE_M, N, K, num_stages, num_warps, method); wgmma needs 4 warps and 64 rows
+        (128, 256, 64, 3, 8, "hill_climb"), (128, 256, 64, 3, 8, "anneal"), (128, 128, 64, 4, 4, "hill_climb"),
+        (64, 64, 32, 3, 2, "hill_climb"), (32, 64, 64, 4, 4, "hill_climb"),
+    ]
+    for bm, bn, bk, stages, warps, method in matmuls:
+        config = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, num_stages=stages, num_warps=warps)
+        started = time.perf_counter()
+        result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, pinned(config),
+                               answer={"c_ptr": expected}, strategy="brute_force", db=db, progress=False,
+                               schedule=True, schedule_options={"budget": BUDGET, "method": method})
+        rows.append(report(f"matmul 4096 {bm}x{bn}x{bk} s{stages} w{warps} {method}", result, started))
+    Z, H, N_CTX, HEAD_DIM = 4, 16, 4096, 64
+    q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), device="cuda", dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    sm_scale = HEAD_DIM ** -0.5
+    reference = attention.reference(q, k, v, sm_scale)
+    attentions = [(128, 64, True, 8, 3), (64, 64, True, 4, 3), (128, 128, False, 8, 2)]
+    for bm, bn, pre, warps, stages in attentions:
+        config = dict(BLOCK_M=bm, BLOCK_N=bn, PRE_LOAD_V=pre, num_warps=warps, num_stages=stages)
+        started = time.perf_counter()
+        result = kerntune.tune(attention.attention_fwd, attention.arguments(q, k, v, o, sm_scale), lambda META: attention.grid({**META, "Z": Z}),
+                               attention.PARAMS, pinned(config), answer={"Out": reference}, strategy="brute_force", db=db,
+                               progress=False, schedule=True, schedule_options={"budget": BUDGET})
+        rows.append(report(f"attention {bm}x{bn} pre_v={pre} w{warps} s{stages}", result, started))
+    return rows
+
+
 def main():
     which = sys.argv[1:] or ["matmul", "attention"]
     db = os.path.join(tempfile.mkdtemp(prefix="kerntune-schedule-"), "results.db")
@@ -81,6 +126,8 @@ def main():
         rows.append(run_matmul(db))
     if "attention" in which:
         rows.append(run_attention(db))
+    if "survey" in which:
+        rows.extend(run_survey(db))
     with open(os.path.join(OUT, "schedule.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("\n=== schedule summary")
@@ -88,7 +135,7 @@ def main():
         lo, hi = r["ci"]
         print(f"{r['kernel']}: {r['instructions']} instructions, {r['legal_moves']} legal moves; {r['evaluations']} candidates in {r['search_s']:.1f} s "
               f"({r['rejected']} rejected); A/B {r['original_ms']:.4f} -> {r['schedule_ms']:.4f} ms, ratio {r['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; "
-              f"{r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
+              f"search range {r['search_range'][0]:.4f}..{r['search_range'][2]:.4f}; {r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
 
 
 if __name__ == "__main__":

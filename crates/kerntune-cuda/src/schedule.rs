@@ -59,6 +59,9 @@ pub struct ScheduleReport {
     pub search_seconds: f64,
     pub baseline_ms: f64,
     pub best_search_ms: f64,
+    /// The verified candidates' search times relative to the original's (the fastest,
+    /// the median and the slowest): how much the legal moves change at all.
+    pub search_range: [f64; 3],
     pub moves: usize,
     /// Input sets checked after the search, and how many differed.
     pub checked_sets: u32,
@@ -326,6 +329,13 @@ pub fn tune_schedule(
         return Err(error);
     }
     let search_seconds = start.elapsed().as_secs_f64();
+    let mut relative: Vec<f64> =
+        outcome.evaluations.iter().filter_map(|e| e.energy).map(|ms| ms / outcome.baseline_energy).collect();
+    relative.sort_by(f64::total_cmp);
+    let search_range = match (relative.first(), relative.last()) {
+        (Some(&fastest), Some(&slowest)) => [fastest, relative[relative.len() / 2], slowest],
+        _ => [1.0; 3],
+    };
     let candidate = KernelImage { cubin: crate::protocol::Bytes(outcome.best_cubin.clone()), ..original.clone() };
     let changed = !outcome.best_moves.is_empty();
     let (differing, first_difference) = if changed {
@@ -347,6 +357,7 @@ pub fn tune_schedule(
         search_seconds,
         baseline_ms: outcome.baseline_energy,
         best_search_ms: outcome.best_energy,
+        search_range,
         moves: outcome.best_moves.len(),
         checked_sets: if changed { options.check_sets } else { 0 },
         differing_sets: differing,

@@ -186,6 +186,10 @@ fn print_schedule(report: &ScheduleReport) {
     for reason in &report.rejected_reasons {
         println!("  rejected: {reason}");
     }
+    let [fastest, median, slowest] = report.search_range;
+    println!(
+        "Candidates timed at {fastest:.4} to {slowest:.4} of the original in the search (median {median:.4}), each a single measurement."
+    );
     println!(
         "Interleaved A/B over {} rounds: original {:.4} ms, best schedule {:.4} ms ({} moves): time ratio {:.4} (95% CI {:.4} to {:.4}).",
         report.ab_rounds, report.original_median_ms, report.candidate_median_ms, report.moves, report.ratio, report.ratio_low, report.ratio_high
