@@ -23,6 +23,7 @@ fn main() {
     let mut results = Distances::new();
     let mut reads = Distances::new();
     let mut scoreboard = Distances::new();
+    let mut fences = Distances::new();
     for pair in arguments.chunks(2) {
         let [path, kernel] = pair else { panic!("arguments come in pairs: CUBIN KERNEL") };
         let bytes = std::fs::read(path).expect("a readable cubin");
@@ -33,6 +34,18 @@ fn main() {
             let range = listing.block_range(block);
             for (position, producer) in instructions.iter().enumerate().take(range.end).skip(range.start) {
                 if matches!(producer.role, Role::Fence(_)) {
+                    // How soon after a synchronisation the next memory instruction issues.
+                    let mut cycles = 0;
+                    for (offset, consumer) in instructions[position + 1..range.end].iter().enumerate() {
+                        cycles += u32::from(instructions[position + offset].control.stall);
+                        if matches!(consumer.role, Role::Memory(_)) {
+                            record(&mut fences, format!("{} -> memory", producer.syntax.opcode), cycles);
+                            break;
+                        }
+                        if matches!(consumer.role, Role::Fence(_)) {
+                            break;
+                        }
+                    }
                     continue;
                 }
                 let (mut cycles, mut read_done, mut write_done, mut waited) = (0, RegSet::EMPTY, RegSet::EMPTY, false);
@@ -41,7 +54,8 @@ fn main() {
                     if producer.control.write_barrier.is_none() {
                         let fresh = producer.effects.defs.intersection(&consumer.effects.uses).difference(&read_done);
                         if !fresh.is_empty() {
-                            record(&mut results, producer.mnemonic(), cycles);
+                            let into = if matches!(consumer.role, Role::Memory(_)) { " -> memory" } else { "" };
+                            record(&mut results, format!("{}{into}", producer.mnemonic()), cycles);
                             read_done = read_done.union(&fresh);
                         }
                     }
@@ -64,6 +78,7 @@ fn main() {
         ("fixed-latency result -> reader", &results),
         ("reader without read barrier -> overwrite", &reads),
         ("barrier set -> wait", &scoreboard),
+        ("synchronisation -> next memory instruction", &fences),
     ] {
         println!("{title} (smallest distance, pairs):");
         for (kind, (cycles, count)) in distances {

@@ -9,7 +9,7 @@
 //!   what an instruction's wait mask protects.
 
 use crate::listing::{Instruction, KernelListing};
-use crate::opcodes::{LatencyTable, Role, Spaces};
+use crate::opcodes::{FenceKind, LatencyTable, Role, Spaces};
 use crate::registers::RegSet;
 
 const BARRIERS: usize = 6;
@@ -26,6 +26,10 @@ pub(crate) struct Focus {
     /// tens of cycles after it issues, so it cannot overtake an earlier
     /// fixed-latency write of the same register.
     pub later_loads: bool,
+    /// The later instruction is a memory instruction: its operands are read
+    /// later than an ALU's, and it must keep its distance from a preceding
+    /// synchronisation.
+    pub later_memory: bool,
 }
 
 impl Focus {
@@ -35,6 +39,7 @@ impl Focus {
             later_writes: later.effects.defs,
             later_waits: later.control.wait_mask,
             later_loads: is_load(later),
+            later_memory: matches!(later.role, Role::Memory(_)),
         }
     }
 }
@@ -50,7 +55,9 @@ pub(crate) fn is_load(instruction: &Instruction) -> bool {
 /// - an output dependency on a later load needs nothing (see [`Focus`]);
 /// - one that relies on fixed latency needs the result latency (true and
 ///   output dependencies) or operand-read delay (anti dependencies) of `earlier`;
-/// - waiting on a barrier `earlier` sets needs the barrier to be set in time.
+/// - waiting on a barrier `earlier` sets needs the barrier to be set in time;
+/// - a memory instruction after a synchronisation needs the synchronisation's
+///   delay (placeholders guarded by `@!PT` and control flow excepted).
 ///
 /// The largest applicable bound wins; `None` means no dependency.
 pub(crate) fn required_cycles(earlier: &Instruction, focus: &Focus, latency: &LatencyTable) -> Option<u32> {
@@ -60,7 +67,11 @@ pub(crate) fn required_cycles(earlier: &Instruction, focus: &Focus, latency: &La
     let written = earlier.effects.defs;
     let output_dependency = written.intersects(&focus.later_writes) && !focus.later_loads;
     if written.intersects(&focus.later_reads) || output_dependency {
-        need(if earlier.control.write_barrier.is_some() { latency.scoreboard } else { latency.result(opcode) });
+        need(if earlier.control.write_barrier.is_some() {
+            latency.scoreboard
+        } else {
+            latency.result(opcode, focus.later_memory)
+        });
     }
     if earlier.effects.uses.intersects(&focus.later_writes) {
         need(if earlier.control.read_barrier.is_some() {
@@ -71,6 +82,10 @@ pub(crate) fn required_cycles(earlier: &Instruction, focus: &Focus, latency: &La
     }
     if earlier.control.set_mask() & focus.later_waits != 0 {
         need(latency.scoreboard);
+    }
+    let synchronises = matches!(earlier.role, Role::Fence(FenceKind::Synchronization | FenceKind::NotModelled));
+    if synchronises && focus.later_memory {
+        need(latency.fence_to_memory);
     }
     bound
 }
@@ -202,7 +217,30 @@ mod tests {
             ("LDG.E R20, desc[UR12][R20.64]", control(1, Some(1), None, 0)),
         ]);
         let [p, c] = [&reads_it.instructions()[0], &reads_it.instructions()[1]];
-        assert_eq!(required_cycles(p, &Focus::everything(c), reads_it.latency()), Some(LatencyTable::SM90.alu_result));
+        assert_eq!(
+            required_cycles(p, &Focus::everything(c), reads_it.latency()),
+            Some(LatencyTable::SM90.alu_to_memory)
+        );
+    }
+
+    #[test]
+    fn memory_instructions_wait_longer_for_alu_results_and_keep_away_from_synchronisation() {
+        let l = listing(&[
+            ("ISETP.NE.U32.AND P4, PT, R28, RZ, PT", control(2, None, None, 0)),
+            ("LDGSTS.E.BYPASS.128 [R25+0x3800], desc[UR10][R18.64], P4", control(1, None, Some(3), 0)),
+            ("ISETP.NE.U32.AND P2, PT, R24, RZ, PT", control(1, None, None, 0)),
+            ("SEL R28, RZ, 0x10, P2", control(1, None, None, 0)),
+            ("BAR.SYNC.DEFER_BLOCKING 0x0", control(1, None, None, 0)),
+            ("@!PT LDS RZ, [RZ]", control(1, None, None, 0)),
+            ("LDS.128 R28, [R141+UR5]", control(2, Some(1), None, 0)),
+        ]);
+        let i = l.instructions();
+        let latency = l.latency();
+        assert_eq!(required_cycles(&i[0], &Focus::everything(&i[1]), latency), Some(latency.alu_to_memory));
+        assert_eq!(required_cycles(&i[2], &Focus::everything(&i[3]), latency), Some(latency.alu_result));
+        assert_eq!(required_cycles(&i[4], &Focus::everything(&i[6]), latency), Some(latency.fence_to_memory));
+        assert_eq!(required_cycles(&i[4], &Focus::everything(&i[5]), latency), None, "a placeholder is no access");
+        assert_eq!(required_cycles(&i[5], &Focus::everything(&i[6]), latency), None, "nor a synchronisation");
     }
 
     #[test]

@@ -317,6 +317,7 @@ impl KernelListing {
                     later_writes: consumer.effects.defs.intersection(&exposed.0.union(&exposed.1)),
                     later_waits: consumer.control.wait_mask & exposed.2,
                     later_loads: is_load(consumer),
+                    later_memory: matches!(consumer.role, Role::Memory(_)),
                 };
                 if let Some(bound) = required_cycles(down, &focus, latency) {
                     let head = self.prefix(position);
@@ -343,6 +344,7 @@ impl KernelListing {
             later_writes: up.effects.defs.difference(&written),
             later_waits: up.control.wait_mask & !set_barriers,
             later_loads: is_load(up),
+            later_memory: matches!(up.role, Role::Memory(_)),
         }
     }
 

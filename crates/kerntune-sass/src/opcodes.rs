@@ -322,6 +322,10 @@ pub struct LatencyTable {
     /// Result latency of integer, fp32, fp16x2, logic, move and uniform-pipe
     /// instructions (ptxas leaves 4 cycles for the common ones).
     pub alu_result: u32,
+    /// The same results read by a memory instruction, whose operands travel
+    /// further: ptxas leaves at least 13 cycles from `ISETP` to a load or copy
+    /// guarded or predicated by its result, 9 from `IADD3`/`LEA` to an address.
+    pub alu_to_memory: u32,
     /// How late those instructions read their operands, for a later write of
     /// the same register (ptxas overwrites an operand 1 cycle after most of
     /// them, 4 at most).
@@ -336,6 +340,11 @@ pub struct LatencyTable {
     /// From setting a scoreboard barrier to an instruction waiting on it
     /// (ptxas uses 2 cycles).
     pub scoreboard: u32,
+    /// From a synchronisation (`BAR`, `LDGDEPBAR`, `SHFL`, ...) to the next
+    /// memory instruction: `BAR.SYNC.DEFER_BLOCKING` lets the warp issue on
+    /// until a later instruction needs the barrier, and ptxas never puts a
+    /// memory access less than 6 cycles after a `BAR`.
+    pub fence_to_memory: u32,
     /// Everything else that relies on fixed latency: tensor cores, fp64,
     /// conversions, transcendentals, instructions this crate does not model.
     pub other: u32,
@@ -351,20 +360,29 @@ const SIMPLE_ALU: &[&str] = &[
 
 impl LatencyTable {
     /// The table for Hopper (sm_90, sm_90a).
-    pub const SM90: LatencyTable =
-        LatencyTable { alu_result: 8, alu_read: 4, load_read: 8, store_read: 32, scoreboard: 4, other: 64 };
+    pub const SM90: LatencyTable = LatencyTable {
+        alu_result: 8,
+        alu_to_memory: 26,
+        alu_read: 4,
+        load_read: 8,
+        store_read: 32,
+        scoreboard: 4,
+        fence_to_memory: 12,
+        other: 64,
+    };
 
     /// The table for an SM version, if this crate has one.
     pub fn for_sm(sm: u32) -> Option<LatencyTable> {
         (sm == 90).then_some(LatencyTable::SM90)
     }
 
-    /// The bound for a result of `opcode` that no scoreboard covers.
-    pub fn result(&self, opcode: &str) -> u32 {
-        if SIMPLE_ALU.contains(&opcode) {
-            self.alu_result
-        } else {
-            self.other
+    /// The bound for a result of `opcode` that no scoreboard covers, read by a
+    /// memory instruction or by anything else.
+    pub fn result(&self, opcode: &str, into_memory: bool) -> u32 {
+        match (SIMPLE_ALU.contains(&opcode), into_memory) {
+            (true, false) => self.alu_result,
+            (true, true) => self.alu_to_memory,
+            (false, _) => self.other,
         }
     }
 
