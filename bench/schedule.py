@@ -27,6 +27,8 @@ import matmul  # noqa: E402
 import kerntune  # noqa: E402
 
 BUDGET = int(os.environ.get("SCHEDULE_BUDGET", "1000"))
+# Runs only the survey cases whose label contains this text (all by default).
+ONLY = os.environ.get("SURVEY_ONLY", "")
 OUT = os.environ.get("OUT", tempfile.gettempdir())
 
 
@@ -34,7 +36,7 @@ def report(label, result, started):
     s = result.schedule
     row = dict(kernel=label, best_config=result.best_config, instructions=s["instructions"], legal_moves=s["legal_moves"],
                evaluations=s["evaluations"], rejected=s["rejected"], search_s=s["search_seconds"], stage_s=time.perf_counter() - started,
-               search_range=s["search_range"],
+               search_range=s["search_range"], rejected_reasons=s["rejected_reasons"],
                original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
                moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
     print(label, json.dumps(row), flush=True)
@@ -96,12 +98,15 @@ def run_survey(db):
         (64, 64, 32, 3, 2, "hill_climb"), (32, 64, 64, 4, 4, "hill_climb"),
     ]
     for bm, bn, bk, stages, warps, method in matmuls:
+        label = f"matmul 4096 {bm}x{bn}x{bk} s{stages} w{warps} {method}"
+        if ONLY not in label:
+            continue
         config = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, num_stages=stages, num_warps=warps)
         started = time.perf_counter()
         result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, pinned(config),
                                answer={"c_ptr": expected}, strategy="brute_force", db=db, progress=False,
                                schedule=True, schedule_options={"budget": BUDGET, "method": method})
-        rows.append(report(f"matmul 4096 {bm}x{bn}x{bk} s{stages} w{warps} {method}", result, started))
+        rows.append(report(label, result, started))
     Z, H, N_CTX, HEAD_DIM = 4, 16, 4096, 64
     q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), device="cuda", dtype=torch.float16) for _ in range(3))
     o = torch.empty_like(q)
@@ -109,12 +114,15 @@ def run_survey(db):
     reference = attention.reference(q, k, v, sm_scale)
     attentions = [(128, 64, True, 8, 3), (64, 64, True, 4, 3), (128, 128, False, 8, 2)]
     for bm, bn, pre, warps, stages in attentions:
+        label = f"attention {bm}x{bn} pre_v={pre} w{warps} s{stages}"
+        if ONLY not in label:
+            continue
         config = dict(BLOCK_M=bm, BLOCK_N=bn, PRE_LOAD_V=pre, num_warps=warps, num_stages=stages)
         started = time.perf_counter()
         result = kerntune.tune(attention.attention_fwd, attention.arguments(q, k, v, o, sm_scale), lambda META: attention.grid({**META, "Z": Z}),
                                attention.PARAMS, pinned(config), answer={"Out": reference}, strategy="brute_force", db=db,
                                progress=False, schedule=True, schedule_options={"budget": BUDGET})
-        rows.append(report(f"attention {bm}x{bn} pre_v={pre} w{warps} s{stages}", result, started))
+        rows.append(report(label, result, started))
     return rows
 
 

@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [schedule]   (default: all);
+# Usage: bash gpu/check.sh [tests] [kt] [timing] [pytest] [triton] [schedule] [audit]   (default: all);
 # logs go to $OUT. TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u
@@ -13,7 +13,7 @@ export KERNTUNE=$PWD/.device/kerntune KERNTUNE_BIN=$PWD/.device/kerntune KERNTUN
 # The Python package, from the wheel built here (the GPU machine has no Rust toolchain).
 python3 -m pip install -q --upgrade --no-deps --no-index --target /tmp/kerntune-site .device/kerntune-*.whl 2>&1 | grep -v WARNING | tail -1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt timing pytest triton schedule}
+stages=${*:-tests kt timing pytest triton schedule audit}
 summary=()
 for stage in $stages; do
     case $stage in
@@ -47,6 +47,11 @@ for stage in $stages; do
         fi
         "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/schedule-cuda.db" --max-fevals 30 --schedule --schedule-budget 1000 2>&1 | tee "$OUT/schedule-cuda.log"
         summary+=("$(sed -n '/=== schedule summary/,$p' "$OUT/schedule.log" 2>/dev/null)" "cuda matmul_sram: $(grep -E '^(Interleaved|Kept|Not kept|No schedule)' "$OUT/schedule-cuda.log" | tr '\n' ' ')")
+        ;;
+    audit)
+        echo "=== schedule legality audit"
+        python3 bench/schedule_audit.py 2>&1 | tee "$OUT/schedule_audit.log"
+        summary+=("$(sed -n '/=== schedule audit/,$p' "$OUT/schedule_audit.log")")
         ;;
     timing)
         echo "=== timing agreement"
