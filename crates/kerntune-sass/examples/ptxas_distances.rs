@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use kerntune_sass::{Nvdisasm, RegSet, Role, Schedule};
+use kerntune_sass::{FenceKind, Nvdisasm, RegSet, Role, Schedule};
 
 /// Smallest distance and number of pairs, per kind.
 type Distances = BTreeMap<String, (u32, usize)>;
@@ -33,7 +33,10 @@ fn main() {
         for block in 0..listing.block_count() {
             let range = listing.block_range(block);
             for (position, producer) in instructions.iter().enumerate().take(range.end).skip(range.start) {
-                if matches!(producer.role, Role::Fence(_)) {
+                if let Role::Fence(kind) = producer.role {
+                    if matches!(kind, FenceKind::ControlFlow | FenceKind::NeverExecutes) {
+                        continue;
+                    }
                     // How soon after a synchronisation the next memory instruction issues.
                     let mut cycles = 0;
                     for (offset, consumer) in instructions[position + 1..range.end].iter().enumerate() {
