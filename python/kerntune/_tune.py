@@ -388,8 +388,8 @@ def tune(
     a second call with the same kernel, arguments' shapes and types, and parameters answers
     from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.
     ``("TFLOP/s", "2*M*N*K / (time * 1e-3) / 1e12")`` over the parameters, the call's scalar
-    arguments and ``time`` in ms. Ctrl-C stops after the evaluation in progress, keeping
-    every result. ``fresh=True`` measures everything again instead of answering from the
+    arguments and ``time`` in ms. Ctrl-C stops within a fraction of a second, keeping
+    every recorded result (evaluations still in flight are dropped). ``fresh=True`` measures everything again instead of answering from the
     store (the new results replace the stored ones).
 
     ``schedule=True`` then tunes the native instruction schedule (SASS) of the best

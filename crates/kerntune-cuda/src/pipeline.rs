@@ -371,6 +371,30 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
+    /// The next finished evaluation, or `None` once `give_up` has passed.
+    fn next_until(&mut self, give_up: Option<Instant>) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        loop {
+            for outcome in self.pool.dispatch(&self.hub) {
+                self.on_compiled(outcome);
+            }
+            self.send_to_bench()?;
+            if let Some(done) = self.done.pop_front() {
+                return Ok(Some(done));
+            }
+            if self.jobs.is_empty() {
+                return Err(failed("next() with nothing in flight"));
+            }
+            if give_up.is_some_and(|limit| Instant::now() >= limit) {
+                return Ok(None);
+            }
+            let wake = [self.next_deadline(), give_up].into_iter().flatten().min();
+            match self.hub.next(wake) {
+                Some(line) => self.handle(line)?,
+                None => self.enforce_deadlines()?,
+            }
+        }
+    }
+
     fn enforce_deadlines(&mut self) -> Result<(), BackendError> {
         for outcome in self.pool.expire(&self.hub) {
             self.on_compiled(outcome);
@@ -416,22 +440,11 @@ impl Backend for Pipeline<'_> {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        loop {
-            for outcome in self.pool.dispatch(&self.hub) {
-                self.on_compiled(outcome);
-            }
-            self.send_to_bench()?;
-            if let Some(done) = self.done.pop_front() {
-                return Ok(done);
-            }
-            if self.jobs.is_empty() {
-                return Err(failed("next() with nothing in flight"));
-            }
-            match self.hub.next(self.next_deadline()) {
-                Some(line) => self.handle(line)?,
-                None => self.enforce_deadlines()?,
-            }
-        }
+        self.next_until(None)?.ok_or_else(|| failed("next() gave up with no limit"))
+    }
+
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        self.next_until(Some(Instant::now() + patience))
     }
 
     fn elapsed(&self) -> Duration {

@@ -22,6 +22,14 @@ pub trait Backend {
     /// Waits for the next finished evaluation. Called only while something is in flight.
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError>;
 
+    /// Like `next`, but gives up after about `patience` with `None`, so that the caller
+    /// can look for an interruption while a slow evaluation runs. The default waits as
+    /// long as `next` does (right for backends whose evaluations take no real time).
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        let _ = patience;
+        self.next().map(Some)
+    }
+
     /// Time spent since the backend started: simulated time for a landscape, wall time for
     /// a device. Time budgets compare against this clock.
     fn elapsed(&self) -> Duration;
@@ -78,6 +86,13 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         match self.backend.as_mut() {
             Some(backend) => backend.next(),
+            None => Err(BackendError("nothing is being evaluated".into())),
+        }
+    }
+
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        match self.backend.as_mut() {
+            Some(backend) => backend.next_within(patience),
             None => Err(BackendError("nothing is being evaluated".into())),
         }
     }

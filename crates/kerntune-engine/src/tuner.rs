@@ -2,7 +2,6 @@
 //! backend full, record every outcome the moment it arrives, stop on the budget.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kerntune_search::{Context, History, Observation, Strategy};
@@ -15,6 +14,9 @@ use crate::{Backend, BackendError, Budget, StopReason};
 
 /// Consecutive asks that bring nothing new, with nothing in flight, before the run ends.
 const STALL_LIMIT: usize = 1000;
+
+/// How long a wait for the backend lasts before the interrupt is asked again.
+const INTERRUPT_POLL: Duration = Duration::from_millis(100);
 
 /// Everything one run needs. The store is optional (simulation can run without one).
 #[allow(missing_debug_implementations)] // holds trait objects with nothing useful to print
@@ -29,8 +31,9 @@ pub struct Tuner<'a> {
     pub objective: Objective,
     pub budget: Budget,
     pub seed: u64,
-    /// Set (by a signal handler) to stop after the evaluation in progress is recorded.
-    pub interrupt: Option<&'a AtomicBool>,
+    /// Asked often (about every 0.1 s while waiting): `true` stops the run at once,
+    /// keeping what was recorded and dropping the evaluations still in flight.
+    pub interrupt: Option<&'a dyn Fn() -> bool>,
 }
 
 /// One step of the run's progress, in the order configurations were observed.
@@ -158,11 +161,12 @@ impl Loop<'_, '_> {
         &mut self,
         backend: &mut dyn Backend,
         budget: &Budget,
-        interrupt: Option<&AtomicBool>,
+        interrupt: Option<&dyn Fn() -> bool>,
     ) -> Result<StopReason, TuneError> {
+        let interrupted = || interrupt.is_some_and(|stop| stop());
         let mut stalls = 0;
         loop {
-            if interrupt.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+            if interrupted() {
                 return Ok(StopReason::Interrupted);
             }
             if let (Some(target), Some((_, best))) = (budget.target, self.best) {
@@ -200,7 +204,17 @@ impl Loop<'_, '_> {
                     None => continue,
                 }
             }
-            let (id, mut evaluation) = backend.next()?;
+            let (id, mut evaluation) = match interrupt {
+                None => backend.next()?,
+                Some(_) => loop {
+                    if let Some(finished) = backend.next_within(INTERRUPT_POLL)? {
+                        break finished;
+                    }
+                    if interrupted() {
+                        return Ok(StopReason::Interrupted);
+                    }
+                },
+            };
             evaluation.costs.strategy_s += self.in_flight.remove(&id).unwrap_or(0.0);
             if let Some((store, tuning)) = self.store {
                 store.record(tuning, &self.space.config_json(id), &evaluation)?;

@@ -123,3 +123,72 @@ fn a_strategy_that_runs_dry_ends_the_run_before_the_budget() {
     let summary = run(&landscape, &space, "brute_force", fevals(100_000), 0, None);
     assert_eq!((summary.stop, summary.evaluations), (StopReason::Exhausted, space.len()));
 }
+
+/// A backend whose first evaluation finishes at once and whose others never do, as when
+/// every compile left in flight takes minutes.
+struct OneThenStuck {
+    submitted: Vec<kerntune_space::ConfigId>,
+    waits: usize,
+}
+
+impl kerntune_engine::Backend for OneThenStuck {
+    fn capacity(&self) -> usize {
+        4
+    }
+
+    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+        self.submitted.push(id);
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+        panic!("an interruptible run waits with next_within")
+    }
+
+    fn next_within(
+        &mut self,
+        _patience: Duration,
+    ) -> Result<Option<(kerntune_space::ConfigId, kerntune_store::Evaluation)>, kerntune_engine::BackendError> {
+        self.waits += 1;
+        if self.waits == 1 {
+            let costs = kerntune_store::Costs::default();
+            return Ok(Some((self.submitted[0], kerntune_store::Evaluation::ok(1.0, vec![1.0], costs))));
+        }
+        Ok(None)
+    }
+
+    fn elapsed(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+#[test]
+fn an_interrupt_stops_a_run_whose_evaluations_never_finish() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let mut backend = OneThenStuck { submitted: Vec::new(), waits: 0 };
+    let asked = std::cell::Cell::new(0);
+    // The interrupt arrives on the fifth question, while three evaluations are in flight.
+    let interrupted = || {
+        asked.set(asked.get() + 1);
+        asked.get() >= 5
+    };
+    let summary = Tuner {
+        space: &space,
+        strategy: build_strategy("random_sample", &Default::default()).expect("strategy"),
+        backend: &mut backend,
+        store: None,
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget: fevals(10),
+        seed: 0,
+        interrupt: Some(&interrupted),
+    }
+    .run(&mut |_| {})
+    .expect("runs");
+    assert_eq!(summary.stop, StopReason::Interrupted);
+    assert_eq!(summary.evaluations, 1, "the finished evaluation is kept");
+    assert!(backend.waits >= 2, "the run gave up waiting and asked again");
+}

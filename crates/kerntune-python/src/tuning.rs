@@ -2,8 +2,10 @@
 //! Each releases the GIL while it runs and takes it back only to call the user's grid
 //! function, to report progress and to check for Ctrl-C after every evaluation.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
@@ -99,23 +101,38 @@ fn run(
     let strategy = build_strategy(&search.strategy, &search.strategy_options).map_err(errors::strategy)?;
     let workers = options.compile_workers;
     let mut backend = Lazy::new(workers + 2, || Pipeline::start(frontend, space, options));
-    let interrupt = AtomicBool::new(false);
-    let mut interruption: Option<PyErr> = None;
+    // Ctrl-C: Python runs its signal handlers when asked, on this (the main) thread, and
+    // the tuner asks about every 0.1 s. Python may also run them inside any Python code the
+    // run calls (a grid function, a destructor) and lose the KeyboardInterrupt there, so a
+    // handler of our own, chained before Python's, keeps a flag that cannot be lost.
+    let signalled = Arc::new(AtomicBool::new(false));
+    let registration = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&signalled)).ok();
+    let interruption: RefCell<Option<PyErr>> = RefCell::new(None);
+    let interrupted = || {
+        if interruption.borrow().is_none() {
+            match Python::attach(|py| py.check_signals()) {
+                Err(error) => *interruption.borrow_mut() = Some(error),
+                Ok(()) if signalled.load(Ordering::SeqCst) => {
+                    *interruption.borrow_mut() = Some(pyo3::exceptions::PyKeyboardInterrupt::new_err(()));
+                }
+                Ok(()) => {}
+            }
+        }
+        interruption.borrow().is_some()
+    };
     let mut results = Vec::new();
     let total = search.budget.max_fevals.unwrap_or(space.len()).min(space.len());
     let mut on_event = |event: Event<'_>| {
         let Event::Evaluated { point, evaluation } = event else { return };
         results.push(result_json(space, point.id, evaluation, point.from_store));
-        Python::attach(|py| {
-            if let Err(error) = py.check_signals() {
-                interrupt.store(true, Ordering::SeqCst);
-                interruption = Some(error);
-            }
-            if let Some(progress) = progress {
-                // A failing progress callback must not end the run.
-                let _ = progress.call1(py, (point.feval, total, point.best));
-            }
-        });
+        if let Some(progress) = progress {
+            // A failing progress callback must not end the run; Ctrl-C must.
+            Python::attach(|py| {
+                if let Err(error) = progress.call1(py, (point.feval, total, point.best)) {
+                    keep_interrupt(py, &error);
+                }
+            });
+        }
     };
     let summary = Tuner {
         space,
@@ -126,11 +143,14 @@ fn run(
         objective: info.objective.clone(),
         budget: search.budget.clone(),
         seed: search.seed,
-        interrupt: Some(&interrupt),
+        interrupt: Some(&interrupted),
     }
-    .run(&mut on_event)
-    .map_err(errors::tune)?;
-    if let Some(error) = interruption {
+    .run(&mut on_event);
+    if let Some(registration) = registration {
+        signal_hook::low_level::unregister(registration);
+    }
+    let summary = summary.map_err(errors::tune)?;
+    if let Some(error) = interruption.into_inner() {
         return Err(error);
     }
     Ok(summary_json(&summary, space, &info.objective, results, clock.elapsed().as_secs_f64(), &search.db))
@@ -410,15 +430,28 @@ pub fn tune_schedule_triton(
     Ok(report.to_string())
 }
 
+/// Python runs pending signal handlers whenever it runs code, so Ctrl-C can surface as a
+/// `KeyboardInterrupt` from a callback (the grid function, the progress callback), where it
+/// would count as that callback's failure. This puts the interrupt back, for the tuner's
+/// next check to see.
+fn keep_interrupt(py: Python<'_>, error: &PyErr) {
+    if error.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+        // SAFETY: PyErr_SetInterrupt only sets the flag a SIGINT would set; it may be
+        // called from any thread, with or without the GIL.
+        unsafe { pyo3::ffi::PyErr_SetInterrupt() };
+    }
+}
+
 /// The user's grid function as the Triton frontend calls it (taking the GIL).
 fn triton_grid(grid: &Py<PyAny>) -> kerntune_triton::GridFn<'_> {
     Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
         Python::attach(|py| {
             let values =
                 config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
-            let answer = grid
-                .call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,))
-                .map_err(|e| format!("the grid function failed: {e}"))?;
+            let answer = grid.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| {
+                keep_interrupt(py, &e);
+                format!("the grid function failed: {e}")
+            })?;
             let dims: Vec<u64> =
                 answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
             let mut grid = [1u64; 3];

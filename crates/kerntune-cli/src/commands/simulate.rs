@@ -69,7 +69,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         objective: landscape.objective.clone(),
         budget,
         seed: args.search.seed,
-        interrupt: Some(interrupt::flag()),
+        interrupt: Some(&interrupt::requested),
     }
     .run(&mut on_event)?;
     bar.finish_and_clear();

@@ -23,7 +23,7 @@ use crate::commands::search_setup;
 use crate::{interrupt, render};
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
-/// interrupted run records the evaluation in progress rather than a crash.
+/// interrupted run ends as a stop, not as a crashed worker.
 pub fn worker(args: WorkerArgs) -> ExitCode {
     // SAFETY: setting a signal disposition to "ignore" before any thread is started.
     unsafe {
@@ -115,7 +115,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         objective: spec.objective.clone(),
         budget,
         seed: args.search.seed,
-        interrupt: Some(interrupt::flag()),
+        interrupt: Some(&interrupt::requested),
     }
     .run(&mut on_event)?;
     bar.finish_and_clear();
@@ -425,7 +425,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
         }
         Ok(())
     };
-    let stop = || interrupt::flag().load(std::sync::atomic::Ordering::SeqCst);
+    let stop = interrupt::requested;
     compile_all(&mut pool, &hub, requests, &mut record, &stop).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
