@@ -1,7 +1,7 @@
 //! The tuning loop: ask the strategy, answer what the store already knows, keep the
 //! backend full, record every outcome the moment it arrives, stop on the budget.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use kerntune_search::{Context, History, Observation, Strategy};
@@ -102,9 +102,15 @@ struct Loop<'a, 'e> {
     objective: Objective,
     rng: Rng,
     history: History,
-    stored: HashMap<ConfigId, Evaluation>,
-    /// Share of the ask that proposed each configuration in flight.
+    /// Stored evaluations not yet asked for, with their place in the order they were recorded.
+    stored: HashMap<ConfigId, (usize, Evaluation)>,
+    /// Share of the ask that proposed each configuration in flight (stored answers waiting
+    /// in `replaying` included).
     in_flight: HashMap<ConfigId, f64>,
+    /// Stored answers that were asked for, by their place in the recorded order. They are
+    /// handed to the strategy in that order, one wherever the backend would have delivered
+    /// a result, so a rerun proposes what the recorded run proposed (see `drive`).
+    replaying: BTreeMap<usize, (ConfigId, Evaluation)>,
     trace: Vec<TracePoint>,
     best: Option<(ConfigId, f64)>,
     failed: usize,
@@ -132,6 +138,7 @@ impl Tuner<'_> {
             history: History::new(),
             stored,
             in_flight: HashMap::new(),
+            replaying: BTreeMap::new(),
             trace: Vec::new(),
             best: None,
             failed: 0,
@@ -204,6 +211,16 @@ impl Loop<'_, '_> {
                     None => continue,
                 }
             }
+            // A recorded run's results arrived in the order they were recorded, each when
+            // its configuration was in flight; answering the stored ones in that order, at
+            // the point where the backend would deliver one, gives the strategy the same
+            // history after the same asks, so it proposes the same configurations again.
+            if let Some((_, (id, evaluation))) = self.replaying.pop_first() {
+                self.in_flight.remove(&id);
+                self.from_store += 1;
+                self.observe(id, &evaluation, backend.elapsed(), true);
+                continue;
+            }
             let (id, mut evaluation) = match interrupt {
                 None => backend.next()?,
                 Some(_) => loop {
@@ -248,12 +265,12 @@ impl Loop<'_, '_> {
                 self.tell(Observation { id, score });
             } else if self.history.is_pending(id) || started >= n {
                 // Already in flight (or past what was asked for): it will be told once.
-            } else if let Some(evaluation) = self.stored.remove(&id) {
+            } else if let Some((recorded, evaluation)) = self.stored.remove(&id) {
                 outcome = Asked::Progress;
                 started += 1;
-                self.from_store += 1;
-                let elapsed = backend.elapsed();
-                self.observe(id, &evaluation, elapsed, true);
+                self.history.start(id);
+                self.in_flight.insert(id, share);
+                self.replaying.insert(recorded, (id, evaluation));
             } else {
                 outcome = Asked::Progress;
                 started += 1;
@@ -310,14 +327,19 @@ impl Loop<'_, '_> {
     }
 }
 
-/// The stored evaluations of a tuning that belong to configurations of this space.
-fn stored_by_id(space: &Space, store: &Store, tuning: TuningId) -> Result<HashMap<ConfigId, Evaluation>, StoreError> {
+/// The stored evaluations of a tuning that belong to configurations of this space,
+/// each with its place in the order they were recorded.
+fn stored_by_id(
+    space: &Space,
+    store: &Store,
+    tuning: TuningId,
+) -> Result<HashMap<ConfigId, (usize, Evaluation)>, StoreError> {
     let mut by_id = HashMap::new();
-    for row in store.evaluations(tuning)? {
+    for (recorded, row) in store.evaluations(tuning)?.into_iter().enumerate() {
         let values: Option<Vec<Value>> =
             space.params().iter().map(|p| row.config.get(p.name()).and_then(Value::from_json)).collect();
         if let Some(id) = values.and_then(|v| space.id_of_values(&v)) {
-            by_id.insert(id, row.evaluation);
+            by_id.insert(id, (recorded, row.evaluation));
         }
     }
     Ok(by_id)

@@ -192,3 +192,73 @@ fn an_interrupt_stops_a_run_whose_evaluations_never_finish() {
     assert_eq!(summary.evaluations, 1, "the finished evaluation is kept");
     assert!(backend.waits >= 2, "the run gave up waiting and asked again");
 }
+
+/// A landscape played back four at a time, the last submitted finishing first, as results
+/// of a compile pool and a GPU arrive out of the order they were asked for.
+struct LastFirst<'a> {
+    inner: SimBackend<'a>,
+    waiting: Vec<kerntune_space::ConfigId>,
+    submitted: usize,
+}
+
+impl kerntune_engine::Backend for LastFirst<'_> {
+    fn capacity(&self) -> usize {
+        4
+    }
+
+    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+        self.submitted += 1;
+        self.waiting.push(id);
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+        let id = self.waiting.pop().expect("called only while something is in flight");
+        self.inner.submit(id)?;
+        self.inner.next()
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.inner.elapsed()
+    }
+}
+
+#[test]
+fn a_rerun_of_results_that_arrived_out_of_order_is_answered_wholly_by_the_store() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let tune = |strategy: &str, store: &Store| {
+        let mut backend = LastFirst {
+            inner: SimBackend::new(&landscape, &space).expect("backend"),
+            waiting: Vec::new(),
+            submitted: 0,
+        };
+        let summary = Tuner {
+            space: &space,
+            strategy: build_strategy(strategy, &Default::default()).expect("strategy"),
+            backend: &mut backend,
+            store: Some((store, store.tuning(&landscape.tuning()).expect("tuning"))),
+            reuse_stored: true,
+            objective: landscape.objective.clone(),
+            budget: fevals(60),
+            seed: 5,
+            interrupt: None,
+        }
+        .run(&mut |_| {})
+        .expect("runs");
+        (summary, backend.submitted)
+    };
+    // Strategies whose next proposals depend on the results so far.
+    for strategy in ["default", "genetic_algorithm", "greedy_ils"] {
+        let store = Store::in_memory().expect("store");
+        let (first, submitted) = tune(strategy, &store);
+        assert_eq!((first.from_store, submitted), (0, 60), "{strategy}");
+        let (again, submitted) = tune(strategy, &store);
+        assert_eq!((again.from_store, submitted), (60, 0), "{strategy}: nothing is measured again");
+        let ids = |s: &Summary| s.trace.iter().map(|p| p.id).collect::<Vec<_>>();
+        assert_eq!(ids(&again), ids(&first), "{strategy}: the same configurations in the same order");
+        assert_eq!(again.best.map(|b| b.id), first.best.map(|b| b.id));
+    }
+}
