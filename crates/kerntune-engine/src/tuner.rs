@@ -232,6 +232,12 @@ impl Loop<'_, '_> {
                     }
                 },
             };
+            // A front end may raise the interrupt inside a callback of this very evaluation
+            // (Python raises KeyboardInterrupt in whatever Python code runs), which then
+            // fails for that reason alone: such a failure is not the configuration's.
+            if evaluation.status.is_failure() && interrupted() {
+                return Ok(StopReason::Interrupted);
+            }
             evaluation.costs.strategy_s += self.in_flight.remove(&id).unwrap_or(0.0);
             if let Some((store, tuning)) = self.store {
                 store.record(tuning, &self.space.config_json(id), &evaluation)?;

@@ -262,3 +262,69 @@ fn a_rerun_of_results_that_arrived_out_of_order_is_answered_wholly_by_the_store(
         assert_eq!(again.best.map(|b| b.id), first.best.map(|b| b.id));
     }
 }
+
+/// A backend whose second evaluation fails because the user pressed Ctrl-C while a callback
+/// of theirs ran for it, as when Python raises the KeyboardInterrupt in the grid function.
+struct FailsOnInterrupt<'a> {
+    submitted: Vec<kerntune_space::ConfigId>,
+    delivered: usize,
+    pressed: &'a std::cell::Cell<bool>,
+}
+
+impl kerntune_engine::Backend for FailsOnInterrupt<'_> {
+    fn capacity(&self) -> usize {
+        2
+    }
+
+    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+        self.submitted.push(id);
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+        let id = self.submitted.remove(0);
+        let costs = kerntune_store::Costs::default();
+        self.delivered += 1;
+        if self.delivered == 1 {
+            return Ok((id, kerntune_store::Evaluation::ok(1.0, vec![1.0], costs)));
+        }
+        self.pressed.set(true);
+        let reason = "the grid function failed: KeyboardInterrupt";
+        Ok((id, kerntune_store::Evaluation::failed(kerntune_store::Status::RuntimeFailed, reason, costs)))
+    }
+
+    fn elapsed(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+#[test]
+fn a_failure_that_arrives_with_an_interrupt_is_not_recorded() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let store = Store::in_memory().expect("store");
+    let tuning = store.tuning(&landscape.tuning()).expect("tuning");
+    let pressed = std::cell::Cell::new(false);
+    let mut backend = FailsOnInterrupt { submitted: Vec::new(), delivered: 0, pressed: &pressed };
+    let interrupted = || pressed.get();
+    let summary = Tuner {
+        space: &space,
+        strategy: build_strategy("random_sample", &Default::default()).expect("strategy"),
+        backend: &mut backend,
+        store: Some((&store, tuning)),
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget: fevals(10),
+        seed: 0,
+        interrupt: Some(&interrupted),
+    }
+    .run(&mut |_| {})
+    .expect("runs");
+    assert_eq!(summary.stop, StopReason::Interrupted);
+    assert_eq!((summary.evaluations, summary.failed), (1, 0));
+    let rows = store.evaluations(tuning).expect("rows");
+    assert_eq!(rows.len(), 1, "only the evaluation finished before Ctrl-C is stored");
+    assert_eq!(rows[0].evaluation.status, kerntune_store::Status::Ok);
+}
