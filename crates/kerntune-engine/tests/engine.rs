@@ -3,10 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kerntune_engine::{Budget, SimBackend, StopReason, Summary, Tuner};
+use std::cell::Cell;
+
+use kerntune_engine::{Backend, BackendError, Budget, SimBackend, StopReason, Summary, Tuner};
 use kerntune_search::build_strategy;
-use kerntune_space::Space;
-use kerntune_store::{Landscape, Store};
+use kerntune_space::{ConfigId, Space};
+use kerntune_store::{Costs, Evaluation, Landscape, Status, Store};
 
 fn landscape(name: &str) -> Landscape {
     Landscape::read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/landscapes").join(name)).expect("reads")
@@ -127,34 +129,29 @@ fn a_strategy_that_runs_dry_ends_the_run_before_the_budget() {
 /// A backend whose first evaluation finishes at once and whose others never do, as when
 /// every compile left in flight takes minutes.
 struct OneThenStuck {
-    submitted: Vec<kerntune_space::ConfigId>,
+    submitted: Vec<ConfigId>,
     waits: usize,
 }
 
-impl kerntune_engine::Backend for OneThenStuck {
+impl Backend for OneThenStuck {
     fn capacity(&self) -> usize {
         4
     }
 
-    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         self.submitted.push(id);
         Ok(())
     }
 
-    fn next(
-        &mut self,
-    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         panic!("an interruptible run waits with next_within")
     }
 
-    fn next_within(
-        &mut self,
-        _patience: Duration,
-    ) -> Result<Option<(kerntune_space::ConfigId, kerntune_store::Evaluation)>, kerntune_engine::BackendError> {
+    fn next_within(&mut self, _patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
         self.waits += 1;
         if self.waits == 1 {
-            let costs = kerntune_store::Costs::default();
-            return Ok(Some((self.submitted[0], kerntune_store::Evaluation::ok(1.0, vec![1.0], costs))));
+            let costs = Costs::default();
+            return Ok(Some((self.submitted[0], Evaluation::ok(1.0, vec![1.0], costs))));
         }
         Ok(None)
     }
@@ -169,7 +166,7 @@ fn an_interrupt_stops_a_run_whose_evaluations_never_finish() {
     let landscape = landscape("convolution_A100.json.gz");
     let space = landscape.space().expect("space");
     let mut backend = OneThenStuck { submitted: Vec::new(), waits: 0 };
-    let asked = std::cell::Cell::new(0);
+    let asked = Cell::new(0);
     // The interrupt arrives on the fifth question, while three evaluations are in flight.
     let interrupted = || {
         asked.set(asked.get() + 1);
@@ -197,24 +194,22 @@ fn an_interrupt_stops_a_run_whose_evaluations_never_finish() {
 /// of a compile pool and a GPU arrive out of the order they were asked for.
 struct LastFirst<'a> {
     inner: SimBackend<'a>,
-    waiting: Vec<kerntune_space::ConfigId>,
+    waiting: Vec<ConfigId>,
     submitted: usize,
 }
 
-impl kerntune_engine::Backend for LastFirst<'_> {
+impl Backend for LastFirst<'_> {
     fn capacity(&self) -> usize {
         4
     }
 
-    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         self.submitted += 1;
         self.waiting.push(id);
         Ok(())
     }
 
-    fn next(
-        &mut self,
-    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         let id = self.waiting.pop().expect("called only while something is in flight");
         self.inner.submit(id)?;
         self.inner.next()
@@ -266,33 +261,31 @@ fn a_rerun_of_results_that_arrived_out_of_order_is_answered_wholly_by_the_store(
 /// A backend whose second evaluation fails because the user pressed Ctrl-C while a callback
 /// of theirs ran for it, as when Python raises the KeyboardInterrupt in the grid function.
 struct FailsOnInterrupt<'a> {
-    submitted: Vec<kerntune_space::ConfigId>,
+    submitted: Vec<ConfigId>,
     delivered: usize,
-    pressed: &'a std::cell::Cell<bool>,
+    pressed: &'a Cell<bool>,
 }
 
-impl kerntune_engine::Backend for FailsOnInterrupt<'_> {
+impl Backend for FailsOnInterrupt<'_> {
     fn capacity(&self) -> usize {
         2
     }
 
-    fn submit(&mut self, id: kerntune_space::ConfigId) -> Result<(), kerntune_engine::BackendError> {
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         self.submitted.push(id);
         Ok(())
     }
 
-    fn next(
-        &mut self,
-    ) -> Result<(kerntune_space::ConfigId, kerntune_store::Evaluation), kerntune_engine::BackendError> {
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         let id = self.submitted.remove(0);
-        let costs = kerntune_store::Costs::default();
+        let costs = Costs::default();
         self.delivered += 1;
         if self.delivered == 1 {
-            return Ok((id, kerntune_store::Evaluation::ok(1.0, vec![1.0], costs)));
+            return Ok((id, Evaluation::ok(1.0, vec![1.0], costs)));
         }
         self.pressed.set(true);
         let reason = "the grid function failed: KeyboardInterrupt";
-        Ok((id, kerntune_store::Evaluation::failed(kerntune_store::Status::RuntimeFailed, reason, costs)))
+        Ok((id, Evaluation::failed(Status::RuntimeFailed, reason, costs)))
     }
 
     fn elapsed(&self) -> Duration {
@@ -306,7 +299,7 @@ fn a_failure_that_arrives_with_an_interrupt_is_not_recorded() {
     let space = landscape.space().expect("space");
     let store = Store::in_memory().expect("store");
     let tuning = store.tuning(&landscape.tuning()).expect("tuning");
-    let pressed = std::cell::Cell::new(false);
+    let pressed = Cell::new(false);
     let mut backend = FailsOnInterrupt { submitted: Vec::new(), delivered: 0, pressed: &pressed };
     let interrupted = || pressed.get();
     let summary = Tuner {
@@ -326,5 +319,5 @@ fn a_failure_that_arrives_with_an_interrupt_is_not_recorded() {
     assert_eq!((summary.evaluations, summary.failed), (1, 0));
     let rows = store.evaluations(tuning).expect("rows");
     assert_eq!(rows.len(), 1, "only the evaluation finished before Ctrl-C is stored");
-    assert_eq!(rows[0].evaluation.status, kerntune_store::Status::Ok);
+    assert_eq!(rows[0].evaluation.status, Status::Ok);
 }
