@@ -68,7 +68,9 @@ pub use opcodes::{FenceKind, LatencyTable, MemoryAccess, Role, Spaces};
 pub use operands::Effects;
 pub use registers::{RegSet, Register, RegisterClass};
 pub use schedule::Schedule;
-pub use search::{anneal, hill_climb, AnnealingOptions, HillClimbOptions, ScheduleObjective, SearchOutcome};
+pub use search::{
+    anneal, hill_climb, AnnealingOptions, Candidate, HillClimbOptions, ScheduleObjective, SearchOutcome, LEADERS,
+};
 pub use show::{show, InstructionReport, KernelReport};
 pub use shuffle::{random_legal_move, random_moves, shuffle, Shuffled};
 pub use syntax::{Guard, Syntax};

@@ -50,6 +50,19 @@ pub struct Evaluation {
     pub accepted: bool,
 }
 
+/// How many of the best candidates a search keeps for a second look (see
+/// [`SearchOutcome::leaders`]).
+pub const LEADERS: usize = 16;
+
+/// A verified candidate schedule the search evaluated.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub cubin: Vec<u8>,
+    pub energy: f64,
+    /// The moves that turn the original into this schedule.
+    pub moves: Vec<Move>,
+}
+
 /// What a search found.
 #[derive(Clone, Debug)]
 pub struct SearchOutcome {
@@ -65,6 +78,10 @@ pub struct SearchOutcome {
     pub best_permutation: Vec<usize>,
     /// Every evaluation, in order (the baseline not included).
     pub evaluations: Vec<Evaluation>,
+    /// The best verified candidates other than the original, fastest first, at most
+    /// [`LEADERS`]. Each energy is one noisy measurement, so the search's best is often a
+    /// lucky sample: measuring the leaders again picks the winner more reliably.
+    pub leaders: Vec<Candidate>,
 }
 
 impl SearchOutcome {
@@ -81,6 +98,7 @@ struct Evaluator<'o, O: ScheduleObjective> {
     evaluations: Vec<Evaluation>,
     baseline: f64,
     best: Best,
+    leaders: Vec<Candidate>,
     /// Whether the last `energy` call ran the objective (rather than the cache).
     last_was_fresh: bool,
 }
@@ -102,7 +120,15 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
         let mut cache = HashMap::new();
         cache.insert(cubin.clone(), Some(energy));
         let best = Best { cubin, energy, moves: Vec::new(), permutation: original.permutation() };
-        Ok(Evaluator { objective, cache, evaluations: Vec::new(), baseline: energy, best, last_was_fresh: false })
+        Ok(Evaluator {
+            objective,
+            cache,
+            evaluations: Vec::new(),
+            baseline: energy,
+            best,
+            leaders: Vec::new(),
+            last_was_fresh: false,
+        })
     }
 
     /// The energy of a schedule; `None` if it failed verification. Records the
@@ -117,6 +143,12 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
         let energy = self.objective.evaluate(&cubin)?;
         self.evaluations.push(Evaluation { energy, accepted: false });
         if let Some(value) = energy {
+            let place = self.leaders.partition_point(|leader| leader.energy <= value);
+            if place < LEADERS {
+                let leader = Candidate { cubin: cubin.clone(), energy: value, moves: schedule.applied().to_vec() };
+                self.leaders.insert(place, leader);
+                self.leaders.truncate(LEADERS);
+            }
             if value < self.best.energy {
                 self.best = Best {
                     cubin: cubin.clone(),
@@ -148,6 +180,7 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
             best_moves: self.best.moves,
             best_permutation: self.best.permutation,
             evaluations: self.evaluations,
+            leaders: self.leaders,
         }
     }
 }

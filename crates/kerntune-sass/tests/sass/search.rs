@@ -83,6 +83,35 @@ fn hill_climbing_with_restarts_lowers_the_energy_and_returns_a_verified_schedule
 }
 
 #[test]
+fn the_leaders_are_the_fastest_verified_candidates_fastest_first() {
+    let start = corpus().schedule(KERNEL);
+    let original = start.to_cubin().expect("cubin");
+    // Energies divisible by 5 fail verification, so that the leaders must skip them.
+    let mut some_fail = |cubin: &[u8]| -> Result<Option<f64>, SassError> {
+        let energy = load_positions(cubin)?;
+        Ok((energy % 5.0 != 0.0).then_some(energy))
+    };
+    let options =
+        HillClimbOptions { evaluations: 150, restarts: 3, perturbation: 4, patience: 40, min_improvement: 0.0 };
+    let outcome = hill_climb(&start, &mut some_fail, &options, 9).expect("search");
+    let leaders = &outcome.leaders;
+    assert_eq!(leaders.len(), kerntune_sass::LEADERS, "150 candidates give a full list");
+    assert!(leaders.windows(2).all(|pair| pair[0].energy <= pair[1].energy));
+    let mut verified: Vec<f64> = outcome.evaluations.iter().filter_map(|e| e.energy).collect();
+    verified.sort_by(f64::total_cmp);
+    assert!(outcome.failed_verifications() > 0, "the objective never failed; the test proves nothing");
+    let energies: Vec<f64> = leaders.iter().map(|leader| leader.energy).collect();
+    assert_eq!(energies, verified[..kerntune_sass::LEADERS]);
+    for leader in leaders {
+        assert!(leader.cubin != original, "the original is not a leader");
+        assert_eq!(load_positions(&leader.cubin).expect("energy"), leader.energy);
+        assert!(!leader.moves.is_empty());
+    }
+    assert!(outcome.best_energy < outcome.baseline_energy);
+    assert!(leaders[0].cubin == outcome.best_cubin, "the first leader is the search's best");
+}
+
+#[test]
 fn a_candidate_that_fails_verification_is_never_the_result() {
     let start = corpus().schedule(KERNEL);
     let original = start.to_cubin().expect("cubin");
