@@ -10,7 +10,11 @@ launched through Triton (kerntune.use_schedule) and checked against the original
 wgmma ones the parameter search prefers and warp-level mma ones, with hill climbing and, once,
 SIP's simulated annealing), to show what the legal moves give across kernels.
 
-Usage: python3 bench/schedule.py [matmul] [attention] [survey]; rows go to $OUT/schedule.json."""
+`shapes` tunes both examples at other problem shapes (small, skinny and medium matmuls, short
+and wide-head attention: 40 configurations each with the default strategy), then the schedule
+of each best configuration, for kernels whose time depends more on latency or memory.
+
+Usage: python3 bench/schedule.py [matmul] [attention] [survey] [shapes]; rows go to $OUT/schedule.json."""
 
 import json
 import os
@@ -36,7 +40,7 @@ def report(label, result, started):
     s = result.schedule
     row = dict(kernel=label, best_config=result.best_config, instructions=s["instructions"], legal_moves=s["legal_moves"],
                evaluations=s["evaluations"], rejected=s["rejected"], search_s=s["search_seconds"], stage_s=time.perf_counter() - started,
-               search_range=s["search_range"], rejected_reasons=s["rejected_reasons"],
+               search_range=s["search_range"], finalists=s["finalists"], rejected_reasons=s["rejected_reasons"],
                original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
                moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
     print(label, json.dumps(row), flush=True)
@@ -126,6 +130,43 @@ def run_survey(db):
     return rows
 
 
+def run_shapes(db):
+    torch.manual_seed(0)
+    rows = []
+    for m, n, k in [(512, 512, 512), (128, 8192, 8192), (2048, 2048, 2048)]:
+        label = f"matmul {m}x{n}x{k} tuned"
+        if ONLY not in label:
+            continue
+        a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+        b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+        c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+        started = time.perf_counter()
+        # 2-warp configurations with large tiles compile for minutes and are never best.
+        result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                               ["num_warps >= 4"], answer={"c_ptr": torch.matmul(a, b)}, max_fevals=40, db=db, progress=False,
+                               schedule=True, schedule_options={"budget": BUDGET})
+        rows.append(report(label, result, started))
+    for Z, H, N_CTX, HEAD_DIM in [(4, 16, 1024, 64), (2, 16, 4096, 128)]:
+        label = f"attention {Z}x{H}x{N_CTX}x{HEAD_DIM} tuned"
+        if ONLY not in label:
+            continue
+        q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), device="cuda", dtype=torch.float16) for _ in range(3))
+        o = torch.empty_like(q)
+        sm_scale = HEAD_DIM ** -0.5
+        started = time.perf_counter()
+        result = kerntune.tune(attention.attention_fwd, attention.arguments(q, k, v, o, sm_scale),
+                               lambda META, Z=Z: attention.grid({**META, "Z": Z}), attention.PARAMS,
+                               answer={"Out": attention.reference(q, k, v, sm_scale)}, max_fevals=40, db=db,
+                               progress=False, schedule=True, schedule_options={"budget": BUDGET})
+        rows.append(report(label, result, started))
+    return rows
+
+
+def finalists(row):
+    ratios = [f["ratio"] for f in row["finalists"]]
+    return f"{len(ratios)} at {min(ratios):.4f}..{max(ratios):.4f}" if ratios else "none"
+
+
 def main():
     which = sys.argv[1:] or ["matmul", "attention"]
     db = os.path.join(tempfile.mkdtemp(prefix="kerntune-schedule-"), "results.db")
@@ -136,6 +177,8 @@ def main():
         rows.append(run_attention(db))
     if "survey" in which:
         rows.extend(run_survey(db))
+    if "shapes" in which:
+        rows.extend(run_shapes(db))
     with open(os.path.join(OUT, "schedule.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("\n=== schedule summary")
@@ -143,7 +186,7 @@ def main():
         lo, hi = r["ci"]
         print(f"{r['kernel']}: {r['instructions']} instructions, {r['legal_moves']} legal moves; {r['evaluations']} candidates in {r['search_s']:.1f} s "
               f"({r['rejected']} rejected); A/B {r['original_ms']:.4f} -> {r['schedule_ms']:.4f} ms, ratio {r['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; "
-              f"search range {r['search_range'][0]:.4f}..{r['search_range'][2]:.4f}; {r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
+              f"search range {r['search_range'][0]:.4f}..{r['search_range'][2]:.4f}; finalists {finalists(r)}; {r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
 
 
 if __name__ == "__main__":

@@ -394,10 +394,12 @@ def tune(
 
     ``schedule=True`` then tunes the native instruction schedule (SASS) of the best
     configuration: legal reorderings of its memory instructions, each checked to compute
-    exactly (bit for bit) what the original computes, the winner checked again on 10^4
-    random input sets and timed interleaved with the original. ``schedule_options`` holds
-    ``budget`` (candidates, default 1000), ``method`` (``hill_climb`` or ``anneal``),
-    ``check_sets``, ``rounds``, ``seed``. The report is ``result.schedule``; a kept schedule
+    exactly (bit for bit) what the original computes; the search's fastest candidates are
+    timed again interleaved with the original, and the best of them is checked again on 10^4
+    random input sets and timed interleaved with the original once more, for its confidence
+    interval. ``schedule_options`` holds ``budget`` (candidates, default 1000), ``method``
+    (``hill_climb`` or ``anneal``), ``check_sets`` (10^4), ``rounds`` (200), ``finalists``
+    (8), ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
     can be launched through Triton with ``kerntune.use_schedule``.
     """
     import torch

@@ -36,11 +36,25 @@ pub struct ScheduleOptions {
     pub check_sets: u32,
     /// Interleaved A/B rounds timing the winner against the original.
     pub rounds: u32,
+    /// The search's fastest candidates (at most 16) timed again, interleaved with the
+    /// original, before the winner is chosen: one timing each is too noisy to pick from.
+    /// 1 takes the search's best as it is.
+    pub finalists: usize,
+    /// Interleaved rounds for each finalist.
+    pub finalist_rounds: u32,
 }
 
 impl Default for ScheduleOptions {
     fn default() -> Self {
-        ScheduleOptions { budget: 1000, method: "hill_climb".into(), seed: 0, check_sets: 10_000, rounds: 200 }
+        ScheduleOptions {
+            budget: 1000,
+            method: "hill_climb".into(),
+            seed: 0,
+            check_sets: 10_000,
+            rounds: 200,
+            finalists: 8,
+            finalist_rounds: 20,
+        }
     }
 }
 
@@ -62,6 +76,11 @@ pub struct ScheduleReport {
     /// The verified candidates' search times relative to the original's (the fastest,
     /// the median and the slowest): how much the legal moves change at all.
     pub search_range: [f64; 3],
+    /// The finalists, fastest in the search first, each timed again against the original.
+    /// The winner is the one with the lowest ratio here.
+    pub finalists: Vec<Finalist>,
+    pub finalist_rounds: u32,
+    /// Moves of the winner.
     pub moves: usize,
     /// Input sets checked after the search, and how many differed.
     pub checked_sets: u32,
@@ -79,6 +98,16 @@ pub struct ScheduleReport {
     /// 1); otherwise the original is kept.
     #[serde(skip)]
     pub cubin: Option<Vec<u8>>,
+}
+
+/// One of the search's fastest candidates, timed again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finalist {
+    pub moves: usize,
+    /// Its single search timing relative to the original's.
+    pub search_ratio: f64,
+    /// Median of its per-round time ratios in the interleaved timing.
+    pub ratio: f64,
 }
 
 /// A benchmark worker driven one request at a time.
@@ -336,8 +365,26 @@ pub fn tune_schedule(
         (Some(&fastest), Some(&slowest)) => [fastest, relative[relative.len() / 2], slowest],
         _ => [1.0; 3],
     };
-    let candidate = KernelImage { cubin: crate::protocol::Bytes(outcome.best_cubin.clone()), ..original.clone() };
-    let changed = !outcome.best_moves.is_empty();
+    let image = |cubin: &[u8]| KernelImage { cubin: crate::protocol::Bytes(cubin.to_vec()), ..original.clone() };
+    let contenders = &outcome.leaders[..outcome.leaders.len().min(options.finalists.max(1))];
+    let mut finalists = Vec::new();
+    if contenders.len() > 1 {
+        for contender in contenders {
+            let (a, b) = session.interleave(original.clone(), image(&contender.cubin), options.finalist_rounds)?;
+            finalists.push(Finalist {
+                moves: contender.moves.len(),
+                search_ratio: contender.energy / outcome.baseline_energy,
+                ratio: median(&a.iter().zip(&b).map(|(a, b)| b / a).collect::<Vec<_>>()),
+            });
+        }
+    }
+    let winner = finalists
+        .iter()
+        .enumerate()
+        .min_by(|x, y| x.1.ratio.total_cmp(&y.1.ratio))
+        .map_or(contenders.first(), |(index, _)| contenders.get(index));
+    let changed = winner.is_some();
+    let candidate = winner.map_or_else(|| original.clone(), |w| image(&w.cubin));
     let (differing, first_difference) = if changed {
         session.compare(original.clone(), candidate.clone(), options.check_sets, options.seed ^ 0x5eed)?
     } else {
@@ -358,7 +405,9 @@ pub fn tune_schedule(
         baseline_ms: outcome.baseline_energy,
         best_search_ms: outcome.best_energy,
         search_range,
-        moves: outcome.best_moves.len(),
+        finalists,
+        finalist_rounds: options.finalist_rounds,
+        moves: winner.map_or(0, |w| w.moves.len()),
         checked_sets: if changed { options.check_sets } else { 0 },
         differing_sets: differing,
         first_difference,
@@ -368,7 +417,7 @@ pub fn tune_schedule(
         ratio: median(&ratios),
         ratio_low: low,
         ratio_high: high,
-        cubin: keep.then_some(outcome.best_cubin),
+        cubin: winner.filter(|_| keep).map(|w| w.cubin.clone()),
     })
 }
 
