@@ -31,6 +31,9 @@ import matmul  # noqa: E402
 import kerntune  # noqa: E402
 
 BUDGET = int(os.environ.get("SCHEDULE_BUDGET", "1000"))
+# Reloads of the final A/B timing in `shapes`; several values ("1 20") repeat each shape, to
+# show what loading both kernels only once (1) does to the control.
+BLOCKS = [int(b) for b in os.environ.get("SCHEDULE_BLOCKS", "20").split()]
 # Runs only the survey cases whose label contains this text (all by default).
 ONLY = os.environ.get("SURVEY_ONLY", "")
 OUT = os.environ.get("OUT", tempfile.gettempdir())
@@ -42,6 +45,7 @@ def report(label, result, started):
                evaluations=s["evaluations"], rejected=s["rejected"], search_s=s["search_seconds"], stage_s=time.perf_counter() - started,
                search_range=s["search_range"], finalists=s["finalists"], rejected_reasons=s["rejected_reasons"],
                original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
+               control=s["control_ratio"], control_ci=[s["control_low"], s["control_high"]],
                moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
     print(label, json.dumps(row), flush=True)
     return row
@@ -133,8 +137,9 @@ def run_survey(db):
 def run_shapes(db):
     torch.manual_seed(0)
     rows = []
-    for m, n, k in [(512, 512, 512), (128, 8192, 8192), (2048, 2048, 2048)]:
-        label = f"matmul {m}x{n}x{k} tuned"
+    shapes = [(m, n, k, blocks) for m, n, k in [(512, 512, 512), (128, 8192, 8192), (2048, 2048, 2048)] for blocks in BLOCKS]
+    for m, n, k, blocks in shapes:
+        label = f"matmul {m}x{n}x{k} tuned, {blocks} reloads"
         if ONLY not in label:
             continue
         a = torch.randn((m, k), device="cuda", dtype=torch.float16)
@@ -144,10 +149,10 @@ def run_shapes(db):
         # 2-warp configurations with large tiles compile for minutes and are never best.
         result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                                ["num_warps >= 4"], answer={"c_ptr": torch.matmul(a, b)}, max_fevals=40, db=db, progress=False,
-                               schedule=True, schedule_options={"budget": BUDGET})
+                               schedule=True, schedule_options={"budget": BUDGET, "blocks": blocks})
         rows.append(report(label, result, started))
-    for Z, H, N_CTX, HEAD_DIM in [(4, 16, 1024, 64), (2, 16, 4096, 128)]:
-        label = f"attention {Z}x{H}x{N_CTX}x{HEAD_DIM} tuned"
+    for Z, H, N_CTX, HEAD_DIM, blocks in [(4, 16, 1024, 64, b) for b in BLOCKS] + [(2, 16, 4096, 128, b) for b in BLOCKS]:
+        label = f"attention {Z}x{H}x{N_CTX}x{HEAD_DIM} tuned, {blocks} reloads"
         if ONLY not in label:
             continue
         q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), device="cuda", dtype=torch.float16) for _ in range(3))
@@ -157,7 +162,7 @@ def run_shapes(db):
         result = kerntune.tune(attention.attention_fwd, attention.arguments(q, k, v, o, sm_scale),
                                lambda META, Z=Z: attention.grid({**META, "Z": Z}), attention.PARAMS,
                                answer={"Out": attention.reference(q, k, v, sm_scale)}, max_fevals=40, db=db,
-                               progress=False, schedule=True, schedule_options={"budget": BUDGET})
+                               progress=False, schedule=True, schedule_options={"budget": BUDGET, "blocks": blocks})
         rows.append(report(label, result, started))
     return rows
 
@@ -185,7 +190,8 @@ def main():
     for r in rows:
         lo, hi = r["ci"]
         print(f"{r['kernel']}: {r['instructions']} instructions, {r['legal_moves']} legal moves; {r['evaluations']} candidates in {r['search_s']:.1f} s "
-              f"({r['rejected']} rejected); A/B {r['original_ms']:.4f} -> {r['schedule_ms']:.4f} ms, ratio {r['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; "
+              f"({r['rejected']} rejected); A/B {r['original_ms']:.4f} -> {r['schedule_ms']:.4f} ms, ratio {r['ratio']:.4f} [{lo:.4f}, {hi:.4f}], "
+              f"control {r['control']:.4f} [{r['control_ci'][0]:.4f}, {r['control_ci'][1]:.4f}]; "
               f"search range {r['search_range'][0]:.4f}..{r['search_range'][2]:.4f}; finalists {finalists(r)}; {r['moves']} moves; checked {r['checked_sets']} sets, {r['differing_sets']} differing; kept: {r['kept']}")
 
 

@@ -398,8 +398,10 @@ def tune(
     timed again interleaved with the original, and the best of them is checked again on 10^4
     random input sets and timed interleaved with the original once more, for its confidence
     interval. ``schedule_options`` holds ``budget`` (candidates, default 1000), ``method``
-    (``hill_climb`` or ``anneal``), ``check_sets`` (10^4), ``rounds`` (200), ``finalists``
-    (8), ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
+    (``hill_climb`` or ``anneal``), ``check_sets`` (10^4), ``rounds`` (200), ``blocks``
+    (20: the A/B timing reloads both kernels this many times, and times a copy of the
+    original the same way as a control the winner must beat), ``finalists`` (8),
+    ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
     can be launched through Triton with ``kerntune.use_schedule``.
     """
     import torch

@@ -79,12 +79,13 @@ pub fn run(ordinal: usize) -> i32 {
                     }
                 };
             }
-            ToBench::Interleave { a, b, rounds } => {
+            ToBench::Interleave { a, b, rounds, blocks, seed } => {
                 let Some(worker) = worker.as_mut() else {
                     reply(&FromBench::Fatal { message: "interleave before setup".into() });
                     return 1;
                 };
-                match worker.interleave(&context, &a, &b, rounds, &mut |launches| {
+                let plan = Interleaving { rounds, blocks, seed };
+                match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
                     Ok((a, b)) => reply(&FromBench::Interleaved { a, b }),
@@ -594,56 +595,75 @@ impl Worker {
         Ok((differing, first))
     }
 
-    /// Times `a` and `b` alternately, `rounds` times each, with the usual flush.
+    /// Times two kernels alternately, `plan.rounds` times each, with the usual flush.
+    ///
+    /// Where the driver places a module's code matters: on an H200 the same 7 µs kernel,
+    /// loaded twice, ran up to 8% faster or slower depending on which load it was, and the
+    /// advantage changed sides from one load to the next. So the rounds are split into
+    /// blocks, each of which loads both kernels afresh, the one loaded first drawn at
+    /// random, and within a block the one launched first alternates. Neither kernel then
+    /// keeps the better place for the whole comparison.
     fn interleave(
         &mut self,
         context: &Context,
-        a: &KernelImage,
-        b: &KernelImage,
-        rounds: u32,
+        kernels: [&KernelImage; 2],
+        plan: Interleaving,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(Vec<f64>, Vec<f64>), String> {
         let text = |e: CudaError| e.to_string();
-        let module_a = context.load_module(&a.cubin.0).map_err(text)?;
-        let module_b = context.load_module(&b.cubin.0).map_err(text)?;
-        let function_a = module_a.function(&a.name).map_err(text)?;
-        let function_b = module_b.function(&b.name).map_err(text)?;
-        for (function, image) in [(&function_a, a), (&function_b, b)] {
-            function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
-        }
-        let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, a).map_err(text)?;
-        let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, b).map_err(text)?;
-        // The first launch of each after loading is not timed.
-        launch_image(context, &function_a, a, &mut pointers_a).map_err(text)?;
-        launch_image(context, &function_b, b, &mut pointers_b).map_err(text)?;
-        let (mut times_a, mut times_b) = (Vec::new(), Vec::new());
+        let mut rng = kerntune_space::Rng::seeded(plan.seed);
+        let blocks = plan.blocks.clamp(1, plan.rounds.max(1));
+        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let chunk = 16u32;
         self.ensure_events(context, 2 * chunk as usize).map_err(text)?;
-        let mut done = 0;
-        while done < rounds {
-            let count = chunk.min(rounds - done) as usize;
-            for round in 0..count {
-                for (k, (function, image, pointers)) in
-                    [(&function_a, a, &mut pointers_a), (&function_b, b, &mut pointers_b)].into_iter().enumerate()
-                {
-                    self.flush(context).map_err(text)?;
-                    let (start, stop) = &self.events[2 * round + k];
-                    start.record(context).map_err(text)?;
-                    launch_image(context, function, image, pointers).map_err(text)?;
-                    stop.record(context).map_err(text)?;
+        for block in 0..blocks {
+            let rounds = plan.rounds / blocks + u32::from(block < plan.rounds % blocks);
+            let order: [usize; 2] = if rng.chance(0.5) { [0, 1] } else { [1, 0] };
+            let mut modules = Vec::with_capacity(2);
+            for &k in &order {
+                modules.push((k, context.load_module(&kernels[k].cubin.0).map_err(text)?));
+            }
+            modules.sort_by_key(|(k, _)| *k);
+            let functions = [
+                modules[0].1.function(&kernels[0].name).map_err(text)?,
+                modules[1].1.function(&kernels[1].name).map_err(text)?,
+            ];
+            for (function, image) in functions.iter().zip(kernels) {
+                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
+            }
+            let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, kernels[0]).map_err(text)?;
+            let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, kernels[1]).map_err(text)?;
+            let pointers = [&mut pointers_a, &mut pointers_b];
+            // The first launch of each after loading is not timed.
+            for k in 0..2 {
+                launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
+            }
+            let mut done = 0;
+            while done < rounds {
+                let count = chunk.min(rounds - done) as usize;
+                for round in 0..count {
+                    let first = (done as usize + round) % 2;
+                    for k in [first, 1 - first] {
+                        self.flush(context).map_err(text)?;
+                        let (start, stop) = &self.events[2 * round + k];
+                        start.record(context).map_err(text)?;
+                        launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
+                        stop.record(context).map_err(text)?;
+                    }
                 }
+                waiting(2 * count);
+                context.synchronize().map_err(text)?;
+                for round in 0..count {
+                    for (k, samples) in times.iter_mut().enumerate() {
+                        let (start, stop) = &self.events[2 * round + k];
+                        samples.push(start.elapsed_ms(stop).map_err(text)?);
+                    }
+                }
+                done += count as u32;
             }
-            waiting(2 * count);
-            context.synchronize().map_err(text)?;
-            for round in 0..count {
-                let (start, stop) = &self.events[2 * round];
-                times_a.push(start.elapsed_ms(stop).map_err(text)?);
-                let (start, stop) = &self.events[2 * round + 1];
-                times_b.push(start.elapsed_ms(stop).map_err(text)?);
-            }
-            done += count as u32;
         }
-        Ok((times_a, times_b))
+        let [a, b] = times;
+        Ok((a, b))
     }
 
     fn flush(&mut self, context: &Context) -> Result<(), CudaError> {
@@ -659,6 +679,14 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// How `interleave` times two kernels.
+#[derive(Debug, Clone, Copy)]
+struct Interleaving {
+    rounds: u32,
+    blocks: u32,
+    seed: u64,
 }
 
 /// Scratch buffers of one launch and the slots that hold their pointers.

@@ -107,11 +107,14 @@ pub enum ToBench {
         sets: u32,
         seed: u64,
     },
-    /// Time the two kernels alternately, `rounds` times each (A, B, A, B...).
+    /// Time the two kernels alternately, `rounds` times each (A, B, A, B...), in `blocks`
+    /// blocks: each block loads both kernels afresh, in a random order drawn from `seed`.
     Interleave {
         a: KernelImage,
         b: KernelImage,
         rounds: u32,
+        blocks: u32,
+        seed: u64,
     },
 }
 

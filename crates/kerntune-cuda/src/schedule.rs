@@ -3,9 +3,12 @@
 //! The best configuration's cubin is the original. Candidate schedules (legal reorderings
 //! of its memory instructions, from `kerntune-sass`) are each checked before they are
 //! timed: their outputs must equal the original's bit for bit on poisoned outputs. The
-//! search's winner is then compared with the original on at least 10⁴ further sets of random
-//! inputs and timed interleaved with it (A/B/A/B...), so that the speedup comes with a
-//! confidence interval.
+//! search's fastest few are timed again against the original and the best of them is the
+//! winner. The winner is compared with the original on at least 10⁴ further sets of random
+//! inputs and timed interleaved with it (A/B/A/B...) in blocks that each load both kernels
+//! afresh, and so is a second copy of the original (the control): the winner is kept only
+//! if its interval lies below the control's, since where the driver places a kernel's code
+//! alone moves a short kernel's time by percents.
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +24,7 @@ use crate::process::{Hub, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
 };
-use crate::stats::{median, median_interval};
+use crate::stats::{block_medians, median, median_interval};
 
 /// How the schedule search runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,8 +37,13 @@ pub struct ScheduleOptions {
     pub seed: u64,
     /// Random input sets the winner must match the original on, bit for bit.
     pub check_sets: u32,
-    /// Interleaved A/B rounds timing the winner against the original.
+    /// Interleaved A/B rounds timing the winner against the original, and the original
+    /// against a second copy of itself (the control).
     pub rounds: u32,
+    /// Blocks those rounds are split into; each loads both kernels afresh, since where the
+    /// driver places the code changes a short kernel's time. The intervals are computed
+    /// over the blocks' medians, so at least 5.
+    pub blocks: u32,
     /// The search's fastest candidates (at most 16) timed again, interleaved with the
     /// original, before the winner is chosen: one timing each is too noisy to pick from.
     /// 1 takes the search's best as it is.
@@ -52,6 +60,7 @@ impl Default for ScheduleOptions {
             seed: 0,
             check_sets: 10_000,
             rounds: 200,
+            blocks: 20,
             finalists: 8,
             finalist_rounds: 20,
         }
@@ -87,15 +96,21 @@ pub struct ScheduleReport {
     pub differing_sets: u32,
     pub first_difference: Option<String>,
     /// Interleaved timing: medians, and the time of the winner relative to the original
-    /// (median of the per-round ratios) with its 95% confidence interval.
+    /// (median of the blocks' median per-round ratios) with its 95% confidence interval.
     pub ab_rounds: u32,
+    pub ab_blocks: u32,
     pub original_median_ms: f64,
     pub candidate_median_ms: f64,
     pub ratio: f64,
     pub ratio_low: f64,
     pub ratio_high: f64,
-    /// The winner, when it is bitwise-equivalent and faster (the interval's upper end below
-    /// 1); otherwise the original is kept.
+    /// The same measurement of the original against a second copy of itself: how far from
+    /// 1 the procedure strays when nothing differs.
+    pub control_ratio: f64,
+    pub control_low: f64,
+    pub control_high: f64,
+    /// The winner, when it is bitwise-equivalent and faster: its interval lies wholly below
+    /// the control's. Otherwise the original is kept.
     #[serde(skip)]
     pub cubin: Option<Vec<u8>>,
 }
@@ -121,6 +136,10 @@ pub struct BenchSession {
     launch_timeout: Duration,
     pub device: DeviceInfo,
 }
+
+/// Fewest blocks of the A/B timing: the interval is taken over the blocks' medians, and
+/// with fewer than 5 it would not be an interval at all.
+const MIN_BLOCKS: u32 = 5;
 
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -252,8 +271,10 @@ impl BenchSession {
         a: KernelImage,
         b: KernelImage,
         rounds: u32,
+        blocks: u32,
+        seed: u64,
     ) -> Result<(Vec<f64>, Vec<f64>), BackendError> {
-        match self.request(&ToBench::Interleave { a, b, rounds })? {
+        match self.request(&ToBench::Interleave { a, b, rounds, blocks, seed })? {
             FromBench::Interleaved { a, b } => Ok((a, b)),
             FromBench::Fatal { message } => Err(failed(message)),
             other => Err(failed(format!("unexpected reply {other:?}"))),
@@ -305,6 +326,12 @@ pub fn tune_schedule(
     options: &ScheduleOptions,
     nvdisasm: &Nvdisasm,
 ) -> Result<ScheduleReport, BackendError> {
+    if options.blocks < MIN_BLOCKS || options.rounds < options.blocks {
+        return Err(failed(format!(
+            "schedule: blocks = {} and rounds = {}: the A/B timing needs at least {MIN_BLOCKS} blocks and a round per block",
+            options.blocks, options.rounds
+        )));
+    }
     let sass = |e: SassError| failed(format!("schedule: {e}"));
     let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm).map_err(sass)?;
     let legal_moves = schedule.legal_moves().len();
@@ -370,7 +397,8 @@ pub fn tune_schedule(
     let mut finalists = Vec::new();
     if contenders.len() > 1 {
         for contender in contenders {
-            let (a, b) = session.interleave(original.clone(), image(&contender.cubin), options.finalist_rounds)?;
+            let rounds = options.finalist_rounds;
+            let (a, b) = session.interleave(original.clone(), image(&contender.cubin), rounds, 2, options.seed)?;
             finalists.push(Finalist {
                 moves: contender.moves.len(),
                 search_ratio: contender.energy / outcome.baseline_energy,
@@ -390,10 +418,16 @@ pub fn tune_schedule(
     } else {
         (0, None)
     };
-    let (a, b) = session.interleave(original.clone(), candidate, options.rounds)?;
-    let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
-    let (low, high) = median_interval(&ratios);
-    let keep = changed && differing == 0 && high < 1.0;
+    let mut compare_with_original = |kernel: KernelImage, seed: u64| -> Result<_, BackendError> {
+        let (a, b) = session.interleave(original.clone(), kernel, options.rounds, options.blocks, seed)?;
+        let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
+        let blocks = block_medians(&ratios, options.blocks as usize);
+        Ok((median(&a), median(&b), median(&blocks), median_interval(&blocks)))
+    };
+    let (original_ms, candidate_ms, ratio, (low, high)) = compare_with_original(candidate, options.seed)?;
+    let (_, _, control_ratio, (control_low, control_high)) =
+        compare_with_original(original.clone(), options.seed.wrapping_add(1))?;
+    let keep = changed && differing == 0 && high < control_low.min(1.0);
     Ok(ScheduleReport {
         kernel: original.name.clone(),
         instructions: schedule.listing().instructions().len(),
@@ -412,11 +446,15 @@ pub fn tune_schedule(
         differing_sets: differing,
         first_difference,
         ab_rounds: options.rounds,
-        original_median_ms: median(&a),
-        candidate_median_ms: median(&b),
-        ratio: median(&ratios),
+        ab_blocks: options.blocks,
+        original_median_ms: original_ms,
+        candidate_median_ms: candidate_ms,
+        ratio,
         ratio_low: low,
         ratio_high: high,
+        control_ratio,
+        control_low,
+        control_high,
         cubin: winner.filter(|_| keep).map(|w| w.cubin.clone()),
     })
 }

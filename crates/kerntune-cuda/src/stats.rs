@@ -45,9 +45,31 @@ pub fn clearly_slower(samples: &[f64], best_median: f64, factor: f64, min_sample
     samples.len() >= min_samples && samples.iter().copied().fold(f64::INFINITY, f64::min) > factor * best_median
 }
 
+/// The median of each of `blocks` consecutive blocks of `samples`, which are split as the
+/// bench worker splits interleaved rounds: the first `len % blocks` blocks one longer.
+pub fn block_medians(samples: &[f64], blocks: usize) -> Vec<f64> {
+    let blocks = blocks.clamp(1, samples.len().max(1));
+    let mut medians = Vec::with_capacity(blocks);
+    let mut start = 0;
+    for block in 0..blocks {
+        let length = samples.len() / blocks + usize::from(block < samples.len() % blocks);
+        medians.push(median(&samples[start..start + length]));
+        start += length;
+    }
+    medians
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_medians_split_like_the_bench_worker() {
+        let samples = [1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 7.0];
+        assert_eq!(block_medians(&samples, 3), vec![2.0, 15.0, 18.5], "blocks of 3, 2 and 2");
+        assert_eq!(block_medians(&samples, 1), vec![7.0]);
+        assert_eq!(block_medians(&samples[..2], 5), vec![1.0, 2.0]);
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

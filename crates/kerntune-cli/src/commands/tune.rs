@@ -199,8 +199,12 @@ fn print_schedule(report: &ScheduleReport) {
         );
     }
     println!(
-        "Interleaved A/B over {} rounds: original {:.4} ms, winner {:.4} ms ({} moves): time ratio {:.4} (95% CI {:.4} to {:.4}).",
-        report.ab_rounds, report.original_median_ms, report.candidate_median_ms, report.moves, report.ratio, report.ratio_low, report.ratio_high
+        "Interleaved A/B over {} rounds in {} reloads: original {:.4} ms, winner {:.4} ms ({} moves): time ratio {:.4} (95% CI {:.4} to {:.4}).",
+        report.ab_rounds, report.ab_blocks, report.original_median_ms, report.candidate_median_ms, report.moves, report.ratio, report.ratio_low, report.ratio_high
+    );
+    println!(
+        "Control, the original against a copy of itself: time ratio {:.4} (95% CI {:.4} to {:.4}).",
+        report.control_ratio, report.control_low, report.control_high
     );
     match (&report.cubin, report.checked_sets) {
         (Some(_), sets) => println!(
@@ -208,7 +212,7 @@ fn print_schedule(report: &ScheduleReport) {
         ),
         (None, 0) => println!("No schedule beat the original; the original is kept."),
         (None, sets) => println!(
-            "Not kept: {} of {sets} input sets differed or the interval does not exclude no gain{}.",
+            "Not kept: {} of {sets} input sets differed or the interval does not lie below the control's{}.",
             report.differing_sets,
             report.first_difference.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
         ),
