@@ -402,7 +402,7 @@ pub fn tune_schedule(
             finalists.push(Finalist {
                 moves: contender.moves.len(),
                 search_ratio: contender.energy / outcome.baseline_energy,
-                ratio: median(&a.iter().zip(&b).map(|(a, b)| b / a).collect::<Vec<_>>()),
+                ratio: median(&per_round_ratios(&a, &b)),
             });
         }
     }
@@ -420,8 +420,7 @@ pub fn tune_schedule(
     };
     let mut compare_with_original = |kernel: KernelImage, seed: u64| -> Result<_, BackendError> {
         let (a, b) = session.interleave(original.clone(), kernel, options.rounds, options.blocks, seed)?;
-        let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
-        let blocks = block_medians(&ratios, options.blocks as usize);
+        let blocks = block_medians(&per_round_ratios(&a, &b), options.blocks as usize);
         Ok((median(&a), median(&b), median(&blocks), median_interval(&blocks)))
     };
     let (original_ms, candidate_ms, ratio, (low, high)) = compare_with_original(candidate, options.seed)?;
@@ -457,6 +456,11 @@ pub fn tune_schedule(
         control_high,
         cubin: winner.filter(|_| keep).map(|w| w.cubin.clone()),
     })
+}
+
+/// Each round's time of `b` relative to `a`'s.
+fn per_round_ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| b / a).collect()
 }
 
 /// Tunes the schedule of one configuration of any frontend: compiles it (the original),

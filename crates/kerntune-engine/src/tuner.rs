@@ -271,18 +271,17 @@ impl Loop<'_, '_> {
                 self.tell(Observation { id, score });
             } else if self.history.is_pending(id) || started >= n {
                 // Already in flight (or past what was asked for): it will be told once.
-            } else if let Some((recorded, evaluation)) = self.stored.remove(&id) {
-                outcome = Asked::Progress;
-                started += 1;
-                self.history.start(id);
-                self.in_flight.insert(id, share);
-                self.replaying.insert(recorded, (id, evaluation));
             } else {
                 outcome = Asked::Progress;
                 started += 1;
                 self.history.start(id);
                 self.in_flight.insert(id, share);
-                backend.submit(id)?;
+                match self.stored.remove(&id) {
+                    Some((recorded, evaluation)) => {
+                        self.replaying.insert(recorded, (id, evaluation));
+                    }
+                    None => backend.submit(id)?,
+                }
             }
         }
         Ok(outcome)

@@ -41,7 +41,7 @@ pub fn anneal<O: ScheduleObjective>(
 ) -> Result<SearchOutcome, SassError> {
     let mut rng = Rng::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
-    let baseline = evaluator.baseline;
+    let baseline = evaluator.baseline();
     let mut current = start.clone();
     let mut current_energy = baseline;
     let mut temperature = options.initial_temperature;

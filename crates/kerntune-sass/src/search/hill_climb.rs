@@ -42,7 +42,7 @@ pub fn hill_climb<O: ScheduleObjective>(
 ) -> Result<SearchOutcome, SassError> {
     let mut rng = Rng::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
-    let baseline = evaluator.baseline;
+    let baseline = evaluator.baseline();
     let mut best_schedule = start.clone();
     let mut best_energy = baseline;
     for restart in 0..options.restarts.max(1) {

@@ -61,6 +61,8 @@ pub struct Candidate {
     pub energy: f64,
     /// The moves that turn the original into this schedule.
     pub moves: Vec<Move>,
+    /// `permutation[k]` = original position of the instruction at `k`.
+    pub permutation: Vec<usize>,
 }
 
 /// What a search found.
@@ -96,18 +98,12 @@ struct Evaluator<'o, O: ScheduleObjective> {
     objective: &'o mut O,
     cache: HashMap<Vec<u8>, Option<f64>>,
     evaluations: Vec<Evaluation>,
-    baseline: f64,
-    best: Best,
+    original: Candidate,
+    /// Verified candidates other than the original, fastest first (the first seen among
+    /// equals), at most [`LEADERS`]: the first is the best unless the original is.
     leaders: Vec<Candidate>,
     /// Whether the last `energy` call ran the objective (rather than the cache).
     last_was_fresh: bool,
-}
-
-struct Best {
-    cubin: Vec<u8>,
-    energy: f64,
-    moves: Vec<Move>,
-    permutation: Vec<usize>,
 }
 
 impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
@@ -119,13 +115,12 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
             .ok_or_else(|| SassError::Objective("the original schedule failed verification".into()))?;
         let mut cache = HashMap::new();
         cache.insert(cubin.clone(), Some(energy));
-        let best = Best { cubin, energy, moves: Vec::new(), permutation: original.permutation() };
+        let original = Candidate { cubin, energy, moves: Vec::new(), permutation: original.permutation() };
         Ok(Evaluator {
             objective,
             cache,
             evaluations: Vec::new(),
-            baseline: energy,
-            best,
+            original,
             leaders: Vec::new(),
             last_was_fresh: false,
         })
@@ -145,17 +140,14 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
         if let Some(value) = energy {
             let place = self.leaders.partition_point(|leader| leader.energy <= value);
             if place < LEADERS {
-                let leader = Candidate { cubin: cubin.clone(), energy: value, moves: schedule.applied().to_vec() };
-                self.leaders.insert(place, leader);
-                self.leaders.truncate(LEADERS);
-            }
-            if value < self.best.energy {
-                self.best = Best {
+                let leader = Candidate {
                     cubin: cubin.clone(),
                     energy: value,
                     moves: schedule.applied().to_vec(),
                     permutation: schedule.permutation(),
                 };
+                self.leaders.insert(place, leader);
+                self.leaders.truncate(LEADERS);
             }
         }
         self.cache.insert(cubin, energy);
@@ -172,13 +164,23 @@ impl<'o, O: ScheduleObjective> Evaluator<'o, O> {
         }
     }
 
+    /// The original's energy.
+    fn baseline(&self) -> f64 {
+        self.original.energy
+    }
+
     fn finish(self) -> SearchOutcome {
+        let baseline_energy = self.original.energy;
+        let best = match self.leaders.first() {
+            Some(leader) if leader.energy < baseline_energy => leader.clone(),
+            _ => self.original,
+        };
         SearchOutcome {
-            best_cubin: self.best.cubin,
-            best_energy: self.best.energy,
-            baseline_energy: self.baseline,
-            best_moves: self.best.moves,
-            best_permutation: self.best.permutation,
+            best_cubin: best.cubin,
+            best_energy: best.energy,
+            baseline_energy,
+            best_moves: best.moves,
+            best_permutation: best.permutation,
             evaluations: self.evaluations,
             leaders: self.leaders,
         }
