@@ -95,6 +95,21 @@ pub fn advance(bar: &ProgressBar, objective: &Objective, feval: usize, best: Opt
     }
 }
 
+/// A tuning run's exit code: 130 when interrupted, 1 (with the reason on standard error)
+/// when it found no configuration that runs and passes its check, else 0.
+pub fn exit_code(summary: &kerntune_engine::Summary) -> std::process::ExitCode {
+    if summary.stop == kerntune_engine::StopReason::Interrupted {
+        return std::process::ExitCode::from(crate::interrupt::INTERRUPTED_EXIT);
+    }
+    match summary.failure_message() {
+        Some(message) => {
+            eprintln!("error: {message}");
+            std::process::ExitCode::FAILURE
+        }
+        None => std::process::ExitCode::SUCCESS,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

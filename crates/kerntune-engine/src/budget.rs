@@ -30,6 +30,9 @@ pub enum StopReason {
     /// The strategy kept proposing only configurations already known.
     StrategyStalled,
     Interrupted,
+    /// The first configurations all failed for one reason (`Summary::common_failure`), and
+    /// none worked: the kernel, not a configuration, is at fault.
+    AllFailed,
 }
 
 impl fmt::Display for StopReason {
@@ -42,6 +45,7 @@ impl fmt::Display for StopReason {
             StopReason::StrategyFinished => "the strategy had nothing more to propose",
             StopReason::StrategyStalled => "the strategy proposed only known configurations",
             StopReason::Interrupted => "interrupted",
+            StopReason::AllFailed => "every configuration failed the same way",
         })
     }
 }

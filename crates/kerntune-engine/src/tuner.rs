@@ -75,6 +75,91 @@ pub struct Summary {
     pub elapsed: Duration,
     /// Summed costs of the evaluations this run made (not those answered by the store).
     pub costs: Costs,
+    /// While nothing has worked: the reason every failure so far shares, if they share one.
+    pub common_failure: Option<String>,
+}
+
+impl Summary {
+    /// Why the run found nothing, when it found nothing and was not interrupted: the
+    /// counts, the reason every failure shared (if one), and a hint for known causes.
+    pub fn failure_message(&self) -> Option<String> {
+        if self.best.is_some() || self.stop == StopReason::Interrupted {
+            return None;
+        }
+        let mut message = format!(
+            "no configuration ran and passed its check ({} evaluated, {} failed)",
+            self.evaluations, self.failed
+        );
+        if let Some(reason) = &self.common_failure {
+            message.push_str(&format!("; every one failed with: {reason}"));
+            if let Some(hint) = failure_hint(reason) {
+                message.push_str(&format!(" (hint: {hint})"));
+            }
+        }
+        Some(message.replace('\n', " "))
+    }
+}
+
+/// What usually causes a failure that every configuration shares.
+pub fn failure_hint(reason: &str) -> Option<&'static str> {
+    let hints: [(&[&str], &str); 4] = [
+        (
+            &["CUDA_ERROR_NOT_FOUND", "finding the kernel"],
+            "the kernel's name is not in the compiled module; a C++ kernel without extern \"C\" has a mangled name",
+        ),
+        (&["elements wrong"], "no configuration matches the reference: check the expected outputs and the tolerances"),
+        (&["shared memory"], "every configuration needs more shared memory than the device has"),
+        (&["NVRTC", "error:"], "the kernel does not compile for any configuration: see the compiler's message"),
+    ];
+    hints.iter().find(|(needles, _)| needles.iter().any(|n| reason.contains(n))).map(|(_, hint)| *hint)
+}
+
+/// How many configurations failing for one reason, with none working, end a run: the
+/// fault is then the kernel's or the setup's (a kernel name not in the module, a source
+/// that never compiles, a wrong reference), and more evaluations would only repeat it.
+pub const ALL_FAILED_LIMIT: usize = 12;
+
+/// Failures for one reason, while nothing has worked. Reasons are compared with their
+/// numbers blanked out, as they name sizes and indexes that differ by configuration.
+#[derive(Debug, Default)]
+struct CommonFailure {
+    /// The first failure's reason, and its shape (digits blanked).
+    first: Option<(String, String)>,
+    count: usize,
+    /// A configuration worked, or two failed for different reasons.
+    broken: bool,
+}
+
+impl CommonFailure {
+    fn observe(&mut self, evaluation: &Evaluation) {
+        // A configuration the device cannot run says nothing about the kernel.
+        if self.broken || evaluation.status == Status::InvalidConfig {
+            return;
+        }
+        if !evaluation.status.is_failure() {
+            self.broken = true;
+            return;
+        }
+        let text = evaluation.reason.as_deref().unwrap_or(evaluation.status.as_str());
+        let shape: String = text.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
+        match &self.first {
+            Some((_, seen)) if *seen != shape => self.broken = true,
+            Some(_) => self.count += 1,
+            None => {
+                self.first = Some((text.to_string(), shape));
+                self.count = 1;
+            }
+        }
+    }
+
+    /// The shared reason, while there is one.
+    fn reason(&self) -> Option<&str> {
+        self.first.as_ref().filter(|_| !self.broken).map(|(text, _)| text.as_str())
+    }
+
+    fn decided(&self) -> bool {
+        !self.broken && self.count >= ALL_FAILED_LIMIT
+    }
 }
 
 /// Progress, for front ends to render.
@@ -116,6 +201,7 @@ struct Loop<'a, 'e> {
     failed: usize,
     from_store: usize,
     costs: Costs,
+    common_failure: CommonFailure,
     on_event: &'e mut dyn FnMut(Event<'_>),
 }
 
@@ -144,6 +230,7 @@ impl Tuner<'_> {
             failed: 0,
             from_store: 0,
             costs: Costs::default(),
+            common_failure: CommonFailure::default(),
             on_event,
         };
         let stop = state.drive(self.backend, &self.budget, self.interrupt)?;
@@ -175,6 +262,9 @@ impl Loop<'_, '_> {
         loop {
             if interrupted() {
                 return Ok(StopReason::Interrupted);
+            }
+            if self.common_failure.decided() {
+                return Ok(StopReason::AllFailed);
             }
             if let (Some(target), Some((_, best))) = (budget.target, self.best) {
                 if !self.objective.is_better(target, best) {
@@ -297,6 +387,7 @@ impl Loop<'_, '_> {
         if evaluation.status.is_failure() {
             self.failed += 1;
         }
+        self.common_failure.observe(evaluation);
         if let Some(value) = objective {
             if self.best.is_none_or(|(_, best)| self.objective.is_better(value, best)) {
                 self.best = Some((id, value));
@@ -328,6 +419,7 @@ impl Loop<'_, '_> {
             trace: self.trace,
             elapsed,
             costs: self.costs,
+            common_failure: if self.best.is_none() { self.common_failure.reason().map(str::to_string) } else { None },
         }
     }
 }

@@ -321,3 +321,115 @@ fn a_failure_that_arrives_with_an_interrupt_is_not_recorded() {
     assert_eq!(rows.len(), 1, "only the evaluation finished before Ctrl-C is stored");
     assert_eq!(rows[0].evaluation.status, Status::Ok);
 }
+
+/// Answers every configuration at once with what `outcome` says of its position.
+struct Scripted {
+    waiting: Vec<ConfigId>,
+    outcome: fn(usize) -> Evaluation,
+    submitted: usize,
+}
+
+impl Scripted {
+    fn new(outcome: fn(usize) -> Evaluation) -> Scripted {
+        Scripted { waiting: Vec::new(), outcome, submitted: 0 }
+    }
+}
+
+impl Backend for Scripted {
+    fn capacity(&self) -> usize {
+        4
+    }
+
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
+        self.waiting.push(id);
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+        let id = self.waiting.remove(0);
+        self.submitted += 1;
+        Ok((id, (self.outcome)(self.submitted)))
+    }
+
+    fn elapsed(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+fn run_scripted(outcome: fn(usize) -> Evaluation) -> Summary {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let mut backend = Scripted::new(outcome);
+    Tuner {
+        space: &space,
+        strategy: build_strategy("random_sample", &Default::default()).expect("strategy"),
+        backend: &mut backend,
+        store: None,
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget: fevals(60),
+        seed: 0,
+        interrupt: None,
+    }
+    .run(&mut |_| {})
+    .expect("runs")
+}
+
+fn not_found(_: usize) -> Evaluation {
+    Evaluation::failed(Status::RuntimeFailed, "finding the kernel: CUDA_ERROR_NOT_FOUND (500)", Costs::default())
+}
+
+#[test]
+fn a_run_whose_configurations_all_fail_the_same_way_stops_early_and_says_why() {
+    let summary = run_scripted(not_found);
+    assert_eq!(summary.stop, StopReason::AllFailed);
+    // Stopped once the limit was reached, give or take what was already in flight.
+    assert!((12..12 + 4).contains(&summary.evaluations), "{}", summary.evaluations);
+    let message = summary.failure_message().expect("nothing was found");
+    assert!(message.contains("CUDA_ERROR_NOT_FOUND") && message.contains("extern \"C\""), "{message}");
+}
+
+#[test]
+fn failures_that_differ_or_a_configuration_that_works_do_not_stop_a_run() {
+    fn mixed(n: usize) -> Evaluation {
+        let reason = if n.is_multiple_of(2) {
+            "launch failed: CUDA_ERROR_ILLEGAL_ADDRESS"
+        } else {
+            "NVRTC: error: expected a ';'"
+        };
+        Evaluation::failed(Status::RuntimeFailed, reason, Costs::default())
+    }
+    fn one_works(n: usize) -> Evaluation {
+        if n == 20 {
+            Evaluation::ok(1.0, vec![1.0], Costs::default())
+        } else {
+            not_found(n)
+        }
+    }
+    fn invalid_then_not_found(n: usize) -> Evaluation {
+        if n <= 30 {
+            Evaluation::failed(Status::InvalidConfig, "invalid config: 2048 threads", Costs::default())
+        } else {
+            not_found(n)
+        }
+    }
+    let mixed = run_scripted(mixed);
+    assert_eq!((mixed.stop, mixed.evaluations), (StopReason::MaxFevals, 60));
+    assert!(mixed.failure_message().expect("nothing was found").contains("60 failed"));
+    // One configuration that works, before the limit, and the run goes on to its budget.
+    fn early_success(n: usize) -> Evaluation {
+        if n == 5 {
+            Evaluation::ok(1.0, vec![1.0], Costs::default())
+        } else {
+            not_found(n)
+        }
+    }
+    let worked = run_scripted(early_success);
+    assert_eq!((worked.stop, worked.evaluations), (StopReason::MaxFevals, 60));
+    assert_eq!(worked.failure_message(), None);
+    assert_eq!(run_scripted(one_works).stop, StopReason::AllFailed, "12 failures came first");
+    // Configurations the device cannot run say nothing about the kernel.
+    let invalid = run_scripted(invalid_then_not_found);
+    assert_eq!(invalid.stop, StopReason::AllFailed);
+    assert!(invalid.evaluations > 30 + 11, "{}", invalid.evaluations);
+}

@@ -79,11 +79,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     } else {
         print_summary(&summary, &landscape, &space, args.db.is_some());
     }
-    Ok(if summary.stop == StopReason::Interrupted {
-        ExitCode::from(interrupt::INTERRUPTED_EXIT)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(render::exit_code(&summary))
 }
 
 fn summary_json(summary: &Summary, landscape: &Landscape, strategy: &str, seed: u64) -> serde_json::Value {

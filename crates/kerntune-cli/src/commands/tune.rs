@@ -138,11 +138,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             print_schedule(report);
         }
     }
-    Ok(if summary.stop == StopReason::Interrupted {
-        ExitCode::from(interrupt::INTERRUPTED_EXIT)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(render::exit_code(&summary))
 }
 
 /// The schedule stage: the best configuration's native schedule searched on the GPU; the
