@@ -125,6 +125,8 @@ struct Argument {
     /// Initial contents of an output that is restored rather than poisoned.
     initial: Option<DeviceBuffer>,
     reference: Option<DeviceBuffer>,
+    /// Zeroed before every launch.
+    reset: bool,
 }
 
 struct Worker {
@@ -159,7 +161,7 @@ impl Worker {
         let mut slots = Vec::new();
         for arg in &setup.args {
             match arg {
-                ArgSetup::Buffer { name, dtype, len, init, output, poison, seed } => {
+                ArgSetup::Buffer { name, dtype, len, init, output, poison, seed, reset } => {
                     let data = fill(*dtype, *len, init, *seed).map_err(|e| format!("argument {name}: {e}"))?;
                     let buffer = context.alloc(data.len()).map_err(|e| format!("argument {name}: {e}"))?;
                     context.upload(&buffer, &data).map_err(|e| format!("argument {name}: {e}"))?;
@@ -181,6 +183,7 @@ impl Worker {
                         poison: *poison,
                         initial,
                         reference: None,
+                        reset: *reset,
                     });
                 }
                 ArgSetup::Scalar { bytes, .. } => {
@@ -196,6 +199,7 @@ impl Worker {
                         poison: false,
                         initial: None,
                         reference: None,
+                        reset: false,
                     });
                 }
             }
@@ -320,14 +324,23 @@ impl Worker {
         Ok((pointers, scratch))
     }
 
-    /// Poisons outputs (all bytes 0xFF: NaN for floats) or restores in-place ones.
+    /// Poisons outputs (all bytes 0xFF: NaN for floats) or restores in-place ones, and
+    /// zeroes the buffers reset before every launch.
     fn prepare_outputs(&self, context: &Context) -> Result<(), CudaError> {
-        for argument in self.arguments.iter().filter(|a| a.output) {
+        for argument in self.arguments.iter().filter(|a| a.output && !a.reset) {
             let Some(buffer) = &argument.buffer else { continue };
             match (&argument.initial, argument.poison) {
                 (Some(initial), false) => context.copy(initial, buffer)?,
                 _ => context.fill(buffer, 0xFF)?,
             }
+        }
+        self.reset_buffers(context)
+    }
+
+    /// Zeroes the buffers that a kernel expects to find at zero (`reset_to_zero`).
+    fn reset_buffers(&self, context: &Context) -> Result<(), CudaError> {
+        for buffer in self.arguments.iter().filter(|a| a.reset).filter_map(|a| a.buffer.as_ref()) {
+            context.fill(buffer, 0)?;
         }
         Ok(())
     }
@@ -423,6 +436,8 @@ impl Worker {
                 .map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
             for i in 0..chunk {
                 self.flush(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "flushing L2", e))?;
+                self.reset_buffers(context)
+                    .map_err(|e| Failure::cuda(Status::RuntimeFailed, "zeroing reset_to_zero buffers", e))?;
                 let (start, stop) = &self.events[i];
                 start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
                 launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;

@@ -134,6 +134,7 @@ impl Frontend for CudaFrontend<'_> {
                         output: *output,
                         poison: *poison,
                         seed: spec.timing.seed.wrapping_mul(1_000_003).wrapping_add(position as u64),
+                        reset: false,
                     }
                 }
                 ArgKind::Scalar { value } => {

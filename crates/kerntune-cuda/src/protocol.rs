@@ -56,8 +56,23 @@ fn one() -> u32 {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ArgSetup {
-    Buffer { name: String, dtype: DType, len: usize, init: Init, output: bool, poison: bool, seed: u64 },
-    Scalar { name: String, bytes: Bytes },
+    /// `reset`: zeroed before every launch, checked and timed (Triton's `reset_to_zero`,
+    /// for counters and locks that a kernel expects to find at zero).
+    Buffer {
+        name: String,
+        dtype: DType,
+        len: usize,
+        init: Init,
+        output: bool,
+        poison: bool,
+        seed: u64,
+        #[serde(default)]
+        reset: bool,
+    },
+    Scalar {
+        name: String,
+        bytes: Bytes,
+    },
 }
 
 /// What every configuration's outputs must match.

@@ -194,6 +194,7 @@ fn summary_json(
         "db": db.display().to_string(),
         "results": results,
         "trace": summary.trace,
+        "failure": summary.failure_message(),
     })
 }
 
@@ -247,7 +248,7 @@ pub fn tune_triton(
     };
     let result = py.detach(|| -> PyResult<Json> {
         let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
-        let space = Space::new(frontend.params().to_vec(), &job.restrictions).map_err(errors::space)?;
+        let space = job.space(frontend.params().to_vec()).map_err(errors::space)?;
         let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
         run(&frontend, &space, &info, &search, options, progress.as_ref())
     })?;
@@ -307,7 +308,7 @@ pub fn tune_spec(
 pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Option<String>) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
-    let space = Space::new(params.clone(), &job.restrictions).map_err(errors::space)?;
+    let space = job.space(params.clone()).map_err(errors::space)?;
     let timing = job.timing().map_err(errors::spec)?;
     let command = job.worker(&job.compile_worker).map_err(errors::spec)?;
     let outcomes = py.detach(|| -> PyResult<Vec<Json>> {
@@ -330,10 +331,16 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
                 Err(reason) => outcomes[index] = json!({"config": space.config_json(*id), "status": "invalid_config", "reason": reason}),
             }
         }
+        // A reply for an id that was never asked is the worker's fault, not a reason to panic.
+        let config_of = |id: u32| {
+            ids.get(id as usize)
+                .map(|id| space.config_json(*id))
+                .ok_or_else(|| format!("a compile worker answered for configuration #{id}, which was not asked"))
+        };
         let mut record = |outcome: CompileOutcome| -> Result<(), String> {
             let (index, entry) = match outcome {
                 CompileOutcome::Compiled { id, cubin, seconds, launch } => {
-                    let config = space.config_json(ids[id as usize]);
+                    let config = config_of(id)?;
                     if let (Some(store), Some(tuning)) = (&store, tuning) {
                         store.save_artifact(tuning, &config, "cubin", &cubin, "triton").map_err(|e| e.to_string())?;
                     }
@@ -342,7 +349,7 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
                 }
                 CompileOutcome::Failed { id, reason, seconds } => {
                     let status = if reason.starts_with("invalid config: ") { "invalid_config" } else { "compile_failed" };
-                    (id, json!({"config": space.config_json(ids[id as usize]), "status": status, "reason": reason, "seconds": seconds}))
+                    (id, json!({"config": config_of(id)?, "status": status, "reason": reason, "seconds": seconds}))
                 }
             };
             if let Some(slot) = outcomes.get_mut(index as usize) {

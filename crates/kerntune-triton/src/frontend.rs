@@ -150,7 +150,7 @@ impl Frontend for TritonFrontend<'_> {
             .args
             .iter()
             .map(|arg| match arg {
-                TritonArg::Buffer { name, dtype, len, file, output, poison } => ArgSetup::Buffer {
+                TritonArg::Buffer { name, dtype, len, file, output, poison, reset } => ArgSetup::Buffer {
                     name: name.clone(),
                     dtype: *dtype,
                     len: *len,
@@ -158,6 +158,7 @@ impl Frontend for TritonFrontend<'_> {
                     output: *output,
                     poison: *poison,
                     seed: 0,
+                    reset: *reset,
                 },
                 TritonArg::Scalar { name, bytes } => ArgSetup::Scalar { name: name.clone(), bytes: bytes.clone() },
                 // Never passed: the compiled kernel's parameter list leaves it out.

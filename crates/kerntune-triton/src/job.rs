@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use kerntune_cuda::protocol::Bytes;
 use kerntune_engine::spec::{DType, Timing};
-use kerntune_space::{params_from_json, Expression, Param};
+use kerntune_space::{params_from_json, Expression, Param, Space, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
@@ -26,6 +26,9 @@ pub enum TritonArg {
         output: bool,
         #[serde(default = "yes")]
         poison: bool,
+        /// Zeroed before every launch (`reset_to_zero`).
+        #[serde(default)]
+        reset: bool,
     },
     /// A scalar, packed as the kernel receives it.
     Scalar { name: String, bytes: Bytes },
@@ -72,6 +75,10 @@ pub struct TritonJob {
     pub params: Map<String, Json>,
     #[serde(default)]
     pub restrictions: Vec<String>,
+    /// A listed space (`triton.Config`s): exactly these configurations, each a value for
+    /// every parameter. `None`: every combination of `params` under `restrictions`.
+    #[serde(default)]
+    pub configs: Option<Vec<Map<String, Json>>>,
     pub args: Vec<TritonArg>,
     /// `None`: outputs are not checked.
     #[serde(default)]
@@ -134,6 +141,35 @@ impl TritonJob {
             }
         }
         Ok(params)
+    }
+
+    /// The configurations to tune: the listed ones, or the product under restrictions.
+    pub fn space(&self, params: Vec<Param>) -> Result<Space, JobError> {
+        let Some(configs) = &self.configs else {
+            return Space::new(params, &self.restrictions).map_err(|e| JobError(e.to_string()));
+        };
+        if !self.restrictions.is_empty() {
+            return Err(JobError("restrictions apply to a params space, not to a list of configs".into()));
+        }
+        let rows = configs
+            .iter()
+            .enumerate()
+            .map(|(index, config)| {
+                params
+                    .iter()
+                    .map(|param| {
+                        config
+                            .get(param.name())
+                            .and_then(Value::from_json)
+                            .and_then(|value| param.index_of(&value))
+                            .ok_or_else(|| {
+                                JobError(format!("config {index} has no listed value for '{}'", param.name()))
+                            })
+                    })
+                    .collect::<Result<Vec<usize>, JobError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Space::from_configs(params, rows).map_err(|e| JobError(e.to_string()))
     }
 
     /// A worker command (`argv`) with this job's environment.
