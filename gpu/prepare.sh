@@ -13,5 +13,5 @@ test_binary=$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)
 strip -o .device/gpu-tests "$test_binary"
 strip -o .device/single_moves target/release/examples/single_moves
 rm -f .device/*.whl
-maturin build --release -q -o .device 2>&1 | grep -v "^📦" || true
+maturin build --release -q -o .device
 ls -la .device

@@ -20,16 +20,20 @@ from kerntune._kerntune import (
     __version__,
     default_db,
 )
-from kerntune._results import TuneResult
+from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
 from kerntune._kernel_tuner import tune_kernel
 from kerntune._schedule import use_schedule
+from kerntune._kernel_source import remember_main_source
+
+remember_main_source()
 
 __all__ = [
     "BackendError",
     "KerntuneError",
     "NoGpuError",
+    "NoValidConfigError",
     "SpaceError",
     "SpecError",
     "StoreError",

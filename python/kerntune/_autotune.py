@@ -1,90 +1,201 @@
 """``@kerntune.autotune``: a drop-in for ``@triton.autotune``.
 
-    @kerntune.autotune(params={"BLOCK_M": [64, 128], "num_warps": [4, 8]}, key=["M", "N", "K"])
+    @kerntune.autotune(configs=[triton.Config({"BLOCK_M": 64}, num_warps=4), ...], key=["M", "N", "K"])
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ..., BLOCK_M: tl.constexpr): ...
 
     matmul_kernel[grid](a, b, c, M, N, K, ...)   # the call site does not change
 
-The first call for a new value of the key tunes with kerntune (its strategies, its store);
-every call then launches the best configuration through Triton. A new process finds the
-stored answer and does not tune again. ``KERNTUNE_RETUNE=1`` forces tuning again;
-``KERNTUNE_NO_TUNE=1`` skips tuning and launches the first valid configuration.
+It takes every argument of ``triton.autotune`` (Triton 3.6), and ``params=`` (a product of
+values with ``restrictions=``) in place of ``configs=``. The first call for a new key tunes
+with kerntune (compiles in parallel on every core, checks and times each configuration in a
+crash-isolated worker, keeps every result in the store); every call then launches the best
+configuration through Triton. A new process finds the stored answer and does not tune
+again. ``KERNTUNE_RETUNE=1`` forces tuning again; ``KERNTUNE_NO_TUNE=1`` skips tuning and
+launches the first valid configuration.
+
+What each of Triton's arguments means here is listed in docs/triton.md.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from typing import Any, Mapping, Optional, Sequence
 
-from kerntune._tune import jit_function, tune
+from kerntune._space import launch_options, names_of, space_of
+from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
+
+_TUNE_OPTIONS = (
+    "answer", "atol", "rtol", "target", "strategy_options", "objective", "timing", "seed",
+    "compile_workers", "device", "progress", "schedule", "schedule_options",
+)
+
+
+def _as_config(config: Mapping[str, Any]):
+    """A configuration as a ``triton.Config``, as Triton's ``best_config`` and ``cache`` hold."""
+    import triton
+
+    values = dict(config)
+    options = {k: values.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in values}
+    if options.get("maxnreg") == 0:
+        options["maxnreg"] = None
+    values.pop("ptx_options", None)
+    return triton.Config(values, **options)
 
 
 class Autotuner:
-    def __init__(self, fn, params, key, restrictions, strategy, max_fevals, time_limit, db, tune_options):
+    """What ``@kerntune.autotune`` returns: launch it as the kernel (``kernel[grid](...)``);
+    ``best_config``, ``configs``, ``cache``, ``fn`` and ``run`` are there as in Triton's."""
+
+    def __init__(self, fn, configs, params, key, prune_configs_by, reset_to_zero, restore_value,
+                 pre_hook, post_hook, restrictions, search):
         self.fn = fn
         self.jit = jit_function(fn)
-        self.params = {k: list(v) for k, v in params.items()}
-        self.key = list(key)
-        self.restrictions = list(restrictions or [])
-        self.strategy = strategy
-        self.max_fevals = max_fevals
-        self.time_limit = time_limit
-        self.db = db
-        self.tune_options = dict(tune_options)
-        self.best: dict[tuple, dict] = {}
-        self.signature = inspect.signature(self.jit.fn)
-        missing = [k for k in self.key if k not in self.jit.arg_names]
+        self.arg_names = self.jit.arg_names
+        self.keys = names_of(key, "key")
+        missing = [k for k in self.keys if k not in self.arg_names]
         if missing:
-            raise ValueError(f"key names {missing} are not arguments of {self.jit.__name__}")
+            raise ValueError(f"key names {missing}, which are not arguments of {self.jit.__name__} ({', '.join(self.arg_names)})")
+        self.table, self.listed = space_of(params, configs, kernel_defaults(self.jit))
+        self.restrictions = names_of(restrictions, "restrictions")
+        self.reset_to_zero = names_of(reset_to_zero, "reset_to_zero")
+        self.restore_value = names_of(restore_value, "restore_value")
+        for argument, names in (("reset_to_zero", self.reset_to_zero), ("restore_value", self.restore_value)):
+            unknown = [n for n in names if n not in self.arg_names]
+            if unknown:
+                raise ValueError(f"{argument} names {unknown}, which are not arguments of {self.jit.__name__}")
+        prune = dict(prune_configs_by or {})
+        unknown = set(prune) - {"perf_model", "top_k", "early_config_prune"}
+        if unknown:
+            raise ValueError(f"prune_configs_by takes perf_model, top_k and early_config_prune, not {', '.join(sorted(unknown))}")
+        self.perf_model = prune.get("perf_model")
+        self.top_k = prune.get("top_k", 1.0)
+        self.early_config_prune = prune.get("early_config_prune")
+        config_hooks = {}
+        if self.listed is not None:
+            config_hooks = {_config_key(row): hook for row, hook in zip(self.listed.rows, self.listed.hooks) if hook}
+        self.hooks = Hooks(pre_hook, post_hook, config_hooks)
+        # The search's settings, as attributes a caller may change before the first call.
+        self.strategy = search.pop("strategy")
+        self.max_fevals = search.pop("max_fevals")
+        self.time_limit = search.pop("time_limit")
+        self.db = search.pop("db")
+        self.tune_options = search
+        #: The best configuration of each key seen, as a ``triton.Config``.
+        self.cache: dict[tuple, Any] = {}
+        self._best: dict[tuple, dict] = {}
+        #: The configuration of the last launch.
+        self.best_config = None
+        #: The last tuning's result (a ``kerntune.TuneResult``), with every evaluation.
+        self.result = None
+        self.signature = inspect.signature(self.jit.fn)
 
-    def _bind(self, args, kwargs) -> dict:
-        bound = self.signature.bind_partial(*args, **kwargs)
-        return dict(bound.arguments)
+    @property
+    def configs(self) -> list:
+        """The search space as ``triton.Config`` objects (the first 10,000 of a params space)."""
+        rows = self.listed.rows if self.listed is not None else _first_valid_config(self.table, self.restrictions, 10_000)
+        return [_as_config(row) for row in rows]
 
     def _key(self, call: Mapping[str, Any]) -> tuple:
+        """Triton's key: the key arguments' values (tensors by dtype and shape), then the
+        dtype of every tensor argument."""
         def part(value):
             if hasattr(value, "dtype") and hasattr(value, "shape"):
                 return (str(value.dtype), tuple(value.shape))
             return value
 
-        return tuple(part(call.get(k)) for k in self.key)
+        key = [part(call.get(k)) for k in self.keys]
+        key += [str(v.dtype) for v in call.values() if hasattr(v, "dtype")]
+        return tuple(key)
+
+    def prune_configs(self, call: Mapping[str, Any]) -> list[dict]:
+        """The listed configurations after ``early_config_prune`` and ``perf_model``/``top_k``,
+        as Triton prunes them."""
+        rows = list(self.listed.rows)
+        if self.early_config_prune is not None:
+            configs = [_as_config(row) for row in rows]
+            by_config = {id(c): row for c, row in zip(configs, rows)}
+            kept = self.early_config_prune(configs, dict(call))
+            if not kept:
+                raise ValueError("early_config_prune returned no configuration; it must keep at least one")
+            rows = [by_config[id(c)] if id(c) in by_config else _row_of(c) for c in kept]
+        if self.perf_model is not None:
+            top_k = self.top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(rows) * top_k))
+            if not isinstance(top_k, int):
+                raise TypeError("prune_configs_by['top_k'] must be an int or a float <= 1.0")
+            if len(rows) > top_k:
+                estimate = {i: self.perf_model(**call, **_as_config(row).all_kwargs()) for i, row in enumerate(rows)}
+                rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
+        return rows
 
     def _config(self, call, grid) -> dict:
         key = self._key(call)
-        if key in self.best:
-            return self.best[key]
+        if key in self._best:
+            return self._best[key]
         if os.environ.get("KERNTUNE_NO_TUNE") == "1":
-            from kerntune._tune import _first_valid_config
-
-            config = _first_valid_config(self.params, self.restrictions, 1)[0]
+            rows = self.listed.rows if self.listed is not None else _first_valid_config(self.table, self.restrictions, 1)
+            config = rows[0]
         else:
+            space = {"params": self.table} if self.listed is None else {"configs": self.prune_configs(call)}
             result = tune(
-                self.fn, call, grid, self.params, self.restrictions,
-                strategy=os.environ.get("KERNTUNE_STRATEGY", self.strategy),
-                max_fevals=self.max_fevals, time_limit=self.time_limit, db=self.db,
-                fresh=os.environ.get("KERNTUNE_RETUNE") == "1", **self.tune_options,
+                self.jit, call, grid, restrictions=self.restrictions,
+                strategy=os.environ.get("KERNTUNE_STRATEGY", self.strategy), max_fevals=self.max_fevals,
+                time_limit=self.time_limit, db=self.db, restore_value=self.restore_value,
+                reset_to_zero=self.reset_to_zero, hooks=self.hooks, fresh=os.environ.get("KERNTUNE_RETUNE") == "1",
+                **space, **self.tune_options,
             )
-            if result.best_config is None:
-                raise RuntimeError(f"kerntune found no configuration of {self.jit.__name__} that runs and passes its check")
+            self.result = result  # tune raised NoValidConfigError if it found nothing
             config = result.best_config
-        config = {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
-        self.best[key] = config
+        config = launch_options(config)
+        self._best[key] = config
+        self.cache[key] = _as_config(config)
         return config
 
     def run(self, *args, grid, warmup=False, **kwargs):
-        call = self._bind(args, kwargs)
+        call = dict(self.signature.bind_partial(*args, **kwargs).arguments)
         config = self._config(call, grid)
-        return self.jit.run(*args, grid=grid, warmup=warmup, **kwargs, **config)
+        self.best_config = self.cache[self._key(call)]
+        conflicts = set(kwargs) & set(config)
+        if conflicts:
+            raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))} are tuned; do not pass them")
+        return self.hooks.around(
+            lambda: self.jit.run(*args, grid=grid, warmup=warmup, **kwargs, **config), {**call, **config}, config
+        )
+
+    def warmup(self, *args, grid, **kwargs):
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
 
+def _row_of(config) -> dict:
+    row = dict(config.kwargs)
+    row.update(num_warps=config.num_warps, num_stages=config.num_stages, num_ctas=config.num_ctas)
+    if config.maxnreg is not None:
+        row["maxnreg"] = config.maxnreg
+    return row
+
+
 def autotune(
-    params: Mapping[str, Sequence],
-    key: Sequence[str],
+    configs=None,
+    key=None,
+    prune_configs_by: Optional[Mapping[str, Any]] = None,
+    reset_to_zero: Optional[Sequence[str]] = None,
+    restore_value: Optional[Sequence[str]] = None,
+    pre_hook=None,
+    post_hook=None,
+    warmup=None,
+    rep=None,
+    use_cuda_graph: bool = False,
+    do_bench=None,
+    cache_results: bool = False,
+    *,
+    params: Optional[Mapping[str, Sequence]] = None,
     restrictions: Optional[Sequence[str]] = None,
     strategy: str = "default",
     max_fevals: Optional[int] = None,
@@ -92,11 +203,39 @@ def autotune(
     db: Optional[str] = None,
     **tune_options,
 ):
-    """Decorator: tune the kernel with kerntune the first time it is called for a key (the
-    values of the ``key`` arguments; tensors by dtype and shape) and launch the best
-    configuration on every call. Other keyword arguments go to ``kerntune.tune``."""
+    """Decorator: tune the kernel with kerntune the first time it is called for a key and
+    launch the best configuration on every call.
+
+    Triton's arguments: ``configs`` (a list of ``triton.Config``; a dict here is taken as
+    ``params``), ``key``, ``prune_configs_by``, ``reset_to_zero``, ``restore_value``,
+    ``pre_hook``, ``post_hook`` keep their meaning; ``warmup``/``rep`` (ms) bound the time
+    spent measuring one configuration; ``use_cuda_graph``, ``do_bench`` and
+    ``cache_results`` are accepted and not needed (kerntune launches from its own worker,
+    times with CUDA events and always keeps its results). kerntune's own: ``params`` and
+    ``restrictions`` (a product space instead of a list), ``strategy``, ``max_fevals``,
+    ``time_limit``, ``db``, and any keyword of ``kerntune.tune`` (``answer``, ``atol``...).
+    """
+    if configs is not None and isinstance(configs, Mapping) and params is None:
+        configs, params = None, configs
+    if key is None:
+        raise TypeError("autotune() needs key=[names of the arguments whose values select a tuning]")
+    unknown = set(tune_options) - set(_TUNE_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"autotune() got unexpected keyword arguments {', '.join(sorted(unknown))}; it takes Triton's "
+            f"arguments and kerntune.tune's: {', '.join(_TUNE_OPTIONS)}"
+        )
+    if do_bench is not None:
+        warnings.warn("kerntune times kernels in its own worker: do_bench is not used", stacklevel=2)
+    search = dict(tune_options, strategy=strategy, max_fevals=max_fevals, time_limit=time_limit, db=db)
+    if warmup is not None or rep is not None:
+        timing = dict(search.get("timing") or {})
+        if rep is not None:
+            timing.setdefault("time_cap", f"{float(rep) / 1000}s")
+        search["timing"] = timing
 
     def decorator(fn):
-        return Autotuner(fn, params, key, restrictions, strategy, max_fevals, time_limit, db, tune_options)
+        return Autotuner(fn, configs, params, key, prune_configs_by, reset_to_zero, restore_value,
+                         pre_hook, post_hook, restrictions, search)
 
     return decorator

@@ -6,6 +6,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kerntune._kerntune import BackendError
+from kerntune._space import launch_options
+
+
+class NoValidConfigError(BackendError):
+    """A tuning run found no configuration that runs and passes its check. The message says
+    why (the reason every configuration shared, with a hint when it is a known one);
+    ``result`` holds the run's ``TuneResult``, every failure's reason included."""
+
+    def __init__(self, message: str, result: "TuneResult"):
+        super().__init__(message)
+        self.result = result
+
 
 @dataclass
 class TuneResult:
@@ -34,6 +47,10 @@ class TuneResult:
     costs: dict = field(default_factory=dict)
     #: The schedule stage's report (``tune(..., schedule=True)``), else None.
     schedule: Optional[dict] = None
+    #: Whether every configuration's outputs were checked against a reference.
+    verified: bool = True
+    #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
+    failure: Optional[str] = None
 
     @classmethod
     def from_json(cls, text: str) -> "TuneResult":
@@ -41,11 +58,7 @@ class TuneResult:
         best = data.get("best") or {}
         config = best.get("config")
         if config is not None:
-            config = {
-                k: v
-                for k, v in config.items()
-                if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")
-            }
+            config = launch_options(config)
         return cls(
             best_config=config,
             best_objective=best.get("objective"),
@@ -61,6 +74,7 @@ class TuneResult:
             results=data["results"],
             trace=data["trace"],
             costs=data["costs"],
+            failure=data.get("failure"),
         )
 
     def __repr__(self) -> str:

@@ -1,8 +1,9 @@
 """The Triton compile worker: a child process that compiles configurations of one
 @triton.jit kernel for a target architecture, with no GPU.
 
-It is started with a setup file that names the kernel (module file and function) and
-describes the arguments of the call being tuned. Each configuration is specialized by
+It is started with a setup file that holds the kernel as data (its source and what the
+source uses, see ``kerntune._kernel_source``: the worker never imports or runs the user's
+program) and describes the arguments of the call being tuned. Each configuration is specialized by
 Triton's own binder on stand-ins for those arguments, exactly as Triton's JIT specializes
 the real call (integers equal to 1 become constants, 16-divisible integers and 16-aligned
 pointers get ``tt.divisibility = 16``, and whatever else this Triton version does), then
@@ -16,8 +17,6 @@ Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "conste
 """
 
 import base64
-import importlib
-import importlib.util
 import json
 import re
 import sys
@@ -37,31 +36,6 @@ class _Tensor:
 
 class SharedMemoryTooLarge(Exception):
     pass
-
-
-def load_kernel(setup):
-    """The JITFunction named by the setup, importing its module the way the user did."""
-    module = None
-    name = setup.get("module_name")
-    if name and name != "__main__":
-        try:
-            module = importlib.import_module(name)
-        except Exception:  # fall back to the file: the module may not be importable by name here
-            module = None
-    if module is None:
-        spec = importlib.util.spec_from_file_location("kerntune_user_module", setup["module_file"])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["kerntune_user_module"] = module
-        spec.loader.exec_module(module)
-    kernel = module
-    for part in setup["function"].split("."):
-        kernel = getattr(kernel, part)
-    # Unwrap decorators that hold the JITFunction (triton.autotune, kerntune.autotune...).
-    from triton.runtime.jit import JITFunction
-
-    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
-        kernel = kernel.fn
-    return kernel
 
 
 def stand_in(arg):
@@ -116,7 +90,9 @@ def main(setup_path):
     target = GPUTarget("cuda", setup["arch"], 32)
     if setup.get("shared_limit"):
         refuse_large_shared_memory(setup["shared_limit"])
-    kernel = load_kernel(setup)
+    from kerntune._kernel_source import rebuild
+
+    kernel = rebuild(setup["kernel"])
     backend = make_backend(target)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
     stand_ins = {a["name"]: stand_in(a) for a in setup["args"]}

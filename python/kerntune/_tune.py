@@ -12,13 +12,15 @@ import json
 import os
 import struct
 import sys
+import shutil
 import tempfile
+import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
-from kerntune._results import TuneResult
-
-OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
+from kerntune._kernel_source import capture
+from kerntune._results import NoValidConfigError, TuneResult
+from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
 _DTYPES = {
@@ -155,7 +157,7 @@ def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[s
     return json.loads(_kerntune.valid_configs(json.dumps(params), list(restrictions), limit))
 
 
-def _reference_outputs(fn, grid, call, configs, restore_value):
+def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks):
     """Runs the first configuration that runs, through Triton itself, on copies of the
     tensors: the tensors it changes are the outputs, and their new contents the reference."""
     import torch
@@ -163,14 +165,17 @@ def _reference_outputs(fn, grid, call, configs, restore_value):
     errors = []
     for config in configs:
         copies = {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}
-        launch = {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
+        for name in reset_to_zero:
+            copies[name].zero_()
+        launch = launch_options(config)
         try:
-            fn[lambda meta: tuple(grid(list(config.values())))](**copies, **launch)
+            hooks.around(lambda: fn[lambda meta: tuple(grid(list(config.values())))](**copies, **launch), {**copies, **launch}, config)
             torch.cuda.synchronize()
         except Exception as error:  # try the next configuration
             errors.append(f"{config}: {type(error).__name__}: {error}")
             continue
-        changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and not _same_bytes(copies[k], v)}
+        changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and k not in reset_to_zero and not _same_bytes(copies[k], v)}
+        changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
         return config, changed
     raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
 
@@ -201,8 +206,15 @@ class Tensor:
         return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}.get(self.dtype, 1)
 
 
+def kernel_defaults(fn) -> dict:
+    """The kernel's parameters that have default values, with them."""
+    return {p.name: p.default for p in fn.params if p.has_default}
+
+
 def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
     """The call's arguments in the kernel's order (defaults filled in), tuned ones left out."""
+    if not isinstance(args, Mapping):
+        raise TypeError(f"args must be a dict of {fn.__name__}'s argument names to values, got {type(args).__name__}")
     unknown = [k for k in args if k not in fn.arg_names]
     if unknown:
         raise TypeError(f"{fn.__name__} has no argument named {', '.join(unknown)}")
@@ -265,25 +277,22 @@ def check_ptx_options(values) -> None:
         )
 
 
-def _job(fn, call, params, restrictions, arch, shared_limit, workdir):
+def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
     """The tuning job every call shares: arguments described, the compile worker's setup
     file written, the kernel fingerprinted."""
     import triton
 
     check_ptx_options(params.get("ptx_options", []))
 
-    configs = _first_valid_config(params, restrictions)
+    configs = listed.rows if listed is not None else _first_valid_config(params, restrictions)
     if not configs:
         raise _kerntune.SpaceError("no configuration satisfies the restrictions")
     specialization = _specialization(fn, call, configs[0], arch)
     job_args, describe = _describe(fn, call, params, specialization)
     setup_path = os.path.join(workdir, "triton-setup.json")
-    module = sys.modules.get(fn.fn.__module__)
     with open(setup_path, "w") as f:
         json.dump({
-            "module_file": getattr(module, "__file__", None),
-            "module_name": fn.fn.__module__,
-            "function": fn.fn.__qualname__,
+            "kernel": capture(fn),
             "args": describe,
             "arch": arch,
             "shared_limit": shared_limit,
@@ -297,6 +306,7 @@ def _job(fn, call, params, restrictions, arch, shared_limit, workdir):
         "kernel_name": fn.__name__,
         "params": params,
         "restrictions": list(restrictions),
+        "configs": None if listed is None else listed.rows,
         "args": job_args,
         "fingerprint": fingerprint,
         "problem": problem,
@@ -310,9 +320,10 @@ def _job(fn, call, params, restrictions, arch, shared_limit, workdir):
 def compile(
     kernel,
     args: Mapping[str, Any],
-    params: Mapping[str, Sequence],
+    params: Optional[Mapping[str, Sequence]] = None,
     restrictions: Optional[Sequence[str]] = None,
     *,
+    configs: Optional[Sequence] = None,
     arch: str = "sm_90",
     shared_limit: int = 232448,
     db: Optional[str] = None,
@@ -321,28 +332,39 @@ def compile(
 ) -> list:
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
-    ``kerntune.Tensor`` stand-ins instead of tensors. Returns one entry per configuration
+    ``kerntune.Tensor`` stand-ins instead of tensors. The space is ``params`` (with
+    ``restrictions``) or ``configs`` (a list of ``triton.Config``). Returns one entry per configuration
     (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
     memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
     kept in the results store. A compile that outlasts ``compile_timeout`` seconds (default
     60) fails that configuration."""
     fn = jit_function(kernel)
-    params = {k: list(v) for k, v in params.items()}
+    params, listed = space_of(params, configs, kernel_defaults(fn))
+    restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
-    workdir = tempfile.mkdtemp(prefix="kerntune-")
-    number = int(arch.removeprefix("sm_").rstrip("a"))
-    job, _, _ = _job(fn, call, params, restrictions or [], number, shared_limit, workdir)
-    if compile_timeout is not None:
-        job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
-    text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
+    number = _arch_number(arch)
+    with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
+        job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir)
+        if compile_timeout is not None:
+            job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
+        text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
     return json.loads(text)
+
+
+def _arch_number(arch) -> int:
+    """``sm_90`` (or ``sm_90a``, ``90``) as 90."""
+    text = str(arch).strip()
+    digits = text.removeprefix("sm_").rstrip("a")
+    if not digits.isdigit() or int(digits) < 50:
+        raise ValueError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
+    return int(digits)
 
 
 def tune(
     kernel,
     args: Mapping[str, Any],
     grid: Union[Callable, str, Sequence[int]],
-    params: Mapping[str, Sequence],
+    params: Optional[Mapping[str, Sequence]] = None,
     restrictions: Optional[Sequence[str]] = None,
     answer: Optional[Mapping[str, Any]] = None,
     atol: Optional[float] = None,
@@ -357,6 +379,8 @@ def tune(
     objective: Optional[tuple] = None,
     timing: Optional[Mapping[str, Any]] = None,
     restore_value: Sequence[str] = (),
+    reset_to_zero: Sequence[str] = (),
+    configs: Optional[Sequence] = None,
     seed: int = 0,
     fresh: bool = False,
     compile_workers: Optional[int] = None,
@@ -364,6 +388,7 @@ def tune(
     progress: bool = True,
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
+    hooks: Optional["Hooks"] = None,
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -371,6 +396,7 @@ def tune(
     bools; ``params`` maps tuned names to their values: the kernel's ``tl.constexpr``
     parameters and the compile options ``num_warps``, ``num_stages``, ``num_ctas``,
     ``maxnreg`` (0 = compiler's choice) and ``ptx_options`` (ptxas flags, "" = none).
+    ``configs`` (a list of ``triton.Config``) lists the configurations instead.
     ``grid`` is a callable of the launch's META (the arguments and the configuration, as
     for ``triton.autotune``), an expression string over the same names (``cdiv`` allowed),
     or a fixed tuple. ``restrictions`` are Python expressions over the parameters.
@@ -380,7 +406,9 @@ def tune(
     configuration that runs through Triton itself, the outputs being the tensors that run
     changes. ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
     Outputs are poisoned before the checked run; list in ``restore_value`` those the kernel
-    also reads (they are restored instead, as in ``triton.autotune``).
+    also reads (they are restored instead, as in ``triton.autotune``), and in
+    ``reset_to_zero`` the tensors the kernel expects to find at zero (zeroed before every
+    launch, checked and timed, and not counted in the time).
 
     ``strategy`` (see ``kerntune strategies``), ``max_fevals`` (default 100 unless a time
     limit or a target is given), ``time_limit`` (seconds) and ``target`` bound the search.
@@ -404,18 +432,73 @@ def tune(
     ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
     can be launched through Triton with ``kerntune.use_schedule``.
     """
+    fn = jit_function(kernel)
+    params, listed = space_of(params, configs, kernel_defaults(fn))
+    restrictions = names_of(restrictions, "restrictions")
+    restore_value = names_of(restore_value, "restore_value")
+    reset_to_zero = names_of(reset_to_zero, "reset_to_zero")
+    call = _bind(fn, args, params)
+    for argument, names in (("restore_value", restore_value), ("reset_to_zero", reset_to_zero)):
+        for name in names:
+            if not _is_tensor(call.get(name)):
+                raise ValueError(f"{argument} names '{name}', which is not a tensor argument of {fn.__name__}")
     import torch
 
-    fn = jit_function(kernel)
-    params = {k: list(v) for k, v in params.items()}
-    restrictions = list(restrictions or [])
-    call = _bind(fn, args, params)
     device = torch.cuda.current_device() if device is None else device
     info = json.loads(_kerntune.device_info(device))
     arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
     grid_fn = _grid_function(grid, call, list(params))
     workdir = tempfile.mkdtemp(prefix="kerntune-")
-    job, describe, configs = _job(fn, call, params, restrictions, arch, info["max_shared_per_block_optin"], workdir)
+    try:
+        return _tune_in(
+            fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
+            hooks or Hooks(), device, arch, info, workdir, dict(
+                strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
+                target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
+                objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
+            ),
+        )
+    finally:
+        if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+class Hooks:
+    """Python code a Triton user runs around launches (``pre_hook``, ``post_hook``,
+    ``triton.Config.pre_hook``). kerntune runs them around the launches made in this
+    process: the reference run and every launch of the chosen configuration. The benchmark
+    worker launches the cubins on its own copies of the tensors, where Python cannot run;
+    ``reset_to_zero`` and ``restore_value`` say declaratively what such hooks usually do."""
+
+    def __init__(self, pre_hook=None, post_hook=None, config_hooks=None):
+        self.pre_hook = pre_hook
+        self.post_hook = post_hook
+        self.config_hooks = config_hooks or {}
+
+    def around(self, launch, nargs: dict, config: Mapping[str, Any]):
+        config_hook = self.config_hooks.get(_config_key(config))
+        if config_hook is not None:
+            config_hook(nargs)
+        if self.pre_hook is not None:
+            self.pre_hook(nargs)
+        try:
+            result = launch()
+        except Exception as error:
+            if self.post_hook is not None:
+                self.post_hook(nargs, exception=error)
+            raise
+        if self.post_hook is not None:
+            self.post_hook(nargs, exception=None)
+        return result
+
+
+def _config_key(config: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in launch_options(config).items()))
+
+
+def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
+             hooks, device, arch, info, workdir, search) -> TuneResult:
+    job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir)
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
@@ -424,11 +507,21 @@ def tune(
             entry["len"] = _storage_span(value)
             _write_tensor(value, entry["file"])
 
+    for name in reset_to_zero:
+        entry = job_args[fn.arg_names.index(name)]
+        entry["reset"] = True
+        entry["poison"] = False
+
     reference = None
     if answer is None:
-        _, outputs = _reference_outputs(fn, grid_fn, call, configs, restore_value)
+        _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks)
     else:
+        if not isinstance(answer, Mapping):
+            raise TypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
         outputs = dict(answer)
+        for name in outputs:
+            if not _is_tensor(call.get(name)):
+                raise ValueError(f"answer names '{name}', which is not a tensor argument of {fn.__name__}")
     if outputs:
         reference = []
         for name, expected in outputs.items():
@@ -449,22 +542,37 @@ def tune(
     for name in restore_value:
         job_args[fn.arg_names.index(name)]["poison"] = False
     scalars = {d["name"]: d["value"] for d in describe if d["kind"] == "value" and isinstance(d.get("value"), (int, float))}
+    if reference is None:
+        warnings.warn(
+            f"{fn.__name__}: no tensor changed when the reference configuration ran, so outputs will not be "
+            "checked; give answer= to check them",
+            stacklevel=3,
+        )
     job["reference"] = reference
-    job["timing"] = dict(timing or {})
+    job["timing"] = dict(search["timing"] or {})
+    objective = search["objective"]
     if objective is not None:
         job["objective"] = {"name": objective[0], "expression": objective[1], "values": scalars}
-    bar = _Progress() if progress else None
-    text = _kerntune.tune_triton(
-        json.dumps(job), grid_fn, strategy, json.dumps(dict(strategy_options or {})),
-        default_budget(strategy, max_fevals, time_limit, target),
-        time_limit, target, seed, db, fresh, compile_workers or os.cpu_count() or 4, device, bar,
-    )
-    if bar:
-        bar.close()
+    strategy, db, time_limit, target = search["strategy"], search["db"], search["time_limit"], search["target"]
+    bar = _Progress() if search["progress"] else None
+    try:
+        text = _kerntune.tune_triton(
+            json.dumps(job), grid_fn, strategy, json.dumps(dict(search["strategy_options"] or {})),
+            default_budget(strategy, search["max_fevals"], time_limit, target),
+            time_limit, target, search["seed"], db, search["fresh"], search["compile_workers"] or os.cpu_count() or 4,
+            device, bar,
+        )
+    finally:
+        if bar:
+            bar.close()
     result = TuneResult.from_json(text)
+    result.verified = reference is not None
+    if result.failure is not None:
+        raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
     best = json.loads(text).get("best")
-    if schedule and best is not None:
-        report = _kerntune.tune_schedule_triton(json.dumps(job), grid_fn, json.dumps(best["config"]), json.dumps(dict(schedule_options or {})), db, device)
+    if search["schedule"] and best is not None:
+        options = json.dumps(dict(search["schedule_options"] or {}))
+        report = _kerntune.tune_schedule_triton(json.dumps(job), grid_fn, json.dumps(best["config"]), options, db, device)
         result.schedule = json.loads(report)
     return result
 

@@ -200,3 +200,77 @@ print("from_store", result.from_store, "evaluations", result.evaluations)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"from_store {kept} evaluations 30" in resumed.stdout, resumed.stdout
     assert rows() == 30, "no row lost, none measured twice"
+
+
+def test_the_tutorial_shaped_script_runs_as_a_file_and_tunes_once(tmp_path):
+    """examples/triton/tutorial_matmul.py: top-level code, no main guard, triton.Config
+    list; the second run answers from the store."""
+    import os
+    import pathlib
+
+    script = pathlib.Path(__file__).parents[2] / "examples" / "triton" / "tutorial_matmul.py"
+    env = dict(os.environ, KERNTUNE_DB=str(tmp_path / "results.db"))
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "matches torch" in run.stdout, run.stdout
+    print(runs[0].stdout, runs[1].stdout)
+    first, second = (float(r.stdout.split("first call (tuning): ")[1].split(" s")[0]) for r in runs)
+    assert second < first, "the second process found the answer in the store"
+
+
+def test_reset_to_zero_buffers_are_zero_before_every_launch(db):
+    """A kernel that accumulates with atomics is right only on a zeroed output: with
+    reset_to_zero it verifies, and timed launches start from zero too."""
+    import torch
+    import triton
+
+    torch.manual_seed(0)
+    x = torch.randn(1 << 20, device="cuda")
+    total = torch.zeros(1, device="cuda")
+    tuned = kerntune.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=4) for b in (256, 1024, 4096)], key=["n"],
+                              reset_to_zero=["total_ptr"], strategy="brute_force", db=db, progress=False)(_sum_kernel)
+    tuned[lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)](x, total, x.numel())
+    assert tuned.result.evaluations == 3 and tuned.result.failed == 0, tuned.result.results
+    torch.testing.assert_close(total, x.sum().reshape(1), atol=1e-2, rtol=1e-3)
+    assert tuned.best_config.kwargs["BLOCK"] in (256, 1024, 4096) and tuned.cache
+
+
+def test_a_run_where_every_configuration_fails_raises_with_the_reason(db):
+    import torch
+    import triton
+
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    wrong = torch.full_like(x, 7.0)
+    with pytest.raises(kerntune.NoValidConfigError, match="elements wrong") as raised:
+        kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
+                      {"BLOCK": [64, 128, 256, 512, 1024], "BUGGY": [0]}, answer={"y_ptr": wrong}, strategy="brute_force", db=db,
+                      progress=False)
+    assert raised.value.result.evaluations == 5 and raised.value.result.failed == 5
+
+
+def test_hooks_run_around_the_launches_made_in_this_process(db):
+    import torch
+    import triton
+
+    calls = []
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    configs = [triton.Config({"BLOCK": 128, "BUGGY": 0}, pre_hook=lambda nargs: calls.append(("config", nargs["BLOCK"])))]
+    tuned = kerntune.autotune(configs=configs, key=["n"], pre_hook=lambda nargs, reset_only=False: calls.append("pre"),
+                              post_hook=lambda nargs, exception: calls.append("post"), db=db, progress=False)(_scale_kernel)
+    tuned[lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)](x, y, x.numel())
+    torch.testing.assert_close(y, x * 2)
+    # Once around the reference run, once around the launch itself.
+    assert calls == [("config", 128), "pre", "post"] * 2, calls
+
+
+try:
+    @triton.jit
+    def _sum_kernel(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.atomic_add(total_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+except NameError:  # collected without triton
+    pass

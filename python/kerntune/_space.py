@@ -1,0 +1,142 @@
+"""Search spaces as Python callers give them: ``params=`` (every combination of the listed
+values, under restrictions) or ``configs=`` (Triton's list of ``triton.Config``, or of plain
+dicts: exactly those configurations).
+
+Both become one table ``{name: [values]}``; a listed space also keeps its rows, which Rust
+turns into a space of exactly those configurations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+#: Compile options of a Triton launch that are tuned like constexprs.
+OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
+
+
+def values_of(name: str, values, argument: str = "params") -> list:
+    """One parameter's values: a sequence, or a single value (a string is one value, never
+    its characters)."""
+    if isinstance(values, (str, bytes, int, float, bool)) or values is None:
+        values = [values]
+    elif isinstance(values, Mapping) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{argument}['{name}'] must be a list of values, got {type(values).__name__}")
+    values = list(values)
+    if not values:
+        raise ValueError(f"{argument}['{name}'] has no values")
+    for value in values:
+        if value is None or not isinstance(value, (int, float, bool, str)):
+            raise TypeError(
+                f"{argument}['{name}'] holds {value!r} ({type(value).__name__}); values are ints, floats, bools or strings"
+            )
+    return values
+
+
+def check_params(params) -> dict:
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a dict of parameter name to a list of values, got {type(params).__name__}")
+    if not params:
+        raise ValueError("params is empty: give at least one parameter to tune")
+    return {str(name): values_of(str(name), values) for name, values in params.items()}
+
+
+def names_of(value, argument: str) -> list[str]:
+    """A list of names; a single string is one name."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    try:
+        names = list(value)
+    except TypeError:
+        raise TypeError(f"{argument} must be a list of argument names, got {type(value).__name__}") from None
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{argument} must hold argument names (strings), got {name!r}")
+    return names
+
+
+def _config_dict(config, index: int) -> tuple[dict, Any]:
+    """A ``triton.Config`` (or dict) as ``{name: value}``, and its pre_hook."""
+    if isinstance(config, Mapping):
+        return dict(config), None
+    kwargs = getattr(config, "kwargs", None)
+    if kwargs is None or not hasattr(config, "num_warps"):
+        raise TypeError(f"configs[{index}] is {type(config).__name__}; give triton.Config objects or dicts")
+    if getattr(config, "ir_override", None) is not None:
+        raise ValueError(f"configs[{index}]: ir_override is not supported by kerntune (it replaces the compiled IR)")
+    row = dict(kwargs)
+    row["num_warps"] = config.num_warps
+    row["num_stages"] = config.num_stages
+    row["num_ctas"] = config.num_ctas
+    row["maxnreg"] = config.maxnreg
+    return row, getattr(config, "pre_hook", None)
+
+
+class Listed:
+    """A listed space: the parameter table, the rows (one dict per configuration, in the
+    caller's order) and each row's ``pre_hook``."""
+
+    def __init__(self, params: dict, rows: list, hooks: list):
+        self.params = params
+        self.rows = rows
+        self.hooks = hooks
+
+
+def listed(configs, defaults: Mapping[str, Any]) -> Listed:
+    """The space of exactly ``configs``. A configuration that leaves out a constexpr the
+    others set gets the kernel's default for it; ``maxnreg=None`` becomes 0 (the
+    compiler's choice)."""
+    if isinstance(configs, (str, bytes, Mapping)) or not hasattr(configs, "__iter__"):
+        raise TypeError(f"configs must be a list of triton.Config, got {type(configs).__name__}")
+    pairs = [_config_dict(config, i) for i, config in enumerate(configs)]
+    if not pairs:
+        raise ValueError("configs is empty: give at least one triton.Config")
+    rows = [row for row, _ in pairs]
+    names: list[str] = []
+    for row in rows:
+        names += [name for name in row if name not in names]
+    if all(row.get("maxnreg") is None for row in rows):
+        names = [n for n in names if n != "maxnreg"]
+    table: dict[str, list] = {name: [] for name in names}
+    seen: dict[str, set] = {name: set() for name in names}  # typed: True and 1 are two values
+    filled = []
+    for index, row in enumerate(rows):
+        full = {}
+        for name in names:
+            if name in row:
+                value = row[name]
+            elif name in defaults:
+                value = defaults[name]
+            else:
+                raise ValueError(f"configs[{index}] has no value for '{name}', which other configs set and the kernel has no default for")
+            if name == "maxnreg" and value is None:
+                value = 0
+            values_of(name, [value], f"configs[{index}]")
+            full[name] = value
+            if (type(value), value) not in seen[name]:
+                seen[name].add((type(value), value))
+                table[name].append(value)
+        filled.append(full)
+    return Listed(table, filled, [hook for _, hook in pairs])
+
+
+def launch_options(config: Mapping[str, Any]) -> dict:
+    """A configuration as a Triton launch's keyword arguments: ``maxnreg = 0`` and an empty
+    ``ptx_options`` mean "the compiler's choice", which a launch spells by leaving them out."""
+    return {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
+
+
+def space_of(params: Optional[Mapping[str, Sequence]], configs, defaults: Mapping[str, Any]):
+    """``(table, listed or None)`` from the caller's ``params`` or ``configs``."""
+    if params is not None and configs is not None:
+        raise TypeError("give params (a product of values) or configs (a list of triton.Config), not both")
+    if params is None and configs is None:
+        raise TypeError("give the search space: params={name: [values]} or configs=[triton.Config(...), ...]")
+    if configs is not None:
+        space = listed(configs, defaults)
+        return space.params, space
+    if not isinstance(params, Mapping) and hasattr(params, "__iter__") and not isinstance(params, (str, bytes)):
+        space = listed(params, defaults)  # a list of Configs passed where params go
+        return space.params, space
+    return check_params(params), None
