@@ -11,6 +11,8 @@ as fast as Triton's (target: first call under half of Triton's, same speed of th
 
     python bench/triton_autotune.py [ROUNDS]        # default 3; prints a table last
 
+COMPILE_WORKERS sets kerntune's compile workers (default: one per core).
+
 Exits non-zero if a run fails or computes a wrong product.
 """
 
@@ -49,7 +51,8 @@ CONFIGS = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": 
            for m, n, k, s, w in ROWS]
 
 autotune = triton.autotune if WHICH == "triton" else kerntune.autotune
-kernel = autotune(configs=CONFIGS, key=["M", "N", "K"])(triton.jit(body))
+options = {} if WHICH == "triton" or not WORKERS else {"compile_workers": int(WORKERS)}
+kernel = autotune(configs=CONFIGS, key=["M", "N", "K"], **options)(triton.jit(body))
 torch.manual_seed(0)
 a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
 b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
@@ -62,7 +65,9 @@ torch.cuda.synchronize()
 first = time.perf_counter() - start
 torch.testing.assert_close(c, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
 best = kernel.best_config
-print("RESULT " + json.dumps({"first_call_s": first, "best": {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}}))
+detail = {} if WHICH == "triton" else {"phases": kernel.result.phases, "costs": kernel.result.costs, "search_wall_s": kernel.result.wall_s,
+                                         "first_result_s": kernel.result.trace[0]["elapsed_s"], "statuses": [r["status"] for r in kernel.result.results]}
+print("RESULT " + json.dumps({"first_call_s": first, "best": {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}, **detail}))
 '''
 
 # One process: time two configurations through Triton's launcher, interleaved.
@@ -104,7 +109,8 @@ def fresh_env() -> dict:
 
 
 def first_call(which: str) -> dict:
-    code = f"EXAMPLES = {EXAMPLES!r}; ROWS = {ROWS!r}; WHICH = {which!r}; SIZE = {SIZE}\n" + KERNEL + ONE_RUN
+    workers = os.environ.get("COMPILE_WORKERS", "")
+    code = f"EXAMPLES = {EXAMPLES!r}; ROWS = {ROWS!r}; WHICH = {which!r}; SIZE = {SIZE}; WORKERS = {workers!r}\n" + KERNEL + ONE_RUN
     return run_python(code, fresh_env())
 
 
@@ -116,7 +122,8 @@ def main(rounds: int) -> None:
         now = {which: first_call(which) for which in order}
         for which in order:
             runs[which].append(now[which])
-            print(f"round {round + 1} {which}: first call {now[which]['first_call_s']:.2f} s, best {now[which]['best']}", flush=True)
+            detail = {k: v for k, v in now[which].items() if k not in ("first_call_s", "best")}
+            print(f"round {round + 1} {which}: first call {now[which]['first_call_s']:.2f} s, best {now[which]['best']} {detail or ''}", flush=True)
         ratios.append(now["kerntune"]["first_call_s"] / now["triton"]["first_call_s"])
     picks = [runs["kerntune"][-1]["best"], runs["triton"][-1]["best"]]
     same = picks[0] == picks[1]

@@ -70,6 +70,41 @@ def refuse_large_shared_memory(limit):
     CUDABackend.add_stages = add_stages
 
 
+def compile_only_driver(target):
+    """Makes Triton's active driver one that names ``target`` and has no device.
+
+    Code generation asks the active driver for the current target (``tl.dot``,
+    ``is_cuda()``, tensor-memory checks...). On a machine with a GPU that creates Triton's CUDA
+    driver, which imports torch, initialises CUDA and builds its C helpers: seconds per
+    worker, for nothing, and it would answer with the GPU's architecture rather than the one
+    being compiled for. Without a GPU it answers "no target", which the code generator
+    treats as "not CUDA". This driver answers with the compile target everywhere."""
+    from triton.backends.driver import DriverBase
+    from triton.runtime import driver
+
+    class CompileOnly(DriverBase):
+        @classmethod
+        def is_active(cls):
+            return False
+
+        def get_current_target(self):
+            return target
+
+        def get_current_device(self):
+            return 0
+
+        def map_python_to_cpp_type(self, ty):
+            raise RuntimeError("a compile worker launches nothing")
+
+        def get_active_torch_device(self):
+            raise RuntimeError("a compile worker has no device")
+
+        def get_benchmarker(self):
+            raise RuntimeError("a compile worker times nothing")
+
+    driver.set_active(CompileOnly())
+
+
 def ptx_param_count(ptx, name):
     """Parameters of the kernel's entry in its PTX: the launch ABI of this Triton version,
     read off the compiled kernel rather than assumed."""
@@ -88,6 +123,7 @@ def main(setup_path):
     with open(setup_path) as f:
         setup = json.load(f)
     target = GPUTarget("cuda", setup["arch"], 32)
+    compile_only_driver(target)
     if setup.get("shared_limit"):
         refuse_large_shared_memory(setup["shared_limit"])
     from kerntune._kernel_source import rebuild

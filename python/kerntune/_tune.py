@@ -14,6 +14,7 @@ import struct
 import sys
 import shutil
 import tempfile
+import time
 import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -498,6 +499,8 @@ def _config_key(config: Mapping[str, Any]) -> tuple:
 
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
              hooks, device, arch, info, workdir, search) -> TuneResult:
+    clock = time.perf_counter()
+    phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir)
     job_args = job["args"]
     for entry in job_args:
@@ -512,6 +515,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         entry["reset"] = True
         entry["poison"] = False
 
+    phases["prepare_s"] = time.perf_counter() - clock
     reference = None
     if answer is None:
         _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks)
@@ -542,6 +546,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     for name in restore_value:
         job_args[fn.arg_names.index(name)]["poison"] = False
     scalars = {d["name"]: d["value"] for d in describe if d["kind"] == "value" and isinstance(d.get("value"), (int, float))}
+    phases["reference_s"] = time.perf_counter() - clock - phases["prepare_s"]
     if reference is None:
         warnings.warn(
             f"{fn.__name__}: no tensor changed when the reference configuration ran, so outputs will not be "
@@ -566,6 +571,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         if bar:
             bar.close()
     result = TuneResult.from_json(text)
+    phases["tune_s"] = time.perf_counter() - clock - phases["prepare_s"] - phases["reference_s"]
+    result.phases = phases
     result.verified = reference is not None
     if result.failure is not None:
         raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
