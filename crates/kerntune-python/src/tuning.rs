@@ -32,18 +32,18 @@ pub fn space_of(params: &str, restrictions: &[String]) -> PyResult<Space> {
 }
 
 /// Search settings, as the Python API passes them.
-struct Search {
+pub(crate) struct Search {
     strategy: String,
     strategy_options: Map<String, Json>,
     budget: Budget,
     seed: u64,
-    db: PathBuf,
+    pub(crate) db: PathBuf,
     /// Measure everything again instead of answering from the store.
     fresh: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn search(
+pub(crate) fn search(
     strategy: &str,
     strategy_options: &str,
     max_fevals: Option<usize>,
@@ -71,12 +71,12 @@ fn search(
     })
 }
 
-fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
+pub(crate) fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
     let (program, args) = argv.split_first().ok_or_else(|| errors::backend("an empty worker command"))?;
     Ok(WorkerCommand::new(program, args.to_vec()))
 }
 
-fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
+pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
     Ok(match value {
         Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
         Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
@@ -87,7 +87,7 @@ fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
 
 /// Runs one tuning with a frontend: the store, the strategy, the lazily started pipeline,
 /// progress and Ctrl-C. Called with the GIL released.
-fn run(
+pub(crate) fn run(
     frontend: &dyn Frontend,
     space: &Space,
     info: &TuningInfo,
@@ -203,7 +203,7 @@ pub fn device_info(device: usize) -> PyResult<String> {
     serde_json::to_string(&require_gpu(device)?).map_err(errors::backend)
 }
 
-fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
+pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
     if !driver_available() {
         return Err(errors::no_gpu(
             "no NVIDIA driver on this machine: tuning needs a GPU (compile_only=True works without one)",
@@ -332,7 +332,8 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
         }
         let mut record = |outcome: CompileOutcome| -> Result<(), String> {
             let (index, entry) = match outcome {
-                CompileOutcome::Compiled { id, cubin, seconds, launch } => {
+                CompileOutcome::Compiled { id, binary, seconds } => {
+                    let (cubin, launch) = (binary.cubin, binary.launch);
                     let config = space.config_json(ids[id as usize]);
                     if let (Some(store), Some(tuning)) = (&store, tuning) {
                         store.save_artifact(tuning, &config, "cubin", &cubin, "triton").map_err(|e| e.to_string())?;
@@ -359,7 +360,7 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
 }
 
 /// Stand-in device limits for compiling without a GPU: Hopper's.
-fn compile_only_device() -> kerntune_cuda::DeviceInfo {
+pub(crate) fn compile_only_device() -> kerntune_cuda::DeviceInfo {
     kerntune_cuda::DeviceInfo {
         ordinal: 0,
         name: "compile-only".into(),
@@ -434,7 +435,7 @@ pub fn tune_schedule_triton(
 /// `KeyboardInterrupt` from a callback (the grid function, the progress callback), where it
 /// would count as that callback's failure. This puts the interrupt back, for the tuner's
 /// next check to see.
-fn keep_interrupt(py: Python<'_>, error: &PyErr) {
+pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
     if error.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
         // SAFETY: PyErr_SetInterrupt only sets the flag a SIGINT would set; it may be
         // called from any thread, with or without the GIL.
