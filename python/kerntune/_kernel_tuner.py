@@ -61,8 +61,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy)
     params = _tune_params(tune_params)
     objective = objective or "time"
-    if objective_higher_is_better is None:
-        objective_higher_is_better = _direction(objective, metrics)
+    objective_higher_is_better = _direction(objective, objective_higher_is_better, metrics)
     if simulation_mode:
         return _simulate(kernel_name, problem_size, params, restrictions, strategy, cache, objective,
                          objective_higher_is_better, quiet)
@@ -72,7 +71,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                      restrictions, answer, atol, rtol, verify, smem_args, cmem_args, compiler_options, defines,
                      block_size_names, iterations, metrics, objective, workdir)
         if compile_only:
-            return call.compile(arch, db, parallel)
+            return call.compile(arch, db, parallel, objective_higher_is_better)
         return call.tune(device, strategy, strategy_options, seed, cache, db, parallel, objective_higher_is_better,
                          verbose, quiet, started)
     finally:
@@ -151,14 +150,22 @@ def _plain(value):
     return value.item() if hasattr(value, "item") and getattr(value, "ndim", 0) == 0 else value
 
 
-def _direction(objective: str, metrics) -> bool:
+def _direction(objective, higher_is_better, metrics) -> bool:
+    """Whether higher values of the objective are better: as given, or Kernel Tuner's
+    default for the objectives it knows."""
+    if not isinstance(objective, str):
+        raise ArgumentTypeError("objective: give one objective's name ('time' or a key of metrics)")
+    if objective != "time" and not (isinstance(metrics, dict) and objective in metrics):
+        raise ArgumentError(f"objective '{objective}' is neither 'time' nor a key of metrics")
+    if higher_is_better is not None:
+        if not isinstance(higher_is_better, bool):
+            raise ArgumentTypeError("objective_higher_is_better: give True or False")
+        return higher_is_better
     if objective in _HIGHER_IS_BETTER:
         return _HIGHER_IS_BETTER[objective]
-    if objective.endswith("/s") or objective.endswith("/W") or objective.endswith("/J"):
+    if objective.endswith(("/s", "/W", "/J")):
         return True
-    if metrics and objective in metrics:
-        raise ArgumentError(f"objective '{objective}': give objective_higher_is_better=True or False")
-    raise ArgumentError(f"objective '{objective}' is neither 'time' nor a key of metrics")
+    raise ArgumentError(f"objective '{objective}': give objective_higher_is_better=True or False")
 
 
 class _Call:
@@ -265,7 +272,7 @@ class _Call:
             raise ArgumentError("answer: every entry is None; give the expected contents of at least one output")
         return list(answer), verify
 
-    def spec(self, max_threads: int, max_shared: int) -> dict:
+    def spec(self, max_threads: int, max_shared: int, higher_is_better: bool) -> dict:
         restrictions = list(self.restrictions)
         threads = restriction_of_threads(self.conventions.block_names, list(self.params), max_threads)
         if threads:
@@ -285,7 +292,7 @@ class _Call:
             spec["verify"] = {"reference": {"outputs": outputs}, "atol": float(self.atol), "rtol": float(self.rtol)}
         expression = self.metrics.get(self.objective)
         if isinstance(expression, str) and _names_in(expression) <= set(self.params) | {"time"}:
-            spec["objective"] = {"name": self.objective, "expression": expression}
+            spec["objective"] = {"name": self.objective, "expression": expression, "higher_is_better": higher_is_better}
         return spec
 
     def job(self, spec: dict, db, parallel) -> dict:
@@ -301,11 +308,12 @@ class _Call:
             "db": None if db is None else os.fspath(db),
         }
 
-    def compile(self, arch, db, parallel):
+    def compile(self, arch, db, parallel, higher_is_better):
         if not isinstance(arch, str) or not arch.startswith("sm_"):
             raise ArgumentError(f"arch={arch!r}: give a GPU architecture such as 'sm_90'")
         limits = _COMPILE_ONLY_LIMITS
-        job = self.job(self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"]), db, parallel)
+        spec = self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"], higher_is_better)
+        job = self.job(spec, db, parallel)
         job["arch"] = arch
         rows = json.loads(_kerntune.compile_kernel_tuner(json.dumps(job), self.conventions.instance))
         compiled = sum(row["status"] == "compiled" for row in rows)
@@ -321,10 +329,10 @@ class _Call:
         info = json.loads(_kerntune.device_info(device))
         if not quiet:
             print(f"Using: {info['name']}")
-        spec = self.spec(info["max_threads_per_block"], info["max_shared_per_block_optin"])
+        spec = self.spec(info["max_threads_per_block"], info["max_shared_per_block_optin"], higher_is_better)
+        if strategy_options is not None and not isinstance(strategy_options, dict):
+            raise ArgumentTypeError("strategy_options: give a dict such as {'max_fevals': 100}")
         options = dict(strategy_options or {})
-        if not isinstance(options, dict):
-            raise ArgumentTypeError("strategy_options: give a dict")
         max_fevals = options.pop("max_fevals", None)
         time_limit = options.pop("time_limit", None)
         strategy = strategy or "brute_force"
@@ -350,7 +358,8 @@ class _Call:
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
                                            self._check if self.verify is not None else None, self.constants, None)
         data = json.loads(text)
-        results = [self._row(entry) for entry in data["results"]]
+        cached = (document or {}).get("cache", {})
+        results = [self._row(entry, cached) for entry in data["results"]]
         if verbose:
             for row, entry in zip(results, data["results"]):
                 if entry["status"] not in ("ok", "early_stopped"):
@@ -389,11 +398,15 @@ class _Call:
         passed = verify(self.answer, result, atol=self.atol) if accepts_atol else verify(self.answer, result)
         return None if passed else "the custom verify function returned False"
 
-    def _row(self, entry: dict) -> dict:
+    def _row(self, entry: dict, cached: dict) -> dict:
         row = dict(entry["config"])
         valid = entry["status"] in ("ok", "early_stopped")
         row["time"] = entry["time_ms"] if valid else error_of(entry["status"])
         row["times"] = entry["samples"]
+        if valid and row["time"] is None:
+            # Measured by Kernel Tuner: its cache entry has the time.
+            measured = cached.get(_kt_cache.key_of(row, list(self.params)), {})
+            row["time"], row["times"] = measured.get("time"), measured.get("times", [])
         costs = entry.get("costs") or {}
         for name, ours in _COSTS.items():
             row[name] = 1000 * costs.get(ours, 0.0)

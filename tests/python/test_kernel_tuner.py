@@ -280,3 +280,26 @@ def kernel_tuner_example(name):
         sys.modules[key] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[key])
     return sys.modules[key]
+
+
+def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
+    from kerntune._kernel_tuner import _Call
+
+    partial = np.zeros(8, np.float32)
+    values = np.ones(64, np.float32)
+    seen = {}
+
+    def verify(answer, result, atol=None):
+        seen.update(answer=answer, result=result, atol=atol)
+        return np.isclose(result[0].sum(), answer[0])
+
+    call = _Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
+                 ([], None, None), None, [64.0, None, None], 1e-3, 0.0, verify, None, None, None, None, None, 7, None,
+                 "time", str(tmp_path))
+    assert call.args[0]["output"] and call.args[0]["poison"] is False, "outputs start from their contents, unpoisoned"
+    written = tmp_path / "0.0.bin"
+    np.full(8, 8.0, np.float32).tofile(written)
+    assert call._check([8], [(0, str(written))]) is None
+    assert seen["atol"] == 1e-3 and seen["result"][1] is None and seen["result"][0].shape == (8,)
+    np.zeros(8, np.float32).tofile(written)
+    assert "returned False" in call._check([8], [(0, str(written))])
