@@ -296,25 +296,22 @@ impl<'a> Pipeline<'a> {
             ..Costs::default()
         };
         let mut metrics = attribute_metrics(&result);
-        let checked = self.check_returned_outputs(result.id, &job.values, result.status);
-        let evaluation = match result.status {
-            Status::Ok | Status::EarlyStopped if checked.is_err() => {
-                let reason = checked.err().unwrap_or_default();
-                let mut evaluation = Evaluation::failed(Status::InvalidOutput, reason, costs);
-                evaluation.metrics = metrics;
-                evaluation.samples = result.samples;
-                evaluation
-            }
+        // Outputs the frontend judges itself can still turn a measured configuration wrong.
+        let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
+            Ok(()) => (result.status, result.reason),
+            Err(reason) => (Status::InvalidOutput, Some(reason)),
+        };
+        let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
                 let time = median(&result.samples);
-                if result.status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
+                if status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
                     self.best_median_ms = Some(time);
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
                 match self.frontend.objective(&job.values, time) {
                     Ok(objective) => Evaluation {
-                        status: result.status,
-                        reason: result.reason,
+                        status,
+                        reason,
                         objective: Some(objective),
                         samples: result.samples,
                         costs,
@@ -324,7 +321,7 @@ impl<'a> Pipeline<'a> {
                 }
             }
             status => {
-                let mut evaluation = Evaluation::failed(status, result.reason.clone().unwrap_or_default(), costs);
+                let mut evaluation = Evaluation::failed(status, reason.unwrap_or_default(), costs);
                 evaluation.metrics = metrics;
                 evaluation.samples = result.samples;
                 evaluation
