@@ -115,7 +115,8 @@ impl<'a> CudaFrontend<'a> {
         let (source, name, options, geometry) = match reference {
             Reference::Outputs(data) => return Ok(ReferenceSetup::Outputs { data: data.clone() }),
             Reference::Config(values) => {
-                (spec.source_for(values), spec.kernel_name.clone(), spec.options_for(values), spec.geometry(values)?)
+                let Instance { source, name, geometry } = self.instance(values)?;
+                (source, name, spec.options_for(values), geometry)
             }
             Reference::Kernel { name, source, options, grid, block } => {
                 let mut text = spec.source_for(&self.first);
