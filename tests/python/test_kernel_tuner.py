@@ -85,6 +85,15 @@ def test_compiling_again_answers_from_the_store(db):
     assert [r["symbol"] for r in again] == [r["symbol"] for r in first]
 
 
+def test_a_new_answer_is_a_new_tuning_not_an_answer_from_the_store(db):
+    args = vector_args()
+    space = {"block_size_x": [64]}
+    first, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] + args[2], None, None, None])
+    again, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] + args[2], None, None, None])
+    other, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] - args[2], None, None, None])
+    assert [r["from_store"] for r in (first[0], again[0], other[0])] == [False, True, False]
+
+
 def test_compiler_options_and_defines_reach_the_compiler(db):
     source = """
     #if !defined(SCALE) || !defined(FAST)
