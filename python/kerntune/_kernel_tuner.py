@@ -258,6 +258,8 @@ class _Call:
             if expected is None:
                 continue
             argument = self.arrays[index]
+            if argument is None and verify is not None:
+                continue  # a scalar: the custom check receives None for it, as in Kernel Tuner
             if argument is None:
                 raise ArgumentError(f"answer[{index}]: argument {index} is a scalar, which the kernel cannot write; "
                                     "give None there")
@@ -537,7 +539,9 @@ def _no_valid_message(entries, what: str) -> str:
     reason, count = reasons.most_common(1)[0] if reasons else ("the space is empty", 0)
     hint = ""
     low = reason.lower()
-    if "not_found" in low or "not a __global__" in low or "is undefined" in low or "name expression" in low:
+    if "cumodulegetglobal" in low:
+        hint = " Hint: a name in cmem_args is not a __constant__ variable of the kernel's source."
+    elif "names no __global__" in low or "finding the kernel" in low or "name expression" in low:
         hint = (" Hint: the kernel's name was not found in the module; check kernel_name (a templated kernel is "
                 "named with its arguments, e.g. 'kernel<float, 4>').")
     elif "threads per block" in low or "shared memory" in low:

@@ -76,6 +76,13 @@ def test_a_name_missing_from_the_source_fails_loudly_with_a_hint(db):
     assert "Hint" in message
 
 
+def test_a_compile_error_in_the_kernel_is_reported_without_the_name_hint(db):
+    source = VECTOR_ADD.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + undefined_name;")
+    with pytest.raises(kerntune.KerntuneError, match="undefined_name") as caught:
+        compile_only(db, "vector_add", source, 4096, vector_args(), {"block_size_x": [64]})
+    assert "kernel's name" not in str(caught.value)
+
+
 def test_compiling_again_answers_from_the_store(db):
     space = {"block_size_x": [64, 128]}
     first, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), space)

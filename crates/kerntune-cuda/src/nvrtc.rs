@@ -93,6 +93,9 @@ fn open_library(path: &std::path::Path) -> bool {
     !unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
 }
 
+/// Where NVRTC reports errors in the name expressions it was given.
+const NAME_MAP: &str = "__nv_name_map";
+
 /// Compiles `source` for `arch` (`sm_90`) with extra `options`, returning the cubin and the
 /// symbol of the kernel `name`. `name` is a C++ name expression (`matmul`, `ns::kernel`,
 /// `kernel<float, 4>`): NVRTC instantiates it and reports its mangled name, so kernels
@@ -132,6 +135,10 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
         Ok(()) => unsafe { cubin_of(program) }
             .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))
             .and_then(|cubin| unsafe { lowered_name(program, &expression) }.map(|symbol| (cubin, symbol))),
+        Err(_) if log.contains(NAME_MAP) => Err(format!(
+            "the kernel name '{name}' names no __global__ function of the source (NVRTC: {})",
+            log.lines().find(|l| l.contains(NAME_MAP)).unwrap_or_default().trim()
+        )),
         Err(_) => {
             Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() })
         }

@@ -69,5 +69,5 @@ fn a_name_missing_from_the_source_fails_the_compile_and_says_which() {
     }
     let source = r#"__global__ void add(float *c) { c[0] = 1.0f; }"#;
     let error = compile(source, "vector_add", &[], "sm_90").expect_err("no such kernel");
-    assert!(error.message.contains("vector_add"), "{}", error.message);
+    assert!(error.message.contains("'vector_add' names no __global__ function"), "{}", error.message);
 }
