@@ -56,9 +56,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     in the cubin).
     """
     started = time.perf_counter()
-    if log:
-        stamp = time.strftime("%Y%m%d-%H:%M:%S")
-        logging.basicConfig(filename=f"{kernel_name}{stamp}.log", level=log)
+    _start_log(kernel_name, log)
     _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy)
     params = _tune_params(tune_params)
     objective = objective or "time"
@@ -73,8 +71,9 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                      block_size_names, iterations, metrics, objective, workdir)
         if compile_only:
             return call.compile(arch, db, parallel, objective_higher_is_better)
-        return call.tune(device, strategy, strategy_options, seed, cache, db, parallel, objective_higher_is_better,
-                         verbose, quiet, started)
+        return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
+                         db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
+                         quiet=quiet, started=started)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -87,6 +86,7 @@ def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid
     does: numpy arrays for arrays, the scalars as given."""
     if not isinstance(params, dict) or not params:
         raise ArgumentTypeError("params: give a dict of parameter name -> one value")
+    _start_log(kernel_name, log)
     _check_unsupported(lang, None, None, texmem_args, compiler, None)
     one = _tune_params({name: [value] for name, value in params.items()})
     workdir = tempfile.mkdtemp(prefix="kerntune-run-")
@@ -104,11 +104,18 @@ def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid
         call = _Call(kernel_name, kernel_source, problem_size, arguments, one, (grid_div_x, grid_div_y, grid_div_z),
                      None, answer if arrays else None, 0.0, 0.0, keep if arrays else None, smem_args, cmem_args,
                      compiler_options, defines, block_size_names, 1, None, "time", workdir)
-        call.tune(device, "brute_force", {}, None, None, os.path.join(workdir, "run.db"), None, False, False,
-                  True, time.perf_counter())
+        call.tune(device=device, strategy="brute_force", strategy_options=None, seed=None, cache=None,
+                  db=os.path.join(workdir, "run.db"), parallel=None, higher_is_better=False, verbose=False,
+                  quiet=True, started=time.perf_counter())
         return [outputs.get(i) if outputs.get(i) is not None else a for i, a in enumerate(arguments)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_log(kernel_name, level):
+    """Kernel Tuner's ``log``: a logging level, to a file named after the kernel and the time."""
+    if level:
+        logging.basicConfig(filename=f"{kernel_name}{time.strftime('%Y%m%d-%H:%M:%S')}.log", level=level)
 
 
 def _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy):
@@ -329,7 +336,7 @@ class _Call:
         env = {"arch": arch, "compiled": compiled, "configurations": len(rows), "db": job["db"] or _kerntune.default_db()}
         return rows, env
 
-    def tune(self, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
+    def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
              started):
         if not isinstance(device, int) or isinstance(device, bool):
             raise ArgumentTypeError(f"device={device!r}: give the GPU's number (an int)")
