@@ -370,7 +370,7 @@ class _Call:
             "outputs_dir": outputs_dir,
         }
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
-                                           self._check if self.verify is not None else None, self.constants, None)
+                                           self._check if self.verify is not None else None, self.constants)
         data = json.loads(text)
         cached = (document or {}).get("cache", {})
         results = [self._row(entry, cached) for entry in data["results"]]

@@ -81,14 +81,13 @@ impl Job {
 /// are the `__constant__` symbols to fill (`cmem_args`). Returns the result as JSON, with
 /// the device it ran on.
 #[pyfunction]
-#[pyo3(signature = (job, instance, verify, constants, progress))]
+#[pyo3(signature = (job, instance, verify, constants))]
 pub fn tune_kernel_tuner(
     py: Python<'_>,
     job: &str,
     instance: Py<PyAny>,
     verify: Option<Py<PyAny>>,
     constants: Vec<(String, Vec<u8>)>,
-    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let (job, spec) = Job::parse(job)?;
     let settings = job.tune.as_ref().ok_or_else(|| errors::spec("the job has no tuning settings"))?;
@@ -124,15 +123,14 @@ pub fn tune_kernel_tuner(
         let tuning = store.tuning(&info).map_err(errors::store)?;
         import_cache(&store, tuning, cache).map_err(errors::store)?;
     }
-    let result = py.detach(|| {
+    let mut result = py.detach(|| {
         let mut frontend =
             CudaFrontend::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
         if let (Some(verify), Some(dir)) = (&verify, &settings.outputs_dir) {
             frontend = frontend.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
         }
-        run(&frontend, &space, &info, &search, pipeline, progress.as_ref())
+        run(&frontend, &space, &info, &search, pipeline, None)
     })?;
-    let mut result = result;
     result["device"] = serde_json::to_value(&device_info).map_err(errors::backend)?;
     Ok(result.to_string())
 }
