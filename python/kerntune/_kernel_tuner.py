@@ -43,13 +43,14 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
                 strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
                 observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
-                rtol=0.0, compile_only=False, arch="sm_90", db=None):
+                rtol=1e-5, compile_only=False, arch="sm_90", db=None):
     """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
     env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
     ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
     dict describing the run (``best_config``, ``device_name``...).
 
-    kerntune's own keywords: ``rtol`` (with ``atol``, for ``answer``), ``db`` (the results
+    kerntune's own keywords: ``rtol`` (with ``atol``, for ``answer``; 1e-5 as in
+    ``numpy.allclose``, which Kernel Tuner uses), ``db`` (the results
     store), and ``compile_only=True`` with ``arch`` ("sm_90"), which compiles every
     configuration without a GPU and returns one dict per configuration with its
     parameters, ``status`` ("compiled" or the failure) and ``symbol`` (the kernel's name
