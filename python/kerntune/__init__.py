@@ -2,7 +2,8 @@
 
 - ``kerntune.tune(kernel, args, grid, params, ...)`` tunes a ``@triton.jit`` kernel;
 - ``@kerntune.autotune(params=..., key=[...])`` replaces ``@triton.autotune``;
-- ``kerntune.tune_kernel(...)`` takes Kernel Tuner's arguments for CUDA C kernels;
+- ``kerntune.tune_kernel(...)`` and ``kerntune.run_kernel(...)`` take Kernel Tuner's arguments for CUDA C
+  kernels (``kerntune.util`` and ``kerntune.file_utils`` hold the helpers its scripts import);
 - ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU;
 - ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton.
 
@@ -23,7 +24,7 @@ from kerntune._kerntune import (
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
-from kerntune._kernel_tuner import tune_kernel
+from kerntune._kernel_tuner import run_kernel, tune_kernel
 from kerntune._schedule import use_schedule
 from kerntune._kernel_source import remember_main_source
 
@@ -43,6 +44,7 @@ __all__ = [
     "autotune",
     "compile",
     "default_db",
+    "run_kernel",
     "tune",
     "tune_kernel",
     "use_schedule",

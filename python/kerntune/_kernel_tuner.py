@@ -1,190 +1,599 @@
-"""``kerntune.tune_kernel``: Kernel Tuner's entry point, for CUDA C kernels and numpy arrays,
-so that a Kernel Tuner user can switch by changing the import.
+"""``kerntune.tune_kernel`` and ``kerntune.run_kernel``: Kernel Tuner's entry points, for
+CUDA C kernels and numpy arrays, so that a Kernel Tuner user switches by changing the
+import. docs/kernel-tuner.md lists every argument and what it means here.
 
-It writes a kernel spec (see docs/spec.md) with the arguments saved as ``.npy`` files and
-tunes it with kerntune's CUDA backend: NVRTC compile workers, a crash-isolated benchmark
-worker, verification against ``answer`` on poisoned outputs, honest timing.
+The call becomes one JSON job for the Rust tuner: a kernel spec (docs/spec.md) with the
+arguments saved as ``.npy`` files, and the search settings. Kernel Tuner's conventions for
+each configuration's source and launch (``_kt_conventions``) and a custom ``verify`` run
+in this process, called back from the Rust run loop; everything else (NVRTC compile
+workers, the crash-isolated benchmark worker, the store) is kerntune's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
+import logging
 import os
+import shutil
 import sys
 import tempfile
-from typing import Any, Optional, Sequence
+import time
+from collections import Counter
 
-from kerntune import _kerntune
+from kerntune import _kerntune, _kt_cache
+from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
+from kerntune._kt_errors import ArgumentError, ArgumentTypeError
+from kerntune._results import NoValidConfigError
+from kerntune.util import error_of, get_best_config, get_config_string
 
-_NUMPY_DTYPES = {
-    "float16": "f16",
-    "float32": "f32",
-    "float64": "f64",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-}
-
-# Kernel Tuner arguments that change nothing here, accepted so that calls keep working.
-_IGNORED = {"iterations", "verbose", "quiet", "simulation_mode", "observers", "log", "cache", "lang"}
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
+_NUMPY_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "uint8": "u8"}
+_LANGS = ("cuda", "cupy", "nvcuda")
+# Kernel Tuner's objectives whose direction it knows.
+_HIGHER_IS_BETTER = {"time": False, "energy": False, "fitness": True, "cost": False, "loss": False}
+_COSTS = {"compile_time": "compile_s", "verification_time": "verify_s", "benchmark_time": "benchmark_s",
+          "framework_time": "framework_s", "strategy_time": "strategy_s"}
+# The compile-only stand-in device: Hopper's limits.
+_COMPILE_ONLY_LIMITS = {"name": "compile-only", "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448}
 
 
-def _expressions(value, what: str) -> list[str]:
-    """Kernel Tuner's problem sizes and grid divisors: numbers, strings, or lists of them."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for item in items:
-        if callable(item):
-            raise TypeError(f"{what}: callables are not supported; write the expression as a string")
-        out.append(str(item))
+def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=None, grid_div_y=None,
+                grid_div_z=None, restrictions=None, answer=None, atol=1e-6, verify=None, verbose=False, lang=None,
+                device=0, platform=0, smem_args=None, cmem_args=None, texmem_args=None, compiler=None,
+                compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
+                strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
+                observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
+                rtol=1e-5, compile_only=False, arch="sm_90", db=None):
+    """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
+    env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
+    ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
+    dict describing the run (``best_config``, ``device_name``...).
+
+    kerntune's own keywords: ``rtol`` (with ``atol``, for ``answer``; 1e-5 as in
+    ``numpy.allclose``, which Kernel Tuner uses), ``db`` (the results
+    store), and ``compile_only=True`` with ``arch`` ("sm_90"), which compiles every
+    configuration without a GPU and returns one dict per configuration with its
+    parameters, ``status`` ("compiled" or the failure) and ``symbol`` (the kernel's name
+    in the cubin).
+    """
+    started = time.perf_counter()
+    _start_log(kernel_name, log)
+    _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy)
+    params = _tune_params(tune_params)
+    objective = objective or "time"
+    objective_higher_is_better = _direction(objective, objective_higher_is_better, metrics)
+    if simulation_mode:
+        return _simulate(kernel_name, problem_size, params, restrictions, strategy, cache, objective,
+                         objective_higher_is_better, quiet)
+    workdir = tempfile.mkdtemp(prefix="kerntune-kt-")
+    try:
+        call = _Call(kernel_name, kernel_source, problem_size, arguments, params, (grid_div_x, grid_div_y, grid_div_z),
+                     restrictions, answer, atol, rtol, verify, smem_args, cmem_args, compiler_options, defines,
+                     block_size_names, iterations, metrics, objective, workdir)
+        if compile_only:
+            return call.compile(arch, db, parallel, objective_higher_is_better)
+        return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
+                         db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
+                         quiet=quiet, started=started)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid_div_x=None, grid_div_y=None,
+               grid_div_z=None, lang=None, device=0, platform=0, smem_args=None, cmem_args=None, texmem_args=None,
+               compiler=None, compiler_options=None, defines=None, block_size_names=None, quiet=False, log=None):
+    """Compiles the kernel for one configuration (``params``: one value per parameter),
+    runs it once on the GPU and returns every argument after the run, as Kernel Tuner
+    does: numpy arrays for arrays, the scalars as given."""
+    if not isinstance(params, dict) or not params:
+        raise ArgumentTypeError("params: give a dict of parameter name -> one value")
+    _start_log(kernel_name, log)
+    _check_unsupported(lang, None, None, texmem_args, compiler, None)
+    one = _tune_params({name: [value] for name, value in params.items()})
+    workdir = tempfile.mkdtemp(prefix="kerntune-run-")
+    try:
+        import numpy as np
+
+        outputs = {}
+        arrays = [a for a in arguments if isinstance(a, np.ndarray)]
+
+        def keep(answer, result_host, atol=None):
+            outputs.update(enumerate(result_host))
+            return True
+
+        answer = [a if isinstance(a, np.ndarray) else None for a in arguments]
+        call = _Call(kernel_name, kernel_source, problem_size, arguments, one, (grid_div_x, grid_div_y, grid_div_z),
+                     None, answer if arrays else None, 0.0, 0.0, keep if arrays else None, smem_args, cmem_args,
+                     compiler_options, defines, block_size_names, 1, None, "time", workdir)
+        call.tune(device=device, strategy="brute_force", strategy_options=None, seed=None, cache=None,
+                  db=os.path.join(workdir, "run.db"), parallel=None, higher_is_better=False, verbose=False,
+                  quiet=True, started=time.perf_counter())
+        return [outputs.get(i) if outputs.get(i) is not None else a for i, a in enumerate(arguments)]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_log(kernel_name, level):
+    """Kernel Tuner's ``log``: a logging level, to a file named after the kernel and the time."""
+    if level:
+        logging.basicConfig(filename=f"{kernel_name}{time.strftime('%Y%m%d-%H:%M:%S')}.log", level=level)
+
+
+def _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy):
+    if lang is not None and (not isinstance(lang, str) or lang.lower() not in _LANGS):
+        raise ArgumentError(f"lang={lang!r}: kerntune tunes CUDA C; use lang='CUDA' (or 'cupy', 'nvcuda', or leave it out)")
+    if observers:
+        raise ArgumentError("observers: energy, power and other observers are not available in kerntune yet; "
+                            "remove observers= (time is always measured)")
+    if objectives:
+        raise ArgumentError("objectives: kerntune optimises one objective; give objective= and objective_higher_is_better=")
+    if texmem_args:
+        raise ArgumentError("texmem_args: texture memory arguments are not supported; pass the data as an array argument")
+    if compiler is not None:
+        raise ArgumentError("compiler: only for lang='C' in Kernel Tuner; kerntune compiles CUDA C with NVRTC")
+    if strategy is not None and not isinstance(strategy, str):
+        raise ArgumentTypeError("strategy: give a strategy's name, e.g. 'brute_force', 'random_sample' or 'default'")
+
+
+def _tune_params(tune_params) -> dict:
+    if not isinstance(tune_params, dict) or not tune_params:
+        raise ArgumentTypeError("tune_params: give a dict of parameter name -> list of values")
+    out = {}
+    for name, values in tune_params.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgumentError(f"tune_params: '{name}' is not a valid identifier")
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise ArgumentTypeError(f"tune_params['{name}']: give a list of values, not {values!r}")
+        plain = [_plain(v) for v in values]
+        for value in plain:
+            if not isinstance(value, (int, float, bool, str)):
+                raise ArgumentTypeError(f"tune_params['{name}']: {value!r}; values are ints, floats, bools or strings")
+        if not plain:
+            raise ArgumentError(f"tune_params['{name}'] has no values")
+        out[name] = plain
     return out
 
 
-def tune_kernel(
-    kernel_name: str,
-    kernel_source: str,
-    problem_size,
-    arguments: Sequence[Any],
-    tune_params: dict,
-    grid_div_x=None,
-    grid_div_y=None,
-    grid_div_z=None,
-    restrictions=None,
-    answer: Optional[Sequence[Any]] = None,
-    atol: float = 1e-6,
-    rtol: float = 0.0,
-    verify=None,
-    block_size_names: Optional[Sequence[str]] = None,
-    strategy: str = "default",
-    strategy_options: Optional[dict] = None,
-    compiler_options: Optional[Sequence[str]] = None,
-    metrics: Optional[dict] = None,
-    objective: str = "time",
-    objective_higher_is_better: Optional[bool] = None,
-    device: int = 0,
-    db: Optional[str] = None,
-    **ignored,
-):
-    """Tunes a CUDA C kernel with Kernel Tuner's arguments; returns ``(results, env)`` as
-    Kernel Tuner does: one dict per configuration with its parameters, ``time`` (the median
-    in ms, or the failure's name) and ``times``, and a dict describing the run.
+def _plain(value):
+    """A numpy scalar as the Python number it holds."""
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 0) == 0 else value
 
-    ``arguments`` are numpy arrays (device buffers) and numpy scalars, in the kernel's order;
-    ``answer`` lists the expected contents of the outputs (None for the others), checked with
-    ``atol``/``rtol``. ``metrics`` is ``{name: "expression"}`` over the parameters and
-    ``time`` (ms); ``objective`` may name one of them. Strategy options ``max_fevals`` and
-    ``time_limit`` (seconds) bound the search as in Kernel Tuner. A custom ``verify``
-    function cannot run inside kerntune's GPU worker and is refused.
-    """
+
+def _direction(objective, higher_is_better, metrics) -> bool:
+    """Whether higher values of the objective are better: as given, or Kernel Tuner's
+    default for the objectives it knows."""
+    if not isinstance(objective, str):
+        raise ArgumentTypeError("objective: give one objective's name ('time' or a key of metrics)")
+    if objective != "time" and not (isinstance(metrics, dict) and objective in metrics):
+        raise ArgumentError(f"objective '{objective}' is neither 'time' nor a key of metrics")
+    if higher_is_better is not None:
+        if not isinstance(higher_is_better, bool):
+            raise ArgumentTypeError("objective_higher_is_better: give True or False")
+        return higher_is_better
+    if objective in _HIGHER_IS_BETTER:
+        return _HIGHER_IS_BETTER[objective]
+    if objective.endswith(("/s", "/W", "/J")):
+        return True
+    raise ArgumentError(f"objective '{objective}': give objective_higher_is_better=True or False")
+
+
+class _Call:
+    """One call's arguments, checked and turned into the Rust tuner's job."""
+
+    def __init__(self, kernel_name, kernel_source, problem_size, arguments, params, grid_div, restrictions, answer,
+                 atol, rtol, verify, smem_args, cmem_args, compiler_options, defines, block_size_names, iterations,
+                 metrics, objective, workdir):
+        if not isinstance(kernel_name, str) or not kernel_name.strip():
+            raise ArgumentTypeError("kernel_name: give the name of the __global__ function (a string)")
+        self.kernel_name = kernel_name
+        self.params = params
+        self.workdir = workdir
+        self.metrics = _metrics(metrics)
+        self.objective = objective
+        source, self.include_dirs = _source(kernel_source)
+        self.conventions = Conventions(kernel_name, source, problem_size, grid_div, block_size_names, defines,
+                                       smem_args, list(params))
+        self.problem_size = problem_size
+        self.restrictions = _restrictions(restrictions)
+        self.arrays, self.args = self._arguments(arguments)
+        # The expected outputs enter the results' identity (the inputs' contents do not:
+        # new inputs come with a new answer).
+        self.answer_digest = hashlib.blake2b(digest_size=16)
+        self.answer, self.verify = self._answer(answer, verify, atol, rtol)
+        self.atol, self.rtol = atol, rtol
+        self.constants = _constants(cmem_args)
+        self.compiler_options = _options(compiler_options) + [f"--include-path={d}" for d in self.include_dirs]
+        if not isinstance(iterations, int) or iterations < 1:
+            raise ArgumentError(f"iterations={iterations!r}: give a positive int (timed runs per configuration)")
+        self.iterations = iterations
+        template = source if isinstance(source, str) else _callable_text(source)
+        with open(os.path.join(workdir, "kernel.cu"), "w") as f:
+            f.write(template)
+        self.identity = {
+            "problem_size": describe(problem_size), "grid_div": describe(list(grid_div)),
+            "block_size_names": describe(block_size_names), "defines": describe(defines),
+            "smem_args": describe(smem_args), "cmem_args": sorted(self.constants_names),
+            "verify": describe(verify), "answer": self.answer_digest.hexdigest(),
+        }
+
+    @property
+    def constants_names(self):
+        return [name for name, _ in self.constants]
+
+    def _arguments(self, arguments):
+        import numpy as np
+
+        if not isinstance(arguments, (list, tuple)) or not arguments:
+            raise ArgumentTypeError("arguments: give the kernel's arguments as a list of numpy arrays and numpy scalars")
+        arrays, args = [], []
+        for index, argument in enumerate(arguments):
+            name = f"arg{index}"
+            if isinstance(argument, np.ndarray):
+                dtype = _NUMPY_DTYPES.get(argument.dtype.name)
+                if dtype is None:
+                    raise ArgumentTypeError(f"arguments[{index}]: numpy dtype {argument.dtype} is not supported "
+                                            f"({', '.join(_NUMPY_DTYPES)})")
+                np.save(os.path.join(self.workdir, f"{name}.npy"), np.ascontiguousarray(argument))
+                args.append({"name": name, "dtype": dtype, "size": int(argument.size), "init": {"file": f"{name}.npy"}})
+                arrays.append(argument)
+            elif isinstance(argument, np.generic):
+                dtype = _NUMPY_DTYPES.get(argument.dtype.name)
+                if dtype is None:
+                    raise ArgumentTypeError(f"arguments[{index}]: numpy scalar type {argument.dtype} is not supported "
+                                            f"({', '.join(_NUMPY_DTYPES)})")
+                args.append({"name": name, "dtype": dtype, "value": argument.item()})
+                arrays.append(None)
+            else:
+                raise ArgumentTypeError(
+                    f"arguments[{index}]: {type(argument).__name__}; give numpy arrays, and numpy scalars such as "
+                    "numpy.int32(n) or numpy.float32(x) so the kernel receives the right type")
+        return arrays, args
+
+    def _answer(self, answer, verify, atol, rtol):
+        import numpy as np
+
+        if verify is not None and not callable(verify):
+            raise ArgumentTypeError("verify: give a function verify(answer, result, atol=None) -> bool")
+        if answer is None:
+            if verify is not None:
+                raise ArgumentError("verify needs answer: a list with the expected value of each output, None elsewhere")
+            return None, None
+        if not isinstance(answer, (list, tuple)) or len(answer) != len(self.args):
+            raise ArgumentError(f"answer: give a list of {len(self.args)} entries (one per argument, None for inputs)")
+        if not isinstance(atol, (int, float)) or not isinstance(rtol, (int, float)):
+            raise ArgumentTypeError("atol and rtol: give numbers")
+        for index, expected in enumerate(answer):
+            if expected is None:
+                continue
+            argument = self.arrays[index]
+            if argument is None and verify is not None:
+                continue  # a scalar: the custom check receives None for it, as in Kernel Tuner
+            if argument is None:
+                raise ArgumentError(f"answer[{index}]: argument {index} is a scalar, which the kernel cannot write; "
+                                    "give None there")
+            self.args[index]["output"] = True
+            if verify is not None:
+                # Kernel Tuner resets outputs to their initial contents before the checked
+                # run, and a custom check may read every element: no poison.
+                self.args[index]["poison"] = False
+                continue
+            expected = np.asarray(expected)
+            if expected.size != argument.size:
+                raise ArgumentError(f"answer[{index}] has {expected.size} elements; argument {index} has {argument.size}")
+            expected = np.ascontiguousarray(expected.astype(argument.dtype))
+            np.save(os.path.join(self.workdir, f"arg{index}.expected.npy"), expected)
+            self.answer_digest.update(expected.tobytes())
+        if verify is None and not any(a is not None for a in answer):
+            raise ArgumentError("answer: every entry is None; give the expected contents of at least one output")
+        return list(answer), verify
+
+    def spec(self, max_threads: int, max_shared: int, higher_is_better: bool) -> dict:
+        restrictions = list(self.restrictions)
+        threads = restriction_of_threads(self.conventions.block_names, list(self.params), max_threads)
+        if threads:
+            restrictions.append(threads)
+        if isinstance(self.conventions.shared, str):
+            restrictions.append(f"({self.conventions.shared}) <= {max_shared}")
+        spec = {
+            "restrictions": restrictions,
+            "kernel": {"name": self.kernel_name, "source": "kernel.cu", "options": self.compiler_options},
+            "params": self.params,
+            "args": self.args,
+            "timing": {"min_samples": self.iterations},
+            "kernel_tuner": self.identity,
+        }
+        if self.answer is not None and self.verify is None:
+            outputs = {f"arg{i}": f"arg{i}.expected.npy" for i, e in enumerate(self.answer) if e is not None}
+            spec["verify"] = {"reference": {"outputs": outputs}, "atol": float(self.atol), "rtol": float(self.rtol)}
+        expression = self.metrics.get(self.objective)
+        if isinstance(expression, str) and _names_in(expression) <= set(self.params) | {"time"}:
+            spec["objective"] = {"name": self.objective, "expression": expression, "higher_is_better": higher_is_better}
+        return spec
+
+    def job(self, spec: dict, db, parallel) -> dict:
+        from kerntune._tune import worker_env
+
+        workers = parallel if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0 else None
+        return {
+            "spec": spec,
+            "base": self.workdir,
+            "worker": [sys.executable, "-m", "kerntune._worker"],
+            "worker_env": list(worker_env().items()),
+            "compile_workers": workers or os.cpu_count() or 4,
+            "db": None if db is None else os.fspath(db),
+        }
+
+    def compile(self, arch, db, parallel, higher_is_better):
+        if not isinstance(arch, str) or not arch.startswith("sm_"):
+            raise ArgumentError(f"arch={arch!r}: give a GPU architecture such as 'sm_90'")
+        limits = _COMPILE_ONLY_LIMITS
+        spec = self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"], higher_is_better)
+        job = self.job(spec, db, parallel)
+        job["arch"] = arch
+        rows = json.loads(_kerntune.compile_kernel_tuner(json.dumps(job), self.conventions.instance))
+        compiled = sum(row["status"] == "compiled" for row in rows)
+        if compiled == 0:
+            raise NoValidConfigError(_no_valid_message(rows, "compiled"))
+        env = {"arch": arch, "compiled": compiled, "configurations": len(rows), "db": job["db"] or _kerntune.default_db()}
+        return rows, env
+
+    def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
+             started):
+        if not isinstance(device, int) or isinstance(device, bool):
+            raise ArgumentTypeError(f"device={device!r}: give the GPU's number (an int)")
+        info = json.loads(_kerntune.device_info(device))
+        if not quiet:
+            print(f"Using: {info['name']}")
+        spec = self.spec(info["max_threads_per_block"], info["max_shared_per_block_optin"], higher_is_better)
+        if strategy_options is not None and not isinstance(strategy_options, dict):
+            raise ArgumentTypeError("strategy_options: give a dict such as {'max_fevals': 100}")
+        options = dict(strategy_options or {})
+        max_fevals = options.pop("max_fevals", None)
+        time_limit = options.pop("time_limit", None)
+        strategy = strategy or "brute_force"
+        job = self.job(spec, db, parallel)
+        path, document = None, None
+        if cache is not None:
+            path = _kt_cache.cache_path(cache)
+            document = _kt_cache.read(path)
+            if document is not None:
+                _kt_cache.check(document, path, self.kernel_name, list(self.params), self._cached_size(), info["name"])
+        outputs_dir = None
+        if self.verify is not None:
+            outputs_dir = os.path.join(self.workdir, "outputs")
+            os.makedirs(outputs_dir)
+        from kerntune._tune import default_budget
+
+        job["tune"] = {
+            "strategy": strategy, "strategy_options": options, "max_fevals": default_budget(strategy, max_fevals,
+                                                                                           time_limit, None),
+            "time_limit": time_limit, "seed": int(seed or 0), "device": device, "cache": document,
+            "outputs_dir": outputs_dir,
+        }
+        text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
+                                           self._check if self.verify is not None else None, self.constants)
+        data = json.loads(text)
+        cached = (document or {}).get("cache", {})
+        results = [self._row(entry, cached) for entry in data["results"]]
+        if verbose:
+            for row, entry in zip(results, data["results"]):
+                if entry["status"] not in ("ok", "early_stopped"):
+                    print(f"skipping config {get_config_string(entry['config'])}: {entry['reason']}")
+        best = get_best_config(results, self.objective, higher_is_better)
+        if best is None:
+            raise NoValidConfigError(_no_valid_message(data["results"], "valid"))
+        if path is not None:
+            self._write_cache(path, document, results, info["name"])
+        if not quiet:
+            print(f"best performing configuration:\n{get_config_string(best, list(self.params) + [self.objective])}")
+        env = {
+            "device_name": info["name"], "best_config": best, "objective": self.objective, "strategy": strategy,
+            "db": data["db"], "evaluations": data["evaluations"], "from_store": data["from_store"],
+            "stop": data["stop"], "best": data["best"],
+            "iterations": self.iterations, "compiler_options": self.compiler_options,
+            "overhead_time": 1000 * (time.perf_counter() - started),
+        }
+        return results, env
+
+    def _cached_size(self):
+        size = self.problem_size
+        return "callable" if callable(size) else describe(size)
+
+    def _check(self, values, files):
+        """The caller's verify on the outputs the benchmark worker wrote: None when they
+        pass, else why not."""
+        import numpy as np
+
+        result = [None] * len(self.arrays)
+        for position, path in files:
+            array = self.arrays[position]
+            result[position] = np.fromfile(path, dtype=array.dtype).reshape(array.shape)
+        verify = self.verify
+        accepts_atol = "atol" in inspect.signature(verify).parameters
+        passed = verify(self.answer, result, atol=self.atol) if accepts_atol else verify(self.answer, result)
+        return None if passed else "the custom verify function returned False"
+
+    def _row(self, entry: dict, cached: dict) -> dict:
+        row = dict(entry["config"])
+        valid = entry["status"] in ("ok", "early_stopped")
+        row["time"] = entry["time_ms"] if valid else error_of(entry["status"])
+        row["times"] = entry["samples"]
+        if valid and row["time"] is None:
+            # Measured by Kernel Tuner: its cache entry has the time.
+            measured = cached.get(_kt_cache.key_of(row, list(self.params)), {})
+            row["time"], row["times"] = measured.get("time"), measured.get("times", [])
+        costs = entry.get("costs") or {}
+        for name, ours in _COSTS.items():
+            row[name] = 1000 * costs.get(ours, 0.0)
+        row["timestamp"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        if valid:
+            values = dict(row)
+            for name, metric in self.metrics.items():
+                value = metric(values) if callable(metric) else evaluate(metric, values, f"metrics['{name}']")
+                row[name] = values[name] = value
+        row["status"] = entry["status"]
+        if not valid:
+            row["reason"] = entry["reason"]
+        return row
+
+    def _write_cache(self, path, document, results, device_name):
+        keys = list(self.params)
+        entries = dict((document or {}).get("cache", {}))
+        for row in results:
+            entry = {k: v for k, v in row.items() if k not in ("status", "reason")}
+            entries[_kt_cache.key_of(row, keys)] = entry
+        header = {
+            "device_name": device_name, "kernel_name": self.kernel_name, "problem_size": self._cached_size(),
+            "tune_params_keys": keys, "tune_params": self.params, "objective": self.objective,
+        }
+        _kt_cache.write(path, header, entries)
+
+
+def _source(kernel_source):
+    """The kernel's source text (or the callable that makes it) and the folders its files
+    are in, for includes."""
+    if callable(kernel_source):
+        return kernel_source, []
+    if isinstance(kernel_source, (list, tuple)) and kernel_source:
+        text, _ = _source(kernel_source[0])
+        folders = [os.path.dirname(os.path.abspath(os.fspath(f))) for f in kernel_source if _is_file(f)]
+        return text, sorted(set(folders))
+    if isinstance(kernel_source, os.PathLike) or _is_file(kernel_source):
+        path = os.fspath(kernel_source)
+        if not os.path.isfile(path):
+            raise ArgumentError(f"kernel_source: no file {path}")
+        with open(path) as f:
+            return f.read(), [os.path.dirname(os.path.abspath(path))]
+    if isinstance(kernel_source, str):
+        if _looks_like_a_file_name(kernel_source):
+            raise ArgumentError(f"kernel_source: no file {kernel_source} (give the source text or an existing file)")
+        return kernel_source, []
+    raise ArgumentTypeError("kernel_source: give the source text, a file name, a list of files (the kernel's first) "
+                            "or a callable of the configuration that returns the source")
+
+
+def _is_file(name) -> bool:
+    return isinstance(name, (str, os.PathLike)) and len(os.fspath(name)) < 4096 and os.path.isfile(os.fspath(name))
+
+
+def _looks_like_a_file_name(text: str) -> bool:
+    return len(text) < 256 and "\n" not in text and not any(c in text for c in "(){};") and \
+        os.path.splitext(text)[1] in (".cu", ".cuh", ".c", ".cpp", ".h", ".hpp")
+
+
+def _callable_text(source) -> str:
+    try:
+        return inspect.getsource(source)
+    except (OSError, TypeError):
+        return getattr(source, "__qualname__", repr(source))
+
+
+def _restrictions(restrictions) -> list:
+    if restrictions is None:
+        return []
+    if isinstance(restrictions, str):
+        return [restrictions]
+    if callable(restrictions):
+        raise ArgumentTypeError("restrictions: functions are not supported; write each restriction as a Python "
+                                "expression string, e.g. ['block_size_x * block_size_y <= 1024']")
+    if isinstance(restrictions, (list, tuple)) and all(isinstance(r, str) for r in restrictions):
+        return list(restrictions)
+    raise ArgumentTypeError("restrictions: give a list of Python expression strings over the parameters")
+
+
+def _metrics(metrics) -> dict:
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, dict):
+        raise ArgumentTypeError("metrics: give a dict of name -> expression string or function of the result")
+    for name, metric in metrics.items():
+        if not (callable(metric) or isinstance(metric, str)):
+            raise ArgumentTypeError(f"metrics['{name}']: give an expression string or a function of the result")
+    return dict(metrics)
+
+
+def _constants(cmem_args) -> list:
     import numpy as np
 
-    unknown = set(ignored) - _IGNORED
-    if unknown:
-        raise TypeError(f"tune_kernel() got unexpected arguments: {', '.join(sorted(unknown))}")
-    if verify is not None:
-        raise _kerntune.SpecError("a custom verify function is not supported: give answer with atol/rtol")
-    if callable(restrictions):
-        raise _kerntune.SpecError("restrictions must be strings (Python expressions), not a function")
-    workdir = tempfile.mkdtemp(prefix="kerntune-kt-")
-    source = kernel_source
-    if os.path.isfile(str(kernel_source)):
-        with open(kernel_source) as f:
-            source = f.read()
-    with open(os.path.join(workdir, "kernel.cu"), "w") as f:
-        f.write(source)
+    if cmem_args is None:
+        return []
+    if not isinstance(cmem_args, dict):
+        raise ArgumentTypeError("cmem_args: give a dict of __constant__ symbol name -> numpy array")
+    constants = []
+    for name, value in cmem_args.items():
+        if not isinstance(name, str) or not (isinstance(value, (np.ndarray, np.generic))):
+            raise ArgumentTypeError(f"cmem_args['{name}']: give a numpy array (or numpy scalar) for each symbol name")
+        constants.append((name, np.ascontiguousarray(value).tobytes()))
+    return constants
 
-    lines = []
-    restriction_list = [restrictions] if isinstance(restrictions, str) else list(restrictions or [])
-    lines.append("restrictions = " + json.dumps(restriction_list))
-    lines += ["", "[kernel]", f"name = {json.dumps(kernel_name)}", 'source = "kernel.cu"']
-    if compiler_options:
-        lines.append("options = " + json.dumps(list(compiler_options)))
-    lines += ["", "[params]"]
-    for name, values in tune_params.items():
-        lines.append(f"{name} = [{', '.join(_toml_value(v) for v in values)}]")
-    lines += ["", "[launch]", "problem_size = " + json.dumps(_expressions(problem_size, "problem_size"))]
-    for axis, div in (("x", grid_div_x), ("y", grid_div_y), ("z", grid_div_z)):
-        if div is not None:
-            lines.append(f"grid_div_{axis} = " + json.dumps(_expressions(div, f"grid_div_{axis}")))
-    if block_size_names:
-        lines.append("block_size_names = " + json.dumps(list(block_size_names)))
 
-    outputs = []
-    for index, argument in enumerate(arguments):
-        name = f"arg{index}"
-        lines += ["", "[[args]]", f'name = "{name}"']
-        array = np.asarray(argument)
-        dtype = _NUMPY_DTYPES.get(array.dtype.name)
-        if dtype is None:
-            raise _kerntune.SpecError(f"argument {index}: numpy dtype {array.dtype} is not supported")
-        lines.append(f'dtype = "{dtype}"')
-        if array.ndim == 0:
-            lines.append(f"value = {_toml_value(array.item())}")
-            continue
-        path = os.path.join(workdir, f"{name}.npy")
-        np.save(path, np.ascontiguousarray(array))
-        lines += [f"size = {array.size}", f'init = {{ file = "{name}.npy" }}']
-        expected = None if answer is None else answer[index]
-        if expected is not None:
-            lines.append("output = true")
-            np.save(os.path.join(workdir, f"{name}.expected.npy"), np.ascontiguousarray(np.asarray(expected, dtype=array.dtype)))
-            outputs.append(name)
-    if outputs:
-        files = ", ".join(f'{n} = "{n}.expected.npy"' for n in outputs)
-        lines += ["", "[verify]", f"reference = {{ outputs = {{ {files} }} }}", f"atol = {float(atol)!r}", f"rtol = {float(rtol)!r}"]
-    if metrics and objective in metrics:
-        if callable(metrics[objective]):
-            raise _kerntune.SpecError(f"objective '{objective}' must be an expression string over the parameters and time")
-        higher = objective_higher_is_better
-        lines += ["", "[objective]", f"name = {json.dumps(objective)}", f"expression = {json.dumps(str(metrics[objective]))}"]
-        if higher is not None:
-            lines.append(f"higher_is_better = {'true' if higher else 'false'}")
-    spec_path = os.path.join(workdir, "spec.toml")
-    with open(spec_path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+def _options(compiler_options) -> list:
+    if compiler_options is None:
+        return []
+    if isinstance(compiler_options, str) or not all(isinstance(o, str) for o in compiler_options):
+        raise ArgumentTypeError("compiler_options: give a list of strings, e.g. ['-use_fast_math']")
+    return list(compiler_options)
 
-    options = dict(strategy_options or {})
-    max_fevals = options.pop("max_fevals", None)
-    time_limit = options.pop("time_limit", None)
-    from kerntune._tune import default_budget, worker_env
 
-    text = _kerntune.tune_spec(
-        spec_path,
-        [sys.executable, "-m", "kerntune._worker"],
-        list(worker_env().items()),
-        strategy,
-        json.dumps(options),
-        default_budget(strategy, max_fevals, time_limit, None),
-        time_limit,
-        None,
-        0,
-        db,
-        False,
-        os.cpu_count() or 4,
-        device,
-        None,
-    )
-    data = json.loads(text)
-    failures = {"compile_failed": "CompilationFailedConfig", "invalid_config": "InvalidConfig"}
+def _names_in(expression: str) -> set:
+    import re
+
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression))
+
+
+def _no_valid_message(entries, what: str) -> str:
+    """Why no configuration was valid: the most common reason, and a hint."""
+    reasons = Counter(_first_line(e.get("reason") or e.get("status")) for e in entries)
+    reason, count = reasons.most_common(1)[0] if reasons else ("the space is empty", 0)
+    hint = ""
+    low = reason.lower()
+    if "cumodulegetglobal" in low:
+        hint = " Hint: a name in cmem_args is not a __constant__ variable of the kernel's source."
+    elif "names no __global__" in low or "finding the kernel" in low or "name expression" in low:
+        hint = (" Hint: the kernel's name was not found in the module; check kernel_name (a templated kernel is "
+                "named with its arguments, e.g. 'kernel<float, 4>').")
+    elif "threads per block" in low or "shared memory" in low:
+        hint = " Hint: the blocks are too large for the device; restrict the block sizes."
+    elif "verify" in low or "elements wrong" in low:
+        hint = " Hint: every output differed from answer; check answer, atol and the output arguments."
+    return f"no configuration is {what}: {count} of {len(entries)} failed with: {reason}.{hint}"
+
+
+def _first_line(text) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _simulate(kernel_name, problem_size, params, restrictions, strategy, cache, objective, higher_is_better, quiet):
+    """Replays a Kernel Tuner cache as the measurements of a brute-force search."""
+    if cache is None:
+        raise ArgumentError("simulation_mode needs cache=: the Kernel Tuner cache file to replay")
+    if strategy not in (None, "brute_force"):
+        raise ArgumentError(f"simulation_mode with strategy '{strategy}': replay other strategies with "
+                            "`kerntune simulate CACHE.json --strategy NAME`")
+    path = _kt_cache.cache_path(cache)
+    document = _kt_cache.read(path)
+    if document is None:
+        raise ArgumentError(f"simulation_mode needs an existing cache file; {path} does not exist")
+    size = "callable" if callable(problem_size) else describe(problem_size)
+    _kt_cache.check(document, path, kernel_name, list(params), size, None)
+    configs = json.loads(_kerntune.valid_configs(json.dumps(params), _restrictions(restrictions)))
     results = []
-    for entry in data["results"]:
-        row = dict(entry["config"])
-        ok = entry["status"] in ("ok", "early_stopped")
-        row["time"] = entry["time_ms"] if ok else failures.get(entry["status"], "RuntimeFailedConfig")
-        row["times"] = entry["samples"]
-        row["status"] = entry["status"]
-        if ok and metrics:
-            for name, metric in metrics.items():
-                values = {**entry["config"], "time": entry["time_ms"]}
-                row[name] = metric(values) if callable(metric) else eval(str(metric), {"__builtins__": {}}, values)
-        results.append(row)
-    env = {"strategy": strategy, "db": data["db"], "evaluations": data["evaluations"], "stop": data["stop"], "best": data["best"]}
-    return results, env
+    for config in configs:
+        entry = document["cache"].get(_kt_cache.key_of(config, list(params)))
+        if entry is not None:
+            row = dict(entry)
+            if isinstance(row.get(objective), str):
+                row[objective] = _error_from_name(row[objective])
+            results.append(row)
+    best = get_best_config(results, objective, higher_is_better)
+    if best is None:
+        raise NoValidConfigError(f"simulation_mode: {path} holds no valid configuration of this space")
+    if not quiet:
+        print(f"best performing configuration:\n{get_config_string(best, list(params) + [objective])}")
+    return results, {"device_name": document.get("device_name"), "best_config": best, "simulation_mode": True}
+
+
+def _error_from_name(name: str):
+    return error_of({"CompilationFailedConfig": "compile_failed", "InvalidConfig": "invalid_config"}.get(name, "failed"))

@@ -33,21 +33,12 @@ def tune_triton(
     device: int,
     progress: Optional[Callable[[int, int, Optional[float]], None]],
 ) -> str: ...
-def tune_spec(
-    spec: str,
-    worker: Sequence[str],
-    worker_env: Sequence[tuple[str, str]],
-    strategy: str,
-    strategy_options: str,
-    max_fevals: Optional[int],
-    time_limit: Optional[float],
-    target: Optional[float],
-    seed: int,
-    db: Optional[str],
-    fresh: bool,
-    compile_workers: int,
-    device: int,
-    progress: Optional[Callable[[int, int, Optional[float]], None]],
+def tune_kernel_tuner(
+    job: str,
+    instance: Callable[[list[Any]], tuple[str, str, Sequence[int], Sequence[int], int]],
+    verify: Optional[Callable[[list[Any], list[tuple[int, str]]], Optional[str]]],
+    constants: Sequence[tuple[str, bytes]],
 ) -> str: ...
+def compile_kernel_tuner(job: str, instance: Callable[[list[Any]], tuple[str, str, Sequence[int], Sequence[int], int]]) -> str: ...
 def compile_triton(job: str, compile_workers: int, db: Optional[str] = None) -> str: ...
 def tune_schedule_triton(job: str, grid: Callable[[list[Any]], Sequence[int]], config: str, options: str, db: Optional[str], device: int) -> str: ...

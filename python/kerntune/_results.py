@@ -13,9 +13,10 @@ from kerntune._space import launch_options
 class NoValidConfigError(BackendError):
     """A tuning run found no configuration that runs and passes its check. The message says
     why (the reason every configuration shared, with a hint when it is a known one);
-    ``result`` holds the run's ``TuneResult``, every failure's reason included."""
+    ``result`` holds the run's ``TuneResult`` (from ``tune``), every failure's reason
+    included; ``tune_kernel`` gives none, as its results are Kernel Tuner's list."""
 
-    def __init__(self, message: str, result: "TuneResult"):
+    def __init__(self, message: str, result: Optional["TuneResult"] = None):
         super().__init__(message)
         self.result = result
 

@@ -15,9 +15,10 @@ use std::time::Instant;
 use kerntune_engine::spec::{fill, DType, Flush, Timing};
 use kerntune_store::Status;
 
-use crate::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes};
+use crate::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
 use crate::protocol::{
-    ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup, Setup, ToBench,
+    output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
+    Setup, ToBench,
 };
 use crate::stats::{clearly_slower, median, relative_half_width};
 use crate::verify::Comparer;
@@ -140,6 +141,8 @@ struct Worker {
     flush: Option<DeviceBuffer>,
     flushes: u8,
     events: Vec<(Event, Event)>,
+    constants: Vec<(String, Bytes)>,
+    outputs_dir: Option<std::path::PathBuf>,
 }
 
 /// Why an evaluation ended early, as it will be recorded.
@@ -218,6 +221,8 @@ impl Worker {
             flush,
             flushes: 0,
             events: Vec::new(),
+            constants: setup.constants.clone(),
+            outputs_dir: setup.outputs_dir.clone(),
         };
         match &setup.reference {
             Some(ReferenceSetup::Kernel(reference)) => {
@@ -251,7 +256,7 @@ impl Worker {
     }
 
     fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
-        let module = context.load_module(&reference.cubin.0).map_err(|e| format!("loading the reference: {e}"))?;
+        let module = self.load(context, reference).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
         function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
         self.prepare_outputs(context).map_err(|e| e.to_string())?;
@@ -378,9 +383,8 @@ impl Worker {
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Failure> {
         let kernel = &request.kernel;
-        let module = context
-            .load_module(&kernel.cubin.0)
-            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
+        let module =
+            self.load(context, kernel).map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
         let function =
             module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
         let attributes = function
@@ -411,6 +415,7 @@ impl Worker {
         // spent in the tuned kernel all the same.
         result.verify_kernel_ms = start.elapsed_ms(stop).unwrap_or(0.0);
         self.verify(context)?;
+        self.write_outputs(context, request.id)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
 
         let bench_start = Instant::now();
@@ -542,8 +547,8 @@ impl Worker {
             )
             .map_err(text)?;
         let fill = filler.function("kerntune_fill").map_err(text)?;
-        let original_module = context.load_module(&original.cubin.0).map_err(text)?;
-        let candidate_module = context.load_module(&candidate.cubin.0).map_err(text)?;
+        let original_module = self.load(context, original).map_err(text)?;
+        let candidate_module = self.load(context, candidate).map_err(text)?;
         let original_function = original_module.function(&original.name).map_err(text)?;
         let candidate_function = candidate_module.function(&candidate.name).map_err(text)?;
         for (function, image) in [(&original_function, original), (&candidate_function, candidate)] {
@@ -636,7 +641,7 @@ impl Worker {
             let order: [usize; 2] = if rng.chance(0.5) { [0, 1] } else { [1, 0] };
             let mut modules = Vec::with_capacity(2);
             for &k in &order {
-                modules.push((k, context.load_module(&kernels[k].cubin.0).map_err(text)?));
+                modules.push((k, self.load(context, kernels[k]).map_err(text)?));
             }
             modules.sort_by_key(|(k, _)| *k);
             let functions = [
@@ -679,6 +684,34 @@ impl Worker {
         }
         let [a, b] = times;
         Ok((a, b))
+    }
+
+    /// Loads a kernel's module and fills its `__constant__` symbols.
+    fn load(&self, context: &Context, kernel: &KernelImage) -> Result<Module, CudaError> {
+        let module = context.load_module(&kernel.cubin.0)?;
+        for (name, bytes) in &self.constants {
+            module.write_global(name, &bytes.0)?;
+        }
+        Ok(module)
+    }
+
+    /// Writes every output buffer to the setup's outputs folder, for the supervisor's check.
+    fn write_outputs(&self, context: &Context, id: u32) -> Result<(), Failure> {
+        let Some(dir) = &self.outputs_dir else { return Ok(()) };
+        for (position, argument) in self.arguments.iter().enumerate().filter(|(_, a)| a.output) {
+            let Some(buffer) = &argument.buffer else { continue };
+            let mut bytes = vec![0u8; buffer.bytes()];
+            context
+                .download(buffer, &mut bytes)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the outputs back", e))?;
+            let file = output_file(dir, id, position);
+            std::fs::write(&file, &bytes).map_err(|e| Failure {
+                status: Status::RuntimeFailed,
+                reason: format!("writing the outputs to {}: {e}", file.display()),
+                context_lost: false,
+            })?;
+        }
+        Ok(())
     }
 
     fn flush(&mut self, context: &Context) -> Result<(), CudaError> {

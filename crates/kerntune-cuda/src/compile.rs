@@ -20,6 +20,7 @@ pub fn run() -> i32 {
                         cubin: Bytes(compiled.cubin),
                         seconds: compiled.seconds,
                         launch: None,
+                        symbol: Some(compiled.symbol),
                     },
                     Err(error) => FromCompiler::Failed { id, message: error.message, seconds: error.seconds },
                 }

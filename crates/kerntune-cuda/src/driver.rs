@@ -328,6 +328,21 @@ impl Module {
         let function = check("cuModuleGetFunction", unsafe { result::module::get_function(self.module, c_name) })?;
         Ok(Function { function, _module: self })
     }
+
+    /// Writes `data` into the module's global (`__constant__` or `__device__`) variable
+    /// `name`, which must be at least that large.
+    pub fn write_global(&self, name: &str, data: &[u8]) -> Result<(), CudaError> {
+        let fail = |code: String| CudaError { call: "cuModuleGetGlobal", code, sticky: false };
+        let c_name = std::ffi::CString::new(name).map_err(|_| fail("name contains NUL".into()))?;
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        let (pointer, bytes) = check("cuModuleGetGlobal", unsafe { result::module::get_global(self.module, c_name) })?;
+        if data.len() > bytes {
+            return Err(fail(format!("'{name}' holds {bytes} bytes; {} given", data.len())));
+        }
+        // SAFETY: the symbol's storage holds at least `data.len()` bytes; the copy is
+        // synchronous.
+        check("cuMemcpyHtoD", unsafe { result::memcpy_htod_sync(pointer, data) })
+    }
 }
 
 impl Drop for Module {

@@ -21,7 +21,7 @@ pub mod schedule;
 pub mod stats;
 mod verify;
 
-pub use cuda::CudaFrontend;
+pub use cuda::{check_device_limits, CheckFn, CudaFrontend, Instance, InstanceFn, OutputCheck};
 pub use driver::{driver_available, DeviceInfo};
 pub use nvrtc::nvrtc_available;
 pub use pipeline::{Frontend, Pipeline, PipelineOptions};

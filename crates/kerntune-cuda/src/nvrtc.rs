@@ -10,6 +10,9 @@ use cudarc::nvrtc::{result, sys};
 #[derive(Debug, Clone)]
 pub struct Compiled {
     pub cubin: Vec<u8>,
+    /// The kernel's symbol in the cubin: `name` itself for an `extern "C"` kernel, the
+    /// mangled name of a C++ or templated one.
+    pub symbol: String,
     pub log: String,
     pub seconds: f64,
 }
@@ -90,7 +93,13 @@ fn open_library(path: &std::path::Path) -> bool {
     !unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
 }
 
-/// Compiles `source` for `arch` (`sm_90`) with extra `options`, returning the cubin.
+/// Where NVRTC reports errors in the name expressions it was given.
+const NAME_MAP: &str = "__nv_name_map";
+
+/// Compiles `source` for `arch` (`sm_90`) with extra `options`, returning the cubin and the
+/// symbol of the kernel `name`. `name` is a C++ name expression (`matmul`, `ns::kernel`,
+/// `kernel<float, 4>`): NVRTC instantiates it and reports its mangled name, so kernels
+/// need not be declared `extern "C"`.
 pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Result<Compiled, CompileError> {
     let start = Instant::now();
     let fail = |message: String| CompileError { message, seconds: start.elapsed().as_secs_f64() };
@@ -98,9 +107,19 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
         return Err(fail("NVRTC (libnvrtc) is not installed on this machine".into()));
     }
     let source = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
-    let file = CString::new(format!("{name}.cu")).map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
+    let expression = CString::new(name).map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
+    let file = CString::new(format!("{}.cu", file_stem(name)))
+        .map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
     let program =
         result::create_program(&source, Some(&file)).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
+    // SAFETY: `program` is live (destroyed below on every path); the expression is
+    // NUL-terminated and outlives the call.
+    let added = unsafe { sys::nvrtcAddNameExpression(program, expression.as_ptr()) };
+    if added != sys::nvrtcResult::NVRTC_SUCCESS {
+        // SAFETY: destroyed exactly once, on this early path.
+        let _ = unsafe { result::destroy_program(program) };
+        return Err(fail(format!("the kernel name '{name}' is not a C++ name expression ({added:?})")));
+    }
     let mut all_options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     if let Some(include) = cuda_include_dir() {
         all_options.push(format!("--include-path={include}"));
@@ -110,9 +129,16 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
     let outcome = unsafe { result::compile_program(program, &all_options) };
     // SAFETY: as above.
     let log = unsafe { result::get_program_log(program) }.map(|chars| text(&chars)).unwrap_or_default();
-    let cubin = match outcome {
-        // SAFETY: as above; the size query precedes the copy into a buffer of that size.
-        Ok(()) => unsafe { cubin_of(program) }.map_err(|e| format!("nvrtcGetCUBIN: {e:?}")),
+    let compiled = match outcome {
+        // SAFETY: as above; the size query precedes the copy into a buffer of that size,
+        // and the lowered name is asked for after a successful compile.
+        Ok(()) => unsafe { cubin_of(program) }
+            .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))
+            .and_then(|cubin| unsafe { lowered_name(program, &expression) }.map(|symbol| (cubin, symbol))),
+        Err(_) if log.contains(NAME_MAP) => Err(format!(
+            "the kernel name '{name}' names no __global__ function of the source (NVRTC: {})",
+            log.lines().find(|l| l.contains(NAME_MAP)).unwrap_or_default().trim()
+        )),
         Err(_) => {
             Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() })
         }
@@ -120,8 +146,8 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
     // SAFETY: destroyed exactly once.
     let _ = unsafe { result::destroy_program(program) };
     let seconds = start.elapsed().as_secs_f64();
-    match cubin {
-        Ok(cubin) => Ok(Compiled { cubin, log, seconds }),
+    match compiled {
+        Ok((cubin, symbol)) => Ok(Compiled { cubin, symbol, log, seconds }),
         Err(message) => Err(CompileError { message, seconds }),
     }
 }
@@ -142,6 +168,35 @@ unsafe fn cubin_of(program: sys::nvrtcProgram) -> Result<Vec<u8>, sys::nvrtcResu
         return Err(status);
     }
     Ok(cubin)
+}
+
+/// # Safety
+/// `program` must be a live NVRTC program, compiled successfully after `expression` was
+/// added to it.
+unsafe fn lowered_name(program: sys::nvrtcProgram, expression: &CString) -> Result<String, String> {
+    let mut lowered: *const c_char = std::ptr::null();
+    // SAFETY: per the caller's contract; NVRTC owns the returned string, which lives as
+    // long as the program and is copied out before it is destroyed.
+    let status = unsafe { sys::nvrtcGetLoweredName(program, expression.as_ptr(), &mut lowered) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS || lowered.is_null() {
+        return Err(format!(
+            "the kernel '{}' is not a __global__ function of the source (nvrtcGetLoweredName: {status:?})",
+            expression.to_string_lossy()
+        ));
+    }
+    // SAFETY: a NUL-terminated string owned by the live program.
+    Ok(unsafe { std::ffi::CStr::from_ptr(lowered) }.to_string_lossy().into_owned())
+}
+
+/// A file name for NVRTC's messages, from a name expression (`kernel<float, 4>` -> `kernel`).
+fn file_stem(name: &str) -> String {
+    let stem: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+    let stem = stem.rsplit("::").next().unwrap_or_default().to_string();
+    if stem.is_empty() {
+        "kernel".to_string()
+    } else {
+        stem
+    }
 }
 
 fn text(chars: &[c_char]) -> String {

@@ -16,10 +16,11 @@ use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Evaluation, Status};
 
 use crate::driver::DeviceInfo;
-use crate::pool::{CompileOutcome, CompilePool};
+use crate::pool::{Binary, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{
-    CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, LaunchInfo, Setup, ToBench,
+    output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
+    ToBench,
 };
 use crate::stats::median;
 
@@ -30,8 +31,7 @@ pub trait Frontend {
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
 
     /// How to launch a compiled configuration; an error is a reason it is invalid.
-    fn kernel_image(&self, config: &[Value], cubin: Vec<u8>, launch: Option<LaunchInfo>)
-        -> Result<KernelImage, String>;
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
 
     /// The objective of a configuration whose median kernel time is `time_ms`.
     fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String>;
@@ -44,8 +44,15 @@ pub trait Frontend {
     fn setup(
         &self,
         device: &DeviceInfo,
-        compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+        compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
     ) -> Result<Setup, String>;
+
+    /// Checks the outputs of a configuration's checked run (files by argument position),
+    /// where the setup asked the benchmark worker for them ([`Setup::outputs_dir`]); an
+    /// error is why they are wrong.
+    fn check_outputs(&self, _config: &[Value], _outputs: &[(usize, std::path::PathBuf)]) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Timeouts of the protocol.
     fn launch_timeout(&self) -> Duration;
@@ -196,10 +203,10 @@ impl<'a> Pipeline<'a> {
 
     fn on_compiled(&mut self, outcome: CompileOutcome) {
         match outcome {
-            CompileOutcome::Compiled { id, cubin, seconds, launch } => {
+            CompileOutcome::Compiled { id, binary, seconds } => {
                 let Some(job) = self.jobs.get_mut(&id) else { return };
                 job.costs.compile_s = seconds;
-                match self.frontend.kernel_image(&job.values, cubin, launch) {
+                match self.frontend.kernel_image(&job.values, binary) {
                     Ok(image) => self.ready.push_back((id, image)),
                     Err(reason) => self.finish(id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
                 }
@@ -289,17 +296,22 @@ impl<'a> Pipeline<'a> {
             ..Costs::default()
         };
         let mut metrics = attribute_metrics(&result);
-        let evaluation = match result.status {
+        // Outputs the frontend judges itself can still turn a measured configuration wrong.
+        let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
+            Ok(()) => (result.status, result.reason),
+            Err(reason) => (Status::InvalidOutput, Some(reason)),
+        };
+        let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
                 let time = median(&result.samples);
-                if result.status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
+                if status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
                     self.best_median_ms = Some(time);
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
                 match self.frontend.objective(&job.values, time) {
                     Ok(objective) => Evaluation {
-                        status: result.status,
-                        reason: result.reason,
+                        status,
+                        reason,
                         objective: Some(objective),
                         samples: result.samples,
                         costs,
@@ -309,13 +321,36 @@ impl<'a> Pipeline<'a> {
                 }
             }
             status => {
-                let mut evaluation = Evaluation::failed(status, result.reason.clone().unwrap_or_default(), costs);
+                let mut evaluation = Evaluation::failed(status, reason.unwrap_or_default(), costs);
                 evaluation.metrics = metrics;
                 evaluation.samples = result.samples;
                 evaluation
             }
         };
         self.finish(result.id, evaluation);
+    }
+
+    /// The frontend's check of the outputs the worker wrote for evaluation `id`, where the
+    /// setup asked for them; the files are removed afterwards.
+    fn check_returned_outputs(&self, id: u32, config: &[Value], status: Status) -> Result<(), String> {
+        let Some(dir) = &self.setup.outputs_dir else { return Ok(()) };
+        let files: Vec<(usize, std::path::PathBuf)> = self
+            .setup
+            .args
+            .iter()
+            .enumerate()
+            .filter(|(_, arg)| matches!(arg, ArgSetup::Buffer { output: true, .. }))
+            .map(|(position, _)| (position, output_file(dir, id, position)))
+            .collect();
+        let outcome = if matches!(status, Status::Ok | Status::EarlyStopped) {
+            self.frontend.check_outputs(config, &files)
+        } else {
+            Ok(())
+        };
+        for (_, file) in &files {
+            let _ = std::fs::remove_file(file);
+        }
+        outcome
     }
 
     /// The benchmark worker died or hung: its configuration fails with the reason, and a
@@ -499,7 +534,7 @@ pub(crate) fn compile_now(
     hub: &Hub,
     job: CompileJob,
     timeout: Duration,
-) -> Result<(Vec<u8>, Option<LaunchInfo>), String> {
+) -> Result<Binary, String> {
     pool.submit(CompileRequest { id: REFERENCE_JOB, job });
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
     loop {
@@ -513,7 +548,7 @@ pub(crate) fn compile_now(
             continue;
         }
         match pool.handle(line, hub) {
-            Some(CompileOutcome::Compiled { cubin, launch, .. }) => return Ok((cubin, launch)),
+            Some(CompileOutcome::Compiled { binary, .. }) => return Ok(binary),
             Some(CompileOutcome::Failed { reason, .. }) => return Err(reason),
             None => {}
         }

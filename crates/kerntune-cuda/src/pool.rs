@@ -8,10 +8,20 @@ use std::time::{Duration, Instant};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
 
+/// A compiled kernel as its compile worker returned it.
+#[derive(Debug, Clone)]
+pub struct Binary {
+    pub cubin: Vec<u8>,
+    /// How to launch it, from compilers that decide (Triton).
+    pub launch: Option<LaunchInfo>,
+    /// The kernel's symbol in the cubin, from compilers that lower names (NVRTC).
+    pub symbol: Option<String>,
+}
+
 /// What became of one compile request.
 #[derive(Debug)]
 pub enum CompileOutcome {
-    Compiled { id: u32, cubin: Vec<u8>, seconds: f64, launch: Option<LaunchInfo> },
+    Compiled { id: u32, binary: Binary, seconds: f64 },
     Failed { id: u32, reason: String, seconds: f64 },
 }
 
@@ -111,8 +121,8 @@ impl CompilePool {
         };
         self.slots[index].job = None;
         match serde_json::from_str::<FromCompiler>(&text) {
-            Ok(FromCompiler::Compiled { id, cubin, seconds, launch }) => {
-                Some(CompileOutcome::Compiled { id, cubin: cubin.0, seconds, launch })
+            Ok(FromCompiler::Compiled { id, cubin, seconds, launch, symbol }) => {
+                Some(CompileOutcome::Compiled { id, binary: Binary { cubin: cubin.0, launch, symbol }, seconds })
             }
             Ok(FromCompiler::Failed { id, message, seconds }) => {
                 Some(CompileOutcome::Failed { id, reason: message, seconds })

@@ -98,6 +98,19 @@ pub struct Setup {
     /// arithmetic), rather than within the tolerances.
     #[serde(default)]
     pub bitwise: bool,
+    /// `__constant__` symbols of the kernel's module and their contents, written after
+    /// each load (Kernel Tuner's `cmem_args`).
+    #[serde(default)]
+    pub constants: Vec<(String, Bytes)>,
+    /// Where the worker writes every output buffer after each checked run, as raw bytes in
+    /// `{dir}/{id}.{position}.bin` (see [`output_file`]), for a check the supervisor runs.
+    #[serde(default)]
+    pub outputs_dir: Option<std::path::PathBuf>,
+}
+
+/// The file of one output of one evaluation under [`Setup::outputs_dir`].
+pub fn output_file(dir: &std::path::Path, id: u32, position: usize) -> std::path::PathBuf {
+    dir.join(format!("{id}.{position}.bin"))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -217,6 +230,10 @@ pub enum FromCompiler {
         seconds: f64,
         #[serde(default)]
         launch: Option<LaunchInfo>,
+        /// The kernel's symbol in the cubin (NVRTC's lowered name), where the compiler
+        /// reports one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        symbol: Option<String>,
     },
     Failed {
         id: u32,
@@ -231,10 +248,17 @@ mod tests {
 
     #[test]
     fn binaries_round_trip_as_base64() {
-        let message = FromCompiler::Compiled { id: 3, cubin: Bytes(vec![0, 255, 7, 0x7f]), seconds: 0.5, launch: None };
+        let message = FromCompiler::Compiled {
+            id: 3,
+            cubin: Bytes(vec![0, 255, 7, 0x7f]),
+            seconds: 0.5,
+            launch: None,
+            symbol: Some("_Z1kPf".into()),
+        };
         let line = serde_json::to_string(&message).expect("serializes");
         assert!(line.contains("\"AP8Hfw==\""), "{line}");
         let back: FromCompiler = serde_json::from_str(&line).expect("parses");
-        assert!(matches!(back, FromCompiler::Compiled { id: 3, cubin, .. } if cubin.0 == vec![0, 255, 7, 0x7f]));
+        assert!(matches!(back, FromCompiler::Compiled { id: 3, ref cubin, ref symbol, .. }
+            if cubin.0 == vec![0, 255, 7, 0x7f] && symbol.as_deref() == Some("_Z1kPf")));
     }
 }

@@ -477,9 +477,9 @@ pub fn schedule_config(
     let mut pool = CompilePool::new(&pipeline.compile_worker, 1, timeout, &hub, 1)
         .map_err(|e| failed(format!("cannot start a compile worker: {e}")))?;
     let job = frontend.compile_job(config, device).map_err(failed)?;
-    let (cubin, launch) = compile_now(&mut pool, &hub, job, timeout)
+    let binary = compile_now(&mut pool, &hub, job, timeout)
         .map_err(|e| failed(format!("compiling the best configuration: {e}")))?;
-    let original = frontend.kernel_image(config, cubin, launch).map_err(failed)?;
+    let original = frontend.kernel_image(config, binary).map_err(failed)?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
     let setup = schedule_setup(frontend.setup(device, &mut compile).map_err(failed)?, &original).map_err(failed)?;
     let mut session = BenchSession::start(&pipeline.bench_worker, pipeline.device, setup, frontend.launch_timeout())?;

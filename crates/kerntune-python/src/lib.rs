@@ -1,13 +1,14 @@
 //! The extension module `kerntune._kerntune`: thin bindings over kerntune's Rust crates.
 //!
 //! The friendly API lives in the pure-Python package (`python/kerntune/`); this module
-//! offers what it needs: tuning a Triton kernel described by a job (JSON) or a CUDA C
-//! kernel described by a spec file, compiling a Triton space without a GPU, enumerating a
-//! space, and the worker processes' entry points. Results cross as JSON text. Every error
+//! offers what it needs: tuning a Triton kernel or a CUDA C kernel with Kernel Tuner's
+//! conventions, each described by a JSON job, compiling either without a GPU, enumerating
+//! a space, and the worker processes' entry points. Results cross as JSON text. Every error
 //! kind maps to a Python exception class of its own ([`errors`]). Long calls release the
 //! GIL and check for Ctrl-C after every evaluation.
 
 mod errors;
+mod kernel_tuner;
 mod tuning;
 
 use pyo3::prelude::*;
@@ -52,10 +53,11 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_db, m)?)?;
     m.add_function(wrap_pyfunction!(valid_configs, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
-    m.add_function(wrap_pyfunction!(tuning::tune_spec, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::tune_schedule_triton, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

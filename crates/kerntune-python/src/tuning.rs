@@ -1,4 +1,5 @@
-//! Tuning calls: a Triton job, a CUDA C spec, and compiling a Triton space without a GPU.
+//! Tuning calls: a Triton job, and compiling a Triton space without a GPU (the CUDA C
+//! kernels of Kernel Tuner's `tune_kernel` are in [`crate::kernel_tuner`]).
 //! Each releases the GIL while it runs and takes it back only to call the user's grid
 //! function, to report progress and to check for Ctrl-C after every evaluation.
 
@@ -11,8 +12,7 @@ use std::time::Instant;
 use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
 use kerntune_cuda::process::Hub;
 use kerntune_cuda::protocol::CompileRequest;
-use kerntune_cuda::{driver_available, CudaFrontend, Frontend, Pipeline, PipelineOptions, WorkerCommand};
-use kerntune_engine::spec::KernelSpec;
+use kerntune_cuda::{driver_available, Frontend, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_engine::{Budget, Event, Lazy, Summary, Tuner};
 use kerntune_search::build_strategy;
 use kerntune_space::{params_from_json, ConfigId, Space, Value};
@@ -32,18 +32,18 @@ pub fn space_of(params: &str, restrictions: &[String]) -> PyResult<Space> {
 }
 
 /// Search settings, as the Python API passes them.
-struct Search {
+pub(crate) struct Search {
     strategy: String,
     strategy_options: Map<String, Json>,
     budget: Budget,
     seed: u64,
-    db: PathBuf,
+    pub(crate) db: PathBuf,
     /// Measure everything again instead of answering from the store.
     fresh: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn search(
+pub(crate) fn search(
     strategy: &str,
     strategy_options: &str,
     max_fevals: Option<usize>,
@@ -71,12 +71,12 @@ fn search(
     })
 }
 
-fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
+pub(crate) fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
     let (program, args) = argv.split_first().ok_or_else(|| errors::backend("an empty worker command"))?;
     Ok(WorkerCommand::new(program, args.to_vec()))
 }
 
-fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
+pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
     Ok(match value {
         Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
         Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
@@ -87,7 +87,7 @@ fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
 
 /// Runs one tuning with a frontend: the store, the strategy, the lazily started pipeline,
 /// progress and Ctrl-C. Called with the GIL released.
-fn run(
+pub(crate) fn run(
     frontend: &dyn Frontend,
     space: &Space,
     info: &TuningInfo,
@@ -204,7 +204,7 @@ pub fn device_info(device: usize) -> PyResult<String> {
     serde_json::to_string(&require_gpu(device)?).map_err(errors::backend)
 }
 
-fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
+pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
     if !driver_available() {
         return Err(errors::no_gpu(
             "no NVIDIA driver on this machine: tuning needs a GPU (compile_only=True works without one)",
@@ -255,52 +255,6 @@ pub fn tune_triton(
     Ok(result.to_string())
 }
 
-/// Tunes the CUDA C kernel of a spec file; the worker commands are the Python ones.
-#[pyfunction]
-#[pyo3(signature = (spec, worker, worker_env, strategy, strategy_options, max_fevals, time_limit, target, seed, db, fresh, compile_workers, device, progress))]
-#[allow(clippy::too_many_arguments)]
-pub fn tune_spec(
-    py: Python<'_>,
-    spec: &str,
-    worker: Vec<String>,
-    worker_env: Vec<(String, String)>,
-    strategy: &str,
-    strategy_options: &str,
-    max_fevals: Option<usize>,
-    time_limit: Option<f64>,
-    target: Option<f64>,
-    seed: u64,
-    db: Option<String>,
-    fresh: bool,
-    compile_workers: usize,
-    device: usize,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
-    let spec = KernelSpec::load(std::path::Path::new(spec)).map_err(errors::spec)?;
-    let space = spec.space().map_err(errors::space)?;
-    let search = search(strategy, strategy_options, max_fevals, time_limit, target, seed, db, fresh)?;
-    let device_info = require_gpu(device)?;
-    if !kerntune_cuda::nvrtc_available() {
-        return Err(errors::backend(
-            "NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)",
-        ));
-    }
-    kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(errors::spec)?;
-    let mut command = worker_command(&worker)?;
-    command.env = worker_env;
-    let options = PipelineOptions {
-        bench_worker: command.clone(),
-        compile_worker: command,
-        device,
-        compile_workers: compile_workers.max(1),
-    };
-    let result = py.detach(|| {
-        let frontend = CudaFrontend::new(&spec, &space);
-        run(&frontend, &space, &spec.tuning_info(&device_info.name), &search, options, progress.as_ref())
-    })?;
-    Ok(result.to_string())
-}
-
 /// Compiles every configuration of a Triton job for `arch` with no GPU, keeping the cubins
 /// in `db` when given. Returns, per configuration, what the compile produced.
 #[pyfunction]
@@ -339,7 +293,8 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
         };
         let mut record = |outcome: CompileOutcome| -> Result<(), String> {
             let (index, entry) = match outcome {
-                CompileOutcome::Compiled { id, cubin, seconds, launch } => {
+                CompileOutcome::Compiled { id, binary, seconds } => {
+                    let (cubin, launch) = (binary.cubin, binary.launch);
                     let config = config_of(id)?;
                     if let (Some(store), Some(tuning)) = (&store, tuning) {
                         store.save_artifact(tuning, &config, "cubin", &cubin, "triton").map_err(|e| e.to_string())?;
@@ -357,16 +312,27 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
             }
             Ok(())
         };
-        let stop = || Python::attach(|py| py.check_signals().is_err());
-        compile_all(&mut pool, &hub, requests, &mut record, &stop).map_err(errors::backend)?;
-        Python::attach(|py| py.check_signals())?;
+        compile_interruptibly(&mut pool, &hub, requests, &mut record)?;
         Ok(outcomes)
     })?;
     Ok(Json::Array(outcomes).to_string())
 }
 
+/// Compiles every request through the pool, handing each outcome to `record`; Ctrl-C
+/// stops it and is raised once the pool has stopped.
+pub(crate) fn compile_interruptibly(
+    pool: &mut CompilePool,
+    hub: &Hub,
+    requests: Vec<CompileRequest>,
+    record: &mut dyn FnMut(CompileOutcome) -> Result<(), String>,
+) -> PyResult<()> {
+    let stop = || Python::attach(|py| py.check_signals().is_err());
+    compile_all(pool, hub, requests, record, &stop).map_err(errors::backend)?;
+    Python::attach(|py| py.check_signals())
+}
+
 /// Stand-in device limits for compiling without a GPU: Hopper's.
-fn compile_only_device() -> kerntune_cuda::DeviceInfo {
+pub(crate) fn compile_only_device() -> kerntune_cuda::DeviceInfo {
     kerntune_cuda::DeviceInfo {
         ordinal: 0,
         name: "compile-only".into(),
@@ -441,7 +407,7 @@ pub fn tune_schedule_triton(
 /// `KeyboardInterrupt` from a callback (the grid function, the progress callback), where it
 /// would count as that callback's failure. This puts the interrupt back, for the tuner's
 /// next check to see.
-fn keep_interrupt(py: Python<'_>, error: &PyErr) {
+pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
     if error.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
         // SAFETY: PyErr_SetInterrupt only sets the flag a SIGINT would set; it may be
         // called from any thread, with or without the GIL.

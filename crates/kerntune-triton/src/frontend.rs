@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use kerntune_cuda::protocol::{ArgSetup, CompileJob, KernelImage, LaunchInfo, ReferenceSetup, Setup};
+use kerntune_cuda::pool::Binary;
+use kerntune_cuda::protocol::{ArgSetup, CompileJob, KernelImage, ReferenceSetup, Setup};
 use kerntune_cuda::{DeviceInfo, Frontend};
 use kerntune_engine::spec::{Geometry, Init, Timing};
 use kerntune_space::{Expression, Param, Value};
@@ -95,12 +96,8 @@ impl Frontend for TritonFrontend<'_> {
         Ok(CompileJob::Triton { constexprs, options })
     }
 
-    fn kernel_image(
-        &self,
-        config: &[Value],
-        cubin: Vec<u8>,
-        launch: Option<LaunchInfo>,
-    ) -> Result<KernelImage, String> {
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+        let Binary { cubin, launch, .. } = binary;
         let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
         let programs = (self.grid)(config)?;
         let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or("grid overflow")?;
@@ -143,7 +140,7 @@ impl Frontend for TritonFrontend<'_> {
     fn setup(
         &self,
         _device: &DeviceInfo,
-        _compile: &mut dyn FnMut(CompileJob) -> Result<(Vec<u8>, Option<LaunchInfo>), String>,
+        _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
     ) -> Result<Setup, String> {
         let args = self
             .job
@@ -172,7 +169,15 @@ impl Frontend for TritonFrontend<'_> {
                 outputs.iter().map(|o| (o.position, o.atol, o.rtol)).collect(),
             ),
         };
-        Ok(Setup { args, timing: self.timing.clone(), reference, tolerances, bitwise: false })
+        Ok(Setup {
+            args,
+            timing: self.timing.clone(),
+            reference,
+            tolerances,
+            bitwise: false,
+            constants: Vec::new(),
+            outputs_dir: None,
+        })
     }
 
     fn launch_timeout(&self) -> Duration {

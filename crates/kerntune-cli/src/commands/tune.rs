@@ -416,7 +416,8 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     let mut record = |outcome: CompileOutcome| -> Result<(), String> {
         bar.inc(1);
         match outcome {
-            CompileOutcome::Compiled { id, cubin, seconds, .. } => {
+            CompileOutcome::Compiled { id, binary, seconds } => {
+                let cubin = binary.cubin;
                 summed += seconds;
                 compiled += 1;
                 let values = config_values(space, ids[id as usize]);

@@ -37,6 +37,15 @@ pub struct Launch {
     pub shared_bytes: Option<Expression>,
 }
 
+impl Launch {
+    /// One block of one thread: the launch of a spec whose front end computes each
+    /// configuration's geometry itself.
+    pub fn unused() -> Launch {
+        let one = || Expression::parse("1", &[]).expect("a constant parses");
+        Launch { grid: GridRule::Explicit([one(), one(), one()]), block: [one(), one(), one()], shared_bytes: None }
+    }
+}
+
 /// Hardware limits of grid dimensions (x, y, z).
 const GRID_LIMITS: [u64; 3] = [(1 << 31) - 1, 65_535, 65_535];
 

@@ -152,6 +152,22 @@ impl KernelSpec {
             })
     }
 
+    /// Parses a spec given as a JSON object with the TOML file's keys, as the Python front
+    /// end hands it over; `base` locates the files it names, `label` names it in errors.
+    pub fn from_json(text: &str, base: &Path, label: &str) -> Result<KernelSpec, SpecError> {
+        let error = |message: String| SpecError { path: label.to_string(), message };
+        let canonical: Json = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+        let raw: RawSpec = serde_json::from_value(canonical.clone()).map_err(|e| error(e.to_string()))?;
+        let mut canonical = canonical;
+        if let Some(table) = canonical.as_object_mut() {
+            table.remove("search");
+        }
+        Builder { base: base.to_path_buf(), error: &error }.build(raw, &canonical).map(|mut spec| {
+            spec.path = base.join(label);
+            spec
+        })
+    }
+
     /// Names the expressions may use: problem variables, then parameters.
     pub fn names(&self) -> Vec<&str> {
         self.problem.iter().map(|(n, _)| n.as_str()).chain(self.params.iter().map(Param::name)).collect()
@@ -298,7 +314,9 @@ impl Builder<'_> {
             Expression::parse(restriction, &names).map_err(|e| error(format!("restriction {e}")))?;
         }
         let restrictions = restrictions.iter().map(|r| substitute(r, &problem)).collect();
-        let launch = self.launch(&raw.launch, &names, &params)?;
+        let callers_launch =
+            raw.kernel_tuner.is_some() && raw.launch.grid.is_none() && raw.launch.problem_size.is_none();
+        let launch = if callers_launch { Launch::unused() } else { self.launch(&raw.launch, &names, &params)? };
         let args = self.args(&raw.args, &problem_names)?;
         let verify = raw.verify.as_ref().map(|v| self.verify(v, &params, &args, &names, &source)).transpose()?;
         let (objective, objective_expression) = match &raw.objective {

@@ -29,6 +29,12 @@ pub(crate) struct RawSpec {
     pub timing: RawTiming,
     #[serde(default)]
     pub search: RawSearch,
+    /// Kernel Tuner's source and launch conventions (`problem_size`, `grid_div_*`,
+    /// `defines`...), as the Python `tune_kernel` received them: it builds each
+    /// configuration's source and geometry itself, so here they only enter the results'
+    /// identity, and `[launch]` may be left out.
+    #[serde(default)]
+    pub kernel_tuner: Option<Json>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -140,3 +140,28 @@ fn a_ptxas_options_parameter_passes_its_flags_to_ptxas() {
     assert!(!spec.source_for(&config("-O1")).contains("ptxas_options"));
     assert_eq!(spec.ptxas_flags(), vec!["", "-O1 -dlcm=cg"]);
 }
+
+#[test]
+fn a_spec_given_as_json_reads_like_its_toml() {
+    let from_toml = KernelSpec::parse(MINIMAL, &example_dir().join("test.toml")).expect("parses");
+    let json: Json = toml::from_str(MINIMAL).expect("TOML");
+    let from_json = KernelSpec::from_json(&json.to_string(), &example_dir(), "test.toml").expect("parses");
+    assert_eq!(from_json.fingerprint, from_toml.fingerprint);
+    assert_eq!(
+        from_json.geometry(&[Value::Int(64), Value::Int(2)]),
+        from_toml.geometry(&[Value::Int(64), Value::Int(2)])
+    );
+}
+
+#[test]
+fn kernel_tuner_conventions_enter_the_identity_and_stand_in_for_the_launch() {
+    let mut json: Json = toml::from_str(MINIMAL).expect("TOML");
+    json.as_object_mut().expect("table").remove("launch");
+    let without = KernelSpec::from_json(&json.to_string(), &example_dir(), "job").unwrap_err().to_string();
+    assert!(without.contains("problem_size"), "{without}");
+    json["kernel_tuner"] = serde_json::json!({"problem_size": 1000, "grid_div": [null, null, null]});
+    let one = KernelSpec::from_json(&json.to_string(), &example_dir(), "job").expect("parses");
+    json["kernel_tuner"]["problem_size"] = serde_json::json!(2000);
+    let other = KernelSpec::from_json(&json.to_string(), &example_dir(), "job").expect("parses");
+    assert_ne!(one.fingerprint, other.fingerprint);
+}

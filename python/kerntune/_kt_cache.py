@@ -1,0 +1,82 @@
+"""Kernel Tuner's cache file (``cache=``): read before tuning, so that its entries count as
+measured, and written after, in the layout Kernel Tuner itself appends to: the header
+first, ``"cache"`` last, one entry per line, so that Kernel Tuner can resume from it too.
+
+An entry is keyed by the configuration's values joined with commas (Python's ``str`` of
+each, in ``tune_params`` order) and holds the parameters, the objective (a number, or the
+name of the failure), ``times`` and the costs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional
+
+from kerntune._kt_errors import ArgumentError
+
+
+def cache_path(cache) -> str:
+    path = os.fspath(cache)
+    return path if path.endswith(".json") else path + ".json"
+
+
+def read(path: str) -> Optional[dict]:
+    """The cache document at ``path``, or None when there is none. A file Kernel Tuner left
+    open for appending (no closing braces, a trailing comma) reads as if closed."""
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        text = f.read().strip()
+    if text and text[-3:] not in ("}\n}", "}}}"):
+        text = text.rstrip(",") + "}\n}"
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ArgumentError(f"cache: {path} is not a Kernel Tuner cache file ({error})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("cache"), dict):
+        raise ArgumentError(f"cache: {path} is not a Kernel Tuner cache file (no \"cache\" object)")
+    return document
+
+
+def check(document: dict, path: str, kernel_name: str, keys: list, problem_size, device_name: Optional[str]):
+    """Refuses a cache of another kernel, device, problem or parameter list, as Kernel
+    Tuner does."""
+    def refuse(what, cached, given):
+        raise ArgumentError(f"cache: {path} holds results for {what} {cached!r}, not {given!r}; use another file")
+
+    if document.get("kernel_name") != kernel_name:
+        refuse("kernel", document.get("kernel_name"), kernel_name)
+    if device_name is not None and document.get("device_name") != device_name:
+        refuse("device", document.get("device_name"), device_name)
+    if document.get("tune_params_keys") != keys:
+        refuse("parameters", document.get("tune_params_keys"), keys)
+    cached = document.get("problem_size")
+    if "problem_size" in document and problem_size != "callable" and _listed(cached) != _listed(problem_size):
+        refuse("problem_size", cached, problem_size)
+
+
+def _listed(size) -> list:
+    return list(size) if isinstance(size, (list, tuple)) else [size]
+
+
+def key_of(config: dict, keys: list) -> str:
+    return ",".join(str(config[k]) for k in keys)
+
+
+def write(path: str, header: dict, entries: dict):
+    """Writes the cache: the header's keys, then ``"cache"`` with one entry per line."""
+    head = json.dumps({**header, "cache": {}}, indent="", default=_plain)
+    head = head[: head.rindex("{}")] + "{"
+    lines = [json.dumps({key: entry}, default=_plain)[1:-1] for key, entry in entries.items()]
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(head + "\n" + ",\n".join(lines) + "}\n}")
+
+
+def _plain(value: Any):
+    """numpy scalars and arrays as JSON numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

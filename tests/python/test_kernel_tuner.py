@@ -1,0 +1,321 @@
+"""``kerntune.tune_kernel`` with Kernel Tuner's conventions, checked without a GPU: every
+call compiles the whole space for sm_90 with NVRTC (``compile_only=True``) and the tests
+read what each configuration became. The GPU runs of the same conventions are in
+test_kernel_tuner_gpu.py."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import kerntune
+from kerntune import file_utils, util
+from kerntune._kt_conventions import Conventions
+
+VECTOR_ADD = """
+__global__ void vector_add(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+TEMPLATED = """
+template <typename T, int items>
+__global__ void scale(T *x, int n) {
+    int i = (blockIdx.x * block_size_x + threadIdx.x) * items;
+    #pragma unroll
+    for (int k = 0; k < items; k++) if (i + k < n) x[i + k] *= T(2);
+}
+"""
+
+
+def vector_args(n=4096):
+    a = np.arange(n, dtype=np.float32)
+    return [np.zeros_like(a), a, a.copy(), np.int32(n)]
+
+
+def compile_only(db, *args, **kwargs):
+    return kerntune.tune_kernel(*args, compile_only=True, arch="sm_90", db=db, **kwargs)
+
+
+def test_a_cpp_kernel_without_extern_c_compiles_and_reports_its_mangled_symbol(db):
+    rows, env = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128, 256]})
+    assert [r["block_size_x"] for r in rows] == [64, 128, 256]
+    assert all(r["status"] == "compiled" for r in rows), rows
+    assert all(r["symbol"].startswith("_Z10vector_add") for r in rows), rows
+    assert env["compiled"] == 3
+
+
+def test_an_extern_c_kernel_keeps_its_plain_symbol(db):
+    source = 'extern "C"' + VECTOR_ADD
+    rows, _ = compile_only(db, "vector_add", source, 4096, vector_args(), {"block_size_x": [128]})
+    assert rows[0]["symbol"] == "vector_add"
+
+
+def test_a_templated_kernel_name_may_use_the_parameters(db):
+    x = np.ones(4096, np.float32)
+    rows, _ = compile_only(db, "scale<float, unroll>", TEMPLATED, 4096, [x, np.int32(4096)],
+                           {"block_size_x": [128], "unroll": [1, 4]}, grid_div_x=["block_size_x", "unroll"])
+    symbols = {r["unroll"]: r["symbol"] for r in rows}
+    assert all(r["status"] == "compiled" for r in rows), rows
+    assert symbols[1].startswith("_Z5scaleIfLi1E") and symbols[4].startswith("_Z5scaleIfLi4E"), symbols
+
+
+def test_blocks_the_device_cannot_hold_are_left_out_before_the_search(db):
+    rows, env = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [512, 1024, 2048]})
+    assert [r["block_size_x"] for r in rows] == [512, 1024]
+    assert env["configurations"] == 2
+
+
+def test_a_name_missing_from_the_source_fails_loudly_with_a_hint(db):
+    with pytest.raises(kerntune.KerntuneError) as caught:
+        compile_only(db, "vector_sum", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]})
+    message = str(caught.value)
+    assert "no configuration is compiled" in message and "2 of 2" in message and "vector_sum" in message
+    assert "Hint" in message
+
+
+def test_a_compile_error_in_the_kernel_is_reported_without_the_name_hint(db):
+    source = VECTOR_ADD.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + undefined_name;")
+    with pytest.raises(kerntune.KerntuneError, match="undefined_name") as caught:
+        compile_only(db, "vector_add", source, 4096, vector_args(), {"block_size_x": [64]})
+    assert "kernel's name" not in str(caught.value)
+
+
+def test_compiling_again_answers_from_the_store(db):
+    space = {"block_size_x": [64, 128]}
+    first, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), space)
+    again, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), space)
+    assert not any(r["from_store"] for r in first)
+    assert all(r["from_store"] for r in again)
+    assert [r["symbol"] for r in again] == [r["symbol"] for r in first]
+
+
+def test_a_new_answer_is_a_new_tuning_not_an_answer_from_the_store(db):
+    args = vector_args()
+    space = {"block_size_x": [64]}
+    first, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] + args[2], None, None, None])
+    again, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] + args[2], None, None, None])
+    other, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, args, space, answer=[args[1] - args[2], None, None, None])
+    assert [r["from_store"] for r in (first[0], again[0], other[0])] == [False, True, False]
+
+
+def test_compiler_options_and_defines_reach_the_compiler(db):
+    source = """
+    #if !defined(SCALE) || !defined(FAST)
+    #error definitions missing
+    #endif
+    extern "C" __global__ void k(float *x) { x[threadIdx.x] *= SCALE; }
+    """
+    x = np.ones(256, np.float32)
+    rows, _ = compile_only(db, "k", source, 256, [x], {"block_size_x": [256]},
+                           defines={"SCALE": "block_size_x / 128", "block_size_x": "block_size_x"},
+                           compiler_options=["-DFAST=1", "-use_fast_math"])
+    assert rows[0]["status"] == "compiled", rows
+    with pytest.raises(kerntune.KerntuneError, match="definitions missing"):
+        compile_only(db, "k", source, 256, [x], {"block_size_x": [256]}, defines={"SCALE": 2})
+
+
+def test_default_definitions_include_the_grid_and_block_and_kernel_tuner(db):
+    source = """
+    #if grid_size_x != 16 || block_size_y != 1 || kernel_tuner != 1
+    #error wrong definitions
+    #endif
+    extern "C" __global__ void k(float *x) { x[blockIdx.x * block_size_x + threadIdx.x] = 1.0f; }
+    """
+    x = np.zeros(4096, np.float32)
+    rows, _ = compile_only(db, "k", source, 4096, [x], {"block_size_x": [256]})
+    assert rows[0]["status"] == "compiled", rows
+
+
+def test_problem_size_may_name_a_parameter_and_an_empty_grid_div_divides_nothing():
+    conventions = Conventions("k", "", "num_blocks", [[], None, None], None, None, None, ["block_size_x", "num_blocks"])
+    _, _, grid, block, _ = conventions.instance([128, 40])
+    assert grid == [40, 1, 1] and block == [128, 1, 1]
+
+
+def test_problem_size_and_grid_div_may_be_callables_and_expressions():
+    conventions = Conventions(
+        "k", "", lambda p: (p["n"] * 2, 100), [lambda p: p["bx"] * 4, "by * 2", None], None, None,
+        {"size": lambda p: p["bx"] * 8}, ["bx", "by", "n"])
+    _, _, grid, _, shared = conventions.instance([32, 5, 1000])
+    assert grid == [16, 10, 1]  # ceil(2000 / 128), ceil(100 / 10)
+    assert shared == 256
+
+
+def test_a_missing_block_dimension_launches_256_threads_and_divides_by_one():
+    conventions = Conventions("k", "", 1000, [None, None, None], None, None, None, ["tile"])
+    _, _, grid, block, _ = conventions.instance([4])
+    assert block == [256, 1, 1] and grid == [1000, 1, 1]
+
+
+def test_loop_unroll_factor_zero_removes_the_pragma_and_others_become_constants():
+    source = "void f() {\n    #pragma unroll loop_unroll_factor_0\n    for (;;) {}\n}"
+    conventions = Conventions("k", source, 10, [None] * 3, None, None, None, ["loop_unroll_factor_0"])
+    text, *_ = conventions.instance([0])
+    assert "#pragma unroll" not in text
+    text, *_ = conventions.instance([8])
+    assert "constexpr int loop_unroll_factor_0 = 8;" in text and "#pragma unroll loop_unroll_factor_0" in text
+
+
+def test_a_kernel_source_file_is_read_and_its_folder_is_on_the_include_path(db, tmp_path):
+    (tmp_path / "helper.cuh").write_text("#define HELPER 1\n")
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_text('#include "helper.cuh"\n' + VECTOR_ADD)
+    rows, _ = compile_only(db, "vector_add", str(kernel), 4096, vector_args(), {"block_size_x": [128]})
+    assert rows[0]["status"] == "compiled", rows
+
+
+@pytest.mark.parametrize("call, match", [
+    (dict(lang="OpenCL"), "lang="),
+    (dict(observers=[object()]), "observers"),
+    (dict(texmem_args={"t": np.zeros(4)}), "texmem_args"),
+    (dict(restrictions=lambda p: True), "restrictions"),
+    (dict(grid_div_x=3.5), "grid_div_x"),
+    (dict(problem_size=[1, 2, 3, 4]), "problem_size"),
+    (dict(arguments=[np.zeros(4, np.float32), 7]), r"arguments\[1\]"),
+    (dict(arguments=[np.zeros(4, np.complex64)]), r"arguments\[0\]"),
+    (dict(tune_params={"block_size_x": 128}), "tune_params"),
+    (dict(answer=[None, None]), "answer"),
+    (dict(cmem_args={"d_filter": [1, 2]}), "cmem_args"),
+    (dict(defines=["A"]), "defines"),
+    (dict(iterations=0), "iterations"),
+    (dict(kernel_source="missing.cu"), "kernel_source"),
+    (dict(objective="GFLOP"), "objective"),
+])
+def test_bad_input_is_a_one_line_error_naming_the_argument(db, call, match):
+    kwargs = dict(kernel_name="vector_add", kernel_source=VECTOR_ADD, problem_size=4096,
+                  arguments=vector_args(), tune_params={"block_size_x": [128]})
+    kwargs.update(call)
+    with pytest.raises((ValueError, TypeError), match=match) as caught:
+        compile_only(db, **kwargs)
+    assert isinstance(caught.value, kerntune.KerntuneError)
+    assert "\n" not in str(caught.value)
+
+
+def test_file_utils_write_t4_results_and_metadata(tmp_path):
+    results = [
+        {"block_size_x": 64, "time": 1.5, "times": [1.4, 1.5, 1.6], "compile_time": 100.0, "verification_time": 1.0,
+         "benchmark_time": 5.0, "framework_time": 0.5, "strategy_time": 0.0, "timestamp": "t", "status": "ok",
+         "GFLOP/s": 12.0},
+        {"block_size_x": 2048, "time": util.InvalidConfig(), "times": [], "compile_time": 0.0,
+         "verification_time": 0.0, "benchmark_time": 0.0, "framework_time": 0.0, "strategy_time": 0.0,
+         "status": "invalid_config", "reason": "too many threads"},
+    ]
+    file_utils.store_output_file(str(tmp_path / "out"), results, {"block_size_x": [64, 2048]})
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert document["schema_version"] == "1.0.0"
+    first, second = document["results"]
+    assert first["configuration"] == {"block_size_x": 64}
+    assert first["times"]["runtimes"] == [1.4, 1.5, 1.6] and first["times"]["compilation"] == 100.0
+    assert first["invalidity"] == "correct" and second["invalidity"] == "constraints"
+    assert {m["name"] for m in first["measurements"]} == {"time", "GFLOP/s"}
+    file_utils.store_metadata_file(str(tmp_path / "meta.json"))
+    metadata = json.loads((tmp_path / "meta.json").read_text())
+    assert metadata["schema_version"] == "1.0.0" and "operating_system" in metadata["metadata"]
+
+
+def test_util_prints_configurations_and_picks_the_best_valid_one():
+    rows = [{"bx": 32, "time": 2.0}, {"bx": 64, "time": util.RuntimeFailedConfig()}, {"bx": 128, "time": 1.25}]
+    assert util.get_config_string(rows[2]) == "bx=128, time=1.250"
+    assert util.get_config_string(rows[2], keys=["bx"]) == "bx=128"
+    assert util.get_best_config(rows)["bx"] == 128
+    assert str(rows[1]["time"]) == "RuntimeFailedConfig" and isinstance(rows[1]["time"], str)
+
+
+def test_a_kernel_tuner_cache_file_round_trips(tmp_path):
+    from kerntune import _kt_cache
+
+    path = str(tmp_path / "cache.json")
+    header = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [4096], "tune_params_keys": ["bx"],
+              "tune_params": {"bx": [64, 128]}, "objective": "time"}
+    entries = {"64": {"bx": 64, "time": 1.0, "times": [1.0]}, "128": {"bx": 128, "time": "CompilationFailedConfig"}}
+    _kt_cache.write(path, header, entries)
+    text = open(path).read()
+    assert text.endswith("}\n}"), "Kernel Tuner reopens a cache for appending only when it ends like this"
+    document = _kt_cache.read(path)
+    assert document["cache"] == entries and document["kernel_name"] == "k"
+    # Kernel Tuner leaves a file it is still appending to open: no closing braces.
+    open(path, "w").write(text[:-3] + ",")
+    assert _kt_cache.read(path)["cache"] == entries
+    _kt_cache.check(document, path, "k", ["bx"], (4096,), "NVIDIA H100")
+    with pytest.raises(ValueError, match="device"):
+        _kt_cache.check(document, path, "k", ["bx"], (4096,), "NVIDIA H200")
+    with pytest.raises(ValueError, match="parameters"):
+        _kt_cache.check(document, path, "k", ["by"], (4096,), None)
+
+
+def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
+    from kerntune import _kt_cache
+
+    path = str(tmp_path / "cache.json")
+    header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time"}
+    entries = {"64": {"block_size_x": 64, "time": 2.0}, "128": {"block_size_x": 128, "time": 1.0},
+               "256": {"block_size_x": 256, "time": "RuntimeFailedConfig"}}
+    _kt_cache.write(path, header, entries)
+    results, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(),
+                                        {"block_size_x": [64, 128, 256]}, simulation_mode=True, cache=path, quiet=True)
+    assert [r["block_size_x"] for r in results] == [64, 128, 256]
+    assert env["best_config"]["block_size_x"] == 128 and env["device_name"] == "NVIDIA H100"
+    assert isinstance(results[2]["time"], util.ErrorConfig)
+
+
+def test_tuning_without_a_gpu_says_so(db):
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(kerntune.NoGpuError):
+        kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [128]}, db=db,
+                             quiet=True)
+
+
+@pytest.mark.parametrize("example, size", [
+    ("vector_add", dict(n=1 << 12)),
+    ("stencil", dict(width=256, height=128)),
+    ("matmul", dict(n=128)),
+    ("convolution", dict(width=256, height=256)),
+    ("reduction", dict(n=1 << 14)),
+])
+def test_every_kernel_tuner_style_example_compiles_in_full(db, example, size):
+    module = kernel_tuner_example(example)
+    rows, env = compile_only(db, **module.problem(**size))
+    assert env["compiled"] == env["configurations"] == len(rows) > 0, [r for r in rows if r["status"] != "compiled"][:1]
+
+
+def kernel_tuner_example(name):
+    """The example module examples/kernel_tuner/NAME.py (loaded by path: the Triton
+    examples have modules of the same names)."""
+    import importlib.util
+    import sys
+
+    key = f"kernel_tuner_example_{name}"
+    if key not in sys.modules:
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernel_tuner", f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
+    from kerntune._kernel_tuner import _Call
+
+    partial = np.zeros(8, np.float32)
+    values = np.ones(64, np.float32)
+    seen = {}
+
+    def verify(answer, result, atol=None):
+        seen.update(answer=answer, result=result, atol=atol)
+        return np.isclose(result[0].sum(), answer[0])
+
+    call = _Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
+                 ([], None, None), None, [64.0, None, None], 1e-3, 0.0, verify, None, None, None, None, None, 7, None,
+                 "time", str(tmp_path))
+    assert call.args[0]["output"] and call.args[0]["poison"] is False, "outputs start from their contents, unpoisoned"
+    written = tmp_path / "0.0.bin"
+    np.full(8, 8.0, np.float32).tofile(written)
+    assert call._check([8], [(0, str(written))]) is None
+    assert seen["atol"] == 1e-3 and seen["result"][1] is None and seen["result"][0].shape == (8,)
+    np.zeros(8, np.float32).tofile(written)
+    assert "returned False" in call._check([8], [(0, str(written))])

@@ -1,0 +1,115 @@
+"""``kerntune.tune_kernel`` on the GPU with the Kernel Tuner-style examples of
+examples/kernel_tuner/ (their problems made small): each tunes every configuration,
+verifies it, and returns Kernel Tuner's results and env."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import kerntune
+from kerntune import util
+
+from test_kernel_tuner import VECTOR_ADD, kernel_tuner_example, vector_args
+
+pytestmark = pytest.mark.gpu
+
+SMALL = {
+    "vector_add": dict(n=1 << 20),
+    "stencil": dict(width=1024, height=512),
+    "matmul": dict(n=512),
+    "convolution": dict(width=512, height=512),
+    "reduction": dict(n=1 << 20),
+}
+
+
+def tune(example, db, **overrides):
+    arguments = kernel_tuner_example(example).problem(**SMALL[example])
+    arguments.update(overrides)
+    return kerntune.tune_kernel(**arguments, db=db, quiet=True)
+
+
+def valid_count(arguments):
+    params = arguments["tune_params"]
+    restrictions = list(arguments.get("restrictions") or [])
+    blocks = [n for n in ("block_size_x", "block_size_y", "block_size_z") if n in params]
+    restrictions.append(" * ".join(blocks) + " <= 1024")
+    return len(json.loads(kerntune._kerntune.valid_configs(json.dumps(params), restrictions)))
+
+
+@pytest.mark.parametrize("example", sorted(SMALL))
+def test_each_example_tunes_every_configuration_and_verifies_it(example, db):
+    results, env = tune(example, db)
+    arguments = kernel_tuner_example(example).problem(**SMALL[example])
+    assert len(results) == valid_count(arguments)
+    failed = [r for r in results if r["status"] not in ("ok", "early_stopped")]
+    assert not failed, failed[:3]
+    assert all(isinstance(r["time"], float) and r["times"] for r in results)
+    assert env["best_config"]["time"] == min(r["time"] for r in results)
+    assert env["device_name"]
+
+
+def test_a_metric_is_computed_for_every_configuration(db):
+    results, _ = tune("matmul", db)
+    assert all(r["GFLOP/s"] > 0 for r in results)
+
+
+def test_a_verify_that_rejects_everything_fails_loudly(db):
+    with pytest.raises(kerntune.KerntuneError, match="verify"):
+        tune("reduction", db, verify=lambda answer, result, atol=None: False)
+
+
+def test_a_constant_symbol_missing_from_the_kernel_fails_loudly(db):
+    weights = np.ones((15, 15), np.float32)
+    with pytest.raises(kerntune.KerntuneError, match="cuModuleGetGlobal"):
+        tune("convolution", db, cmem_args={"no_such_symbol": weights})
+
+
+def test_the_constant_memory_reaches_the_kernel(db):
+    # With the wrong filter in constant memory, no output matches the answer.
+    arguments = kernel_tuner_example("convolution").problem(**SMALL["convolution"])
+    with pytest.raises(kerntune.KerntuneError, match="elements wrong"):
+        tune("convolution", db, cmem_args={"d_filter": 2 * arguments["cmem_args"]["d_filter"]})
+
+
+def test_a_wrong_kernel_name_fails_loudly_with_a_hint(db):
+    with pytest.raises(kerntune.KerntuneError, match="Hint"):
+        kerntune.tune_kernel("vector_sum", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [128]}, db=db,
+                             quiet=True)
+
+
+def test_blocks_larger_than_the_device_allows_are_not_evaluated(db):
+    results, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(),
+                                        {"block_size_x": [512, 1024, 2048]}, db=db, quiet=True)
+    assert [r["block_size_x"] for r in results] == [512, 1024]
+    assert env["evaluations"] == 2
+
+
+def test_a_cache_file_is_written_and_resumed(db, tmp_path):
+    cache = str(tmp_path / "vector_add")
+    first, _ = tune("vector_add", db, cache=cache)
+    document = json.loads(open(cache + ".json").read())
+    assert document["kernel_name"] == "vector_add" and len(document["cache"]) == len(first)
+    # A fresh store: the measurements come from the cache file.
+    again, env = tune("vector_add", str(tmp_path / "other.db"), cache=cache)
+    assert env["from_store"] == len(again) == len(first)
+    assert [r["time"] for r in again] == [r["time"] for r in first]
+
+
+def test_run_kernel_returns_the_arguments_after_one_run():
+    n = 10_000
+    c, a, b, size = vector_args(n)
+    out = kerntune.run_kernel("vector_add", VECTOR_ADD, n, [c, a, b, size], {"block_size_x": 256})
+    np.testing.assert_allclose(out[0], a + b)
+    assert out[3] == size
+
+
+def test_a_configuration_that_fails_holds_kernel_tuners_marker(db):
+    source = "#if block_size_x == 256\n#error not this one\n#endif\n" + VECTOR_ADD
+    results, env = kerntune.tune_kernel("vector_add", source, 4096, vector_args(), {"block_size_x": [128, 256]},
+                                        db=db, quiet=True)
+    failed = results[1]
+    assert isinstance(failed["time"], util.CompilationFailedConfig) and failed["status"] == "compile_failed"
+    assert "not this one" in failed["reason"]
+    assert env["best_config"]["block_size_x"] == 128
