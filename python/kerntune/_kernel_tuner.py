@@ -375,6 +375,9 @@ class _Call:
                                            self._check if self.verify is not None else None, self.constants)
         data = json.loads(text)
         cached = (document or {}).get("cache", {})
+        # Kernel Tuner lists results in the order it evaluated them, which for brute force
+        # is the order of the space; kerntune's arrive in parallel. The space's order it is.
+        data["results"].sort(key=self._position)
         results = [self._row(entry, cached) for entry in data["results"]]
         if verbose:
             for row, entry in zip(results, data["results"]):
@@ -413,6 +416,12 @@ class _Call:
         accepts_atol = "atol" in inspect.signature(verify).parameters
         passed = verify(self.answer, result, atol=self.atol) if accepts_atol else verify(self.answer, result)
         return None if passed else "the custom verify function returned False"
+
+    def _position(self, entry) -> tuple:
+        """A result's place in the space: its values' positions in ``tune_params``, in order."""
+        config = entry["config"]
+        return tuple(values.index(config[name]) if config.get(name) in values else len(values)
+                     for name, values in self.params.items())
 
     def _row(self, entry: dict, cached: dict) -> dict:
         row = dict(entry["config"])

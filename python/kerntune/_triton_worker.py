@@ -114,14 +114,25 @@ def ptx_param_count(ptx, name):
     return len(re.findall(r"\.param\s", match.group(1)))
 
 
+def without_torch(kernel):
+    """Keeps torch out of this worker unless the kernel's values need it. Triton's binder
+    imports torch when it is installed, only to recognise torch tensors, which a worker never
+    has (its stand-ins carry a dtype name): seconds per worker for nothing, minutes summed
+    over a pool (more where torch's bytecode is not cached). Without torch the binder takes
+    the same path it takes on a machine without torch."""
+    if "torch" not in sys.modules and "torch" not in json.dumps(kernel):
+        sys.modules["torch"] = None  # `import torch` raises ImportError from here on
+
+
 def main(setup_path):
+    with open(setup_path) as f:
+        setup = json.load(f)
+    without_torch(setup["kernel"])
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    with open(setup_path) as f:
-        setup = json.load(f)
     target = GPUTarget("cuda", setup["arch"], 32)
     compile_only_driver(target)
     if setup.get("shared_limit"):

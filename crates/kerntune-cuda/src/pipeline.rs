@@ -151,14 +151,16 @@ impl<'a> Pipeline<'a> {
         let mut bench =
             Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
                 .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+        // The compile workers start (import their compiler) while the benchmark worker
+        // opens the GPU: both take seconds, and neither needs the other.
+        let mut pool =
+            CompilePool::new(&options.compile_worker, options.compile_workers, frontend.compile_timeout(), &hub, 1)
+                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
             FromBench::Fatal { message } => return Err(failed(message)),
             other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
         };
-        let mut pool =
-            CompilePool::new(&options.compile_worker, options.compile_workers, frontend.compile_timeout(), &hub, 1)
-                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, frontend.compile_timeout());
         let setup = frontend.setup(&device, &mut compile).map_err(failed)?;
         bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
@@ -511,21 +513,27 @@ fn truncate(text: &str, limit: usize) -> String {
 }
 
 /// Waits for the benchmark worker's next message, ignoring other workers.
+/// The benchmark worker's next message. What compile workers say meanwhile (they start
+/// alongside it) is put back for the pool.
 fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBench, BackendError> {
-    loop {
+    let mut others = Vec::new();
+    let answer = loop {
         let Some(line) = hub.next(Some(deadline)) else {
             bench.kill();
-            return Err(failed("the benchmark worker did not answer in time"));
+            break Err(failed("the benchmark worker did not answer in time"));
         };
         if line.origin != bench.origin {
+            others.push(line);
             continue;
         }
-        let Some(text) = line.text else {
-            return Err(failed(format!("the benchmark worker {}", bench.death())));
+        break match line.text {
+            None => Err(failed(format!("the benchmark worker {}", bench.death()))),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}"))),
         };
-        return serde_json::from_str(&text)
-            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")));
-    }
+    };
+    hub.put_back(others);
+    answer
 }
 
 /// Compiles one job through the pool and waits for it (the reference, before tuning).

@@ -55,6 +55,14 @@ impl Default for Hub {
 }
 
 impl Hub {
+    /// Hands lines taken out of order back to the next readers.
+    pub fn put_back(&self, lines: Vec<Line>) {
+        for line in lines {
+            // The receiver lives as long as self: sending cannot fail.
+            let _ = self.sender.send(line);
+        }
+    }
+
     /// The next line from any worker, waiting until `deadline` at most.
     pub fn next(&self, deadline: Option<Instant>) -> Option<Line> {
         match deadline {
