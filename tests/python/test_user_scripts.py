@@ -101,6 +101,7 @@ def test_a_tutorial_shaped_script_compiles_and_runs_its_top_level_code_once(tmp_
 
 def test_kernels_defined_in_ipython_cells_compile(tmp_path):
     """As in a notebook: the kernel and the call in separate cells of one IPython shell."""
+    pytest.importorskip("IPython", reason="IPython is not installed (scripts/requirements-test.txt installs it)")
     cells = [
         "import triton, triton.language as tl, kerntune",
         textwrap.dedent('''
