@@ -25,6 +25,8 @@ import pickle
 import types
 from typing import Any
 
+from kerntune._kerntune import SpecError
+
 
 def remember_main_source() -> None:
     """Makes the source of a program given with ``python -c CODE`` or ``python - < FILE``
@@ -52,7 +54,7 @@ def remember_main_source() -> None:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-class CaptureError(TypeError):
+class CaptureError(SpecError, TypeError):
     """A name the kernel uses whose value cannot be sent to a compile worker."""
 
 

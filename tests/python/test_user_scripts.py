@@ -208,3 +208,50 @@ def test_autotune_refuses_bad_arguments_when_it_decorates():
     # A single string is one name or one value, never its characters.
     tuned = kerntune.autotune(params={"BLOCK": 64}, key="n")(_copy)
     assert tuned.keys == ["n"] and [c.kwargs for c in tuned.configs] == [{"BLOCK": 64}]
+
+
+def test_helpers_from_other_modules_and_every_kind_of_call_site_constexpr_compile(tmp_path, monkeypatch):
+    (tmp_path / "kerntune_test_helpers.py").write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def twice(x):
+            return x * 2
+
+        @triton.jit
+        def plus_one(x):
+            return x + 1
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import kerntune_test_helpers
+    from kerntune_test_helpers import plus_one
+
+    @triton.jit
+    def combine(x_ptr, n, BLOCK: tl.constexpr, FLAG: tl.constexpr, SCALE: tl.constexpr, NOTHING: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n)
+        if FLAG:
+            x = kerntune_test_helpers.twice(x)
+        if NOTHING is None:
+            x = plus_one(x)
+        tl.store(x_ptr + offsets, x * SCALE, mask=offsets < n)
+
+    outcomes = kerntune.compile(combine, {"x_ptr": Tensor("float32", (1000,)), "n": 1000, "FLAG": True, "SCALE": 0.5, "NOTHING": None},
+                                {"BLOCK": [64, 128]}, compile_workers=2)
+    assert [o["status"] for o in outcomes] == ["compiled", "compiled"], outcomes
+
+
+def test_a_kernel_using_a_plain_function_of_main_is_refused_with_its_name():
+    from kerntune._kernel_source import CaptureError, capture
+
+    def not_a_kernel(x):
+        return x
+
+    @triton.jit
+    def uses_plain(x_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, not_a_kernel(tl.load(x_ptr + offsets)))
+
+    with pytest.raises(CaptureError, match="not_a_kernel"):
+        capture(uses_plain)
