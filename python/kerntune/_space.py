@@ -13,6 +13,10 @@ from typing import Any, Mapping, Optional, Sequence
 #: Compile options of a Triton launch that are tuned like constexprs.
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
 
+#: What a ``triton.Config`` that does not set an option means by it (``maxnreg`` 0 and
+#: ``ptx_options`` "": the compiler's choice).
+OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": 0, "ptx_options": ""}
+
 
 def values_of(name: str, values, argument: str = "params") -> list:
     """One parameter's values: a sequence, or a single value (a string is one value, never
@@ -108,6 +112,8 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
                 value = row[name]
             elif name in defaults:
                 value = defaults[name]
+            elif name in OPTION_DEFAULTS:
+                value = OPTION_DEFAULTS[name]
             else:
                 raise ValueError(f"configs[{index}] has no value for '{name}', which other configs set and the kernel has no default for")
             if name == "maxnreg" and value is None:

@@ -477,6 +477,8 @@ class Hooks:
         self.config_hooks = config_hooks or {}
 
     def around(self, launch, nargs: dict, config: Mapping[str, Any]):
+        if not (self.config_hooks or self.pre_hook or self.post_hook):
+            return launch()  # the common case, on every launch of a tuned kernel
         config_hook = self.config_hooks.get(_config_key(config))
         if config_hook is not None:
             config_hook(nargs)

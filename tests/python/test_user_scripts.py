@@ -255,3 +255,12 @@ def test_a_kernel_using_a_plain_function_of_main_is_refused_with_its_name():
 
     with pytest.raises(CaptureError, match="not_a_kernel"):
         capture(uses_plain)
+
+
+def test_configs_that_leave_options_out_get_tritons_defaults():
+    from kerntune._space import listed
+
+    space = listed([{"BLOCK": 64, "num_warps": 8}, triton.Config({"BLOCK": 128}, maxnreg=128)], defaults={})
+    assert space.rows == [{"BLOCK": 64, "num_warps": 8, "num_stages": 3, "num_ctas": 1, "maxnreg": 0},
+                          {"BLOCK": 128, "num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": 128}]
+    assert space.params == {"BLOCK": [64, 128], "num_warps": [8, 4], "num_stages": [3], "num_ctas": [1], "maxnreg": [0, 128]}
