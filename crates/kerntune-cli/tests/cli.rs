@@ -260,3 +260,27 @@ fn compare_strategies_names_an_unknown_strategy() {
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("unknown strategy 'annealing'"), "{message}");
 }
+
+#[test]
+fn a_run_where_every_configuration_fails_the_same_way_stops_early_and_exits_1() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache: serde_json::Map<String, Json> = (0..40)
+        .map(|b| {
+            let entry = serde_json::json!({"block_size_x": b, "time": "RuntimeFailedConfig", "compile_time": 10.0});
+            (b.to_string(), entry)
+        })
+        .collect();
+    let document = serde_json::json!({"tune_params": {"block_size_x": (0..40).collect::<Vec<_>>()}, "objective": "time", "cache": cache});
+    let file = dir.path().join("all_failed.json");
+    std::fs::write(&file, document.to_string()).expect("writes");
+    let output = kerntune(&["simulate", &file.display().to_string(), "--strategy", "brute_force", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("error: no configuration ran and passed its check") && stderr.contains("every one failed"),
+        "{stderr}"
+    );
+    let summary: Json = serde_json::from_slice(&output.stdout).expect("the summary is still printed");
+    assert_eq!(summary["stop"], "all_failed");
+    assert!(summary["evaluations"].as_u64().is_some_and(|n| n < 40), "{summary}");
+}
