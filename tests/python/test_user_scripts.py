@@ -7,6 +7,7 @@ kernel, constexpr globals and string constexprs passed at the call site all comp
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -264,3 +265,10 @@ def test_configs_that_leave_options_out_get_tritons_defaults():
     assert space.rows == [{"BLOCK": 64, "num_warps": 8, "num_stages": 3, "num_ctas": 1, "maxnreg": 0},
                           {"BLOCK": 128, "num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": 128}]
     assert space.params == {"BLOCK": [64, 128], "num_warps": [8, 4], "num_stages": [3], "num_ctas": [1], "maxnreg": [0, 128]}
+
+
+def test_compiling_leaves_no_temporary_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kerntune.compile(_copy, {"x_ptr": Tensor("float32", (256,)), "y_ptr": Tensor("float32", (256,)), "n": 256},
+                     {"BLOCK": [64]}, compile_workers=1)
+    assert list(tmp_path.iterdir()) == []
