@@ -92,6 +92,9 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         (vec!["space".into(), space.display().to_string()], "restriction in 'a *% 2 < 4' at column 4"),
         (vec!["simulate".into(), "--time-limit".into(), "soon".into()], "invalid duration 'soon'"),
         (vec!["results".into(), corrupt.display().to_string()], "not a kerntune results database"),
+        (vec!["simulate".into(), "--target".into(), "nan".into()], "--target must be a finite number, got NaN"),
+        (vec!["simulate".into(), "--target".into(), "inf".into()], "--target must be a finite number, got inf"),
+        (vec!["simulate".into(), "--target=-inf".into()], "--target must be a finite number, got -inf"),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -102,6 +105,12 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+#[test]
+fn a_negative_target_is_a_number_not_an_unknown_flag() {
+    let result = json_of(&kerntune(&["simulate", "--target", "-5", "--max-fevals", "10", "--json"]));
+    assert_eq!(result["evaluations"], 10, "no time is below -5 ms, so the whole budget runs");
 }
 
 #[test]
