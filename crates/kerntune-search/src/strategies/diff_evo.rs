@@ -15,6 +15,7 @@ options! {
     /// Options of differential evolution.
     pub struct DiffEvoOptions {
         /// Members of the population; each generation makes one trial per member.
+        #[range(min = 1)]
         population_size: usize = 20,
         /// Scale of the difference vectors (F).
         differential_weight: f64 = 0.7,

@@ -15,6 +15,7 @@ options! {
     /// Options of the genetic algorithm.
     pub struct GeneticAlgorithmOptions {
         /// Individuals per generation.
+        #[range(min = 1)]
         population_size: usize = 20,
         /// Chance that each parameter of a child takes a random other value.
         mutation_rate: f64 = 0.1,

@@ -15,6 +15,7 @@ options! {
     /// Options of particle swarm optimisation.
     pub struct PsoOptions {
         /// Particles in the swarm.
+        #[range(min = 1)]
         swarm_size: usize = 20,
         /// Share of its velocity a particle keeps from one move to the next (w).
         inertia: f64 = 0.5,
