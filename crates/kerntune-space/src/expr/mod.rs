@@ -181,15 +181,36 @@ impl fmt::Display for ParseErrorKind {
 }
 
 impl fmt::Display for ParseError {
-    /// One line that quotes the expression and names the column; then the expression
-    /// again with a caret under the position.
+    /// One line that quotes the expression (around the column, when it is long) and names
+    /// the column; then the quote again with a caret under the position.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "in '{}' at column {}: {}", self.text, self.column + 1, self.kind)?;
+        let (quote, caret) = excerpt(&self.text, self.column);
+        write!(f, "in '{quote}' at column {}: {}", self.column + 1, self.kind)?;
         if f.alternate() {
-            write!(f, "\n    {}\n    {}^", self.text, " ".repeat(self.column))?;
+            write!(f, "\n    {quote}\n    {}^", " ".repeat(caret))?;
         }
         Ok(())
     }
+}
+
+/// Characters of a long expression quoted before and after the column of an error.
+const QUOTE_BEFORE: usize = 60;
+const QUOTE_AFTER: usize = 40;
+
+/// `text` as an error quotes it: whole when short, else the part around `column` with
+/// "..." for what is left out (a refused 50,000-term sum would be a 200 kB message); and
+/// the column within the quote.
+fn excerpt(text: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= QUOTE_BEFORE + QUOTE_AFTER {
+        return (text.to_string(), column);
+    }
+    let start = column.saturating_sub(QUOTE_BEFORE);
+    let end = (column + QUOTE_AFTER).min(chars.len());
+    let prefix = if start > 0 { "..." } else { "" };
+    let suffix = if end < chars.len() { "..." } else { "" };
+    let middle: String = chars[start..end].iter().collect();
+    (format!("{prefix}{middle}{suffix}"), column - start + prefix.len())
 }
 
 impl std::error::Error for ParseError {}
@@ -365,7 +386,17 @@ mod tests {
             assert!(too_deep(text), "{:?}... should be refused as too deep", &text[..24]);
         }
         let error = Expression::parse(&inputs[7], &["x"]).unwrap_err();
-        assert!(error.to_string().contains("nests more than 200 levels deep"), "{error}");
+        assert_eq!(error.column, 798, "the 200th '+' of 'x + x + ...'");
+        let message = error.to_string();
+        assert!(message.starts_with("in '...+ x + x + x"), "{message}");
+        assert!(
+            message.contains("+ x ...' at column 799: the expression nests more than 200 levels deep"),
+            "{message}"
+        );
+        assert!(message.len() < 300, "a long restriction is quoted around the column: {message}");
+        let caret = format!("{error:#}");
+        let lines: Vec<&str> = caret.lines().collect();
+        assert_eq!(lines[1].chars().nth(lines[2].len() - 1), Some('+'), "the caret is under the '+':\n{caret}");
     }
 
     #[test]
