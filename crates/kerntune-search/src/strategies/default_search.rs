@@ -39,6 +39,7 @@ options! {
         /// Observations a leaf of a tree holds at least.
         min_leaf: usize = 1,
         /// Share of the parameters considered at each split of a tree.
+        #[range(min = 0.0, max = 1.0)]
         feature_fraction: f64 = 0.7,
         /// Share of the proposals chosen among random configurations of the whole space.
         #[range(min = 0.0, max = 1.0)]
@@ -48,6 +49,7 @@ options! {
         /// Draws of configurations one step away in several parameters, scored in a local step.
         adjacent: usize = 200,
         /// Chance that each parameter moves in such a draw.
+        #[range(min = 0.0, max = 1.0)]
         adjacent_rate: f64 = 0.5,
     }
 }

@@ -20,6 +20,7 @@ options! {
         /// Scale of the difference vectors (F).
         differential_weight: f64 = 0.7,
         /// Chance that a coordinate of a trial comes from the mutant rather than the target (CR).
+        #[range(min = 0.0, max = 1.0)]
         crossover_rate: f64 = 0.9,
     }
 }

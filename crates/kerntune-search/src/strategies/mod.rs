@@ -183,6 +183,9 @@ mod tests {
             ("default", "trees", Json::from(0), "trees must be at least 1, got 0"),
             ("default", "global_share", Json::from(2), "global_share must be in [0, 1], got 2"),
             ("default", "global_share", Json::from(-0.5), "global_share must be in [0, 1], got -0.5"),
+            // A negative limit made f64::clamp panic in the middle of the search.
+            ("pso", "max_velocity", Json::from(-1), "max_velocity must be at least 0, got -1"),
+            ("genetic_algorithm", "mutation_rate", Json::from(1.5), "mutation_rate must be in [0, 1], got 1.5"),
         ];
         for (strategy, option, value, expected) in cases {
             let message = refusal(strategy, option, value);

@@ -24,6 +24,7 @@ options! {
         /// Pull towards the swarm's best position (c2).
         social: f64 = 1.0,
         /// Largest change of a coordinate in one move, in units of the cube's side.
+        #[range(min = 0.0)]
         max_velocity: f64 = 0.5,
     }
 }
