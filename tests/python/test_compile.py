@@ -151,6 +151,10 @@ def test_bad_calls_are_clear_errors():
         kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=["BLOCK_SIZE_M >"])
     with pytest.raises(kerntune.SpaceError, match="no configuration"):
         kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=["BLOCK_SIZE_M > 64"])
+    # Issue 17: these overflowed the parser's stack and took the interpreter down.
+    for deep in ["(" * 5000 + "BLOCK_SIZE_M" + ")" * 5000, "not " * 5000 + "BLOCK_SIZE_M", "BLOCK_SIZE_M + " * 50000 + "1"]:
+        with pytest.raises(kerntune.SpaceError, match="nests more than 200 levels deep"):
+            kerntune.compile(matmul.matmul_kernel, matmul_args(), params, restrictions=[deep])
     with pytest.raises(TypeError, match="not a @triton.jit"):
         kerntune.compile(print, {}, {})
 

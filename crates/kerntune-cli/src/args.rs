@@ -63,8 +63,8 @@ pub struct SearchArgs {
     /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
-    /// Stop once the objective is at least this good.
-    #[arg(long)]
+    /// Stop once the objective is at least this good (a finite number, negative allowed).
+    #[arg(long, allow_negative_numbers = true)]
     pub target: Option<f64>,
     /// Seed of the strategy's random choices: the same seed repeats the same search.
     #[arg(long, default_value_t = 0)]

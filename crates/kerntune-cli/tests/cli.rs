@@ -85,6 +85,10 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
     std::fs::write(&corrupt, "{\"cache\": {").expect("write");
     let space = dir.path().join("space.json");
     std::fs::write(&space, r#"{"tune_params": {"a": [1, 2]}, "restrictions": ["a *% 2 < 4"]}"#).expect("write");
+    let negative = dir.path().join("negative.json");
+    let cache = r#"{"tune_params": {"a": [1, 2]}, "objective": "time", "cache": {
+        "1": {"a": 1, "time": 2.0, "times": [2.0]}, "2": {"a": 2, "time": -1.0, "times": [-1.0]}}}"#;
+    std::fs::write(&negative, cache).expect("write");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["simulate".into(), "missing.json".into()], "missing.json: No such file"),
         (vec!["simulate".into(), corrupt.display().to_string()], "not valid JSON"),
@@ -92,6 +96,10 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         (vec!["space".into(), space.display().to_string()], "restriction in 'a *% 2 < 4' at column 4"),
         (vec!["simulate".into(), "--time-limit".into(), "soon".into()], "invalid duration 'soon'"),
         (vec!["results".into(), corrupt.display().to_string()], "not a kerntune results database"),
+        (vec!["simulate".into(), negative.display().to_string()], "configuration {a=2} records a time of -1 ms"),
+        (vec!["simulate".into(), "--target".into(), "nan".into()], "--target must be a finite number, got NaN"),
+        (vec!["simulate".into(), "--target".into(), "inf".into()], "--target must be a finite number, got inf"),
+        (vec!["simulate".into(), "--target=-inf".into()], "--target must be a finite number, got -inf"),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -102,6 +110,12 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+#[test]
+fn a_negative_target_is_a_number_not_an_unknown_flag() {
+    let result = json_of(&kerntune(&["simulate", "--target", "-5", "--max-fevals", "10", "--json"]));
+    assert_eq!(result["evaluations"], 10, "no time is below -5 ms, so the whole budget runs");
 }
 
 #[test]

@@ -31,7 +31,9 @@ mod support;
 mod surrogate;
 
 pub use history::{History, Observation};
-pub use options::{Neighbours, OptionInfo};
+#[doc(hidden)]
+pub use options::{check_range, range_text};
+pub use options::{Neighbours, OptionInfo, ValidOptions};
 pub use strategies::{
     build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions,
     DiffEvoOptions, FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions,

@@ -64,16 +64,46 @@ impl Landscape {
         let Json::Object(document) = json else {
             return Err(StoreError::format(origin, "expected a JSON object"));
         };
-        if document.contains_key("cache") {
-            kernel_tuner::parse(&document, origin)
+        let landscape = if document.contains_key("cache") {
+            kernel_tuner::parse(&document, origin)?
         } else if document.contains_key("results") {
-            t4::parse(&document, origin, name_hint)
+            t4::parse(&document, origin, name_hint)?
         } else {
-            Err(StoreError::format(
+            return Err(StoreError::format(
                 origin,
                 "neither a Kernel Tuner cache file (no \"cache\") nor a T4 file (no \"results\")",
-            ))
+            ));
+        };
+        landscape.check_times(origin)?;
+        Ok(landscape)
+    }
+
+    /// Refuses a recorded time that cannot be one (zero or negative): replayed, it would
+    /// be reported as the best build (`Best: -1.000 ms`) and draw every strategy to it.
+    /// Samples are times whatever the objective; the objective is one when it is `time`.
+    fn check_times(&self, origin: &str) -> Result<(), StoreError> {
+        let objective_is_time = self.objective.name.eq_ignore_ascii_case("time");
+        for record in &self.records {
+            let evaluation = &record.evaluation;
+            let objective = evaluation.valid_objective().filter(|_| objective_is_time);
+            let times = objective.into_iter().chain(evaluation.samples.iter().copied());
+            if let Some(time) = times.into_iter().find(|time| *time <= 0.0) {
+                let config: Vec<String> = self
+                    .params
+                    .iter()
+                    .zip(&record.config)
+                    .map(|(param, index)| format!("{}={}", param.name(), param.values()[*index].source_text()))
+                    .collect();
+                return Err(StoreError::format(
+                    origin,
+                    format!(
+                        "configuration {{{}}} records a time of {time} ms; times must be positive",
+                        config.join(", ")
+                    ),
+                ));
+            }
         }
+        Ok(())
     }
 
     /// The search space of a landscape: exactly the configurations it records.
@@ -139,5 +169,38 @@ mod tests {
         assert!(error.to_string().starts_with("g.json: not valid JSON"), "{error}");
         let error = Landscape::parse(&[0x1f, 0x8b, 0, 1], "h.json.gz", "h").unwrap_err();
         assert!(error.to_string().contains("gzip"), "{error}");
+    }
+
+    fn kernel_tuner_cache(entry: &str) -> String {
+        format!(
+            r#"{{"tune_params_keys": ["a", "b"], "tune_params": {{"a": [1, 2], "b": [8]}}, "objective": "time",
+                 "cache": {{"1,8": {{"a": 1, "b": 8, "time": 0.5, "times": [0.5]}}, "2,8": {entry}}}}}"#
+        )
+    }
+
+    #[test]
+    fn zero_or_negative_times_are_refused_naming_the_configuration() {
+        let cases = [
+            (r#"{"a": 2, "b": 8, "time": -1.0, "times": [1.0]}"#, "a time of -1 ms"),
+            (r#"{"a": 2, "b": 8, "time": 0, "times": [1.0]}"#, "a time of 0 ms"),
+            (r#"{"a": 2, "b": 8, "time": 1.0, "times": [1.0, -2.5]}"#, "a time of -2.5 ms"),
+        ];
+        for (entry, expected) in cases {
+            let error = Landscape::parse(kernel_tuner_cache(entry).as_bytes(), "k.json", "k").unwrap_err();
+            let message = error.to_string();
+            assert!(message.starts_with("k.json: configuration {a=2, b=8} records"), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
+        let t4 = r#"{"schema_version": "1.0.0", "results": [{"configuration": {"a": 1}, "invalidity": "correct",
+            "measurements": [{"name": "time", "value": -3, "unit": "ms"}], "times": {"runtimes": [1.0]}}]}"#;
+        let error = Landscape::parse(t4.as_bytes(), "t.json", "t").unwrap_err();
+        assert!(error.to_string().contains("configuration {a=1} records a time of -3 ms"), "{error}");
+    }
+
+    #[test]
+    fn positive_times_and_failed_entries_are_accepted() {
+        let failed = r#"{"a": 2, "b": 8, "time": "CompilationFailedConfig", "times": []}"#;
+        let landscape = Landscape::parse(kernel_tuner_cache(failed).as_bytes(), "k.json", "k").expect("parses");
+        assert_eq!(landscape.optimum(), Some(0.5));
     }
 }

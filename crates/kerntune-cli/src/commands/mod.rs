@@ -50,6 +50,9 @@ pub fn search_setup(args: &SearchArgs, defaults: &SearchDefaults) -> Result<(Str
         let value = serde_json::from_str(value).unwrap_or_else(|_| Json::String(value.to_string()));
         options.insert(name.trim().to_string(), value);
     }
+    if let Some(target) = args.target.filter(|target| !target.is_finite()) {
+        bail!("--target must be a finite number, got {target}");
+    }
     let strategy = build_strategy(&strategy_name, &options)?;
     let max_fevals = match max_fevals {
         Some(0) => None,

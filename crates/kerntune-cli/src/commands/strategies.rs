@@ -15,7 +15,7 @@ pub fn run(args: StrategiesArgs) -> Result<ExitCode> {
             .map(|s| {
                 let options: Vec<_> = (s.options)()
                     .into_iter()
-                    .map(|o| json!({"name": o.name, "type": o.kind, "default": o.default, "help": o.help}))
+                    .map(|o| json!({"name": o.name, "type": o.kind, "default": o.default, "range": o.range, "help": o.help}))
                     .collect();
                 json!({"name": s.name, "summary": s.summary, "options": options})
             })
@@ -26,7 +26,11 @@ pub fn run(args: StrategiesArgs) -> Result<ExitCode> {
     for strategy in STRATEGIES {
         println!("{:<20} {}", strategy.name, strategy.summary);
         for option in (strategy.options)() {
-            println!("    --option {}=<{}>  (default {})  {}", option.name, option.kind, option.default, option.help);
+            let range = option.range.map(|range| format!(", {range}")).unwrap_or_default();
+            println!(
+                "    --option {}=<{}>  (default {}{range})  {}",
+                option.name, option.kind, option.default, option.help
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

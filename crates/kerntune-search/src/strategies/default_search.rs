@@ -34,18 +34,22 @@ options! {
         /// Random configurations observed before the model guides the search.
         initial_samples: usize = 10,
         /// Trees in the forest.
+        #[range(min = 1)]
         trees: usize = 30,
         /// Observations a leaf of a tree holds at least.
         min_leaf: usize = 1,
         /// Share of the parameters considered at each split of a tree.
+        #[range(min = 0.0, max = 1.0)]
         feature_fraction: f64 = 0.7,
         /// Share of the proposals chosen among random configurations of the whole space.
+        #[range(min = 0.0, max = 1.0)]
         global_share: f64 = 0.3,
         /// Random configurations scored in a global step.
         random_candidates: usize = 500,
         /// Draws of configurations one step away in several parameters, scored in a local step.
         adjacent: usize = 200,
         /// Chance that each parameter moves in such a draw.
+        #[range(min = 0.0, max = 1.0)]
         adjacent_rate: f64 = 0.5,
     }
 }

@@ -15,10 +15,12 @@ options! {
     /// Options of differential evolution.
     pub struct DiffEvoOptions {
         /// Members of the population; each generation makes one trial per member.
+        #[range(min = 1)]
         population_size: usize = 20,
         /// Scale of the difference vectors (F).
         differential_weight: f64 = 0.7,
         /// Chance that a coordinate of a trial comes from the mutant rather than the target (CR).
+        #[range(min = 0.0, max = 1.0)]
         crossover_rate: f64 = 0.9,
     }
 }

@@ -15,6 +15,7 @@ options! {
     /// Options of the firefly algorithm.
     pub struct FireflyAlgorithmOptions {
         /// Fireflies in the swarm.
+        #[range(min = 1)]
         swarm_size: usize = 20,
         /// Attraction between fireflies at distance zero (beta0).
         attractiveness: f64 = 1.0,

@@ -15,8 +15,10 @@ options! {
     /// Options of the genetic algorithm.
     pub struct GeneticAlgorithmOptions {
         /// Individuals per generation.
+        #[range(min = 1)]
         population_size: usize = 20,
         /// Chance that each parameter of a child takes a random other value.
+        #[range(min = 0.0, max = 1.0)]
         mutation_rate: f64 = 0.1,
         /// Best individuals carried unchanged into the next generation.
         elites: usize = 2,

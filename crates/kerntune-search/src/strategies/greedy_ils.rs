@@ -16,6 +16,7 @@ options! {
         /// Which configurations count as neighbours in the climb.
         neighbourhood: Neighbours = Neighbours::Hamming,
         /// Share of the parameters a kick changes (at least one).
+        #[range(min = 0.0, max = 1.0)]
         kick_fraction: f64 = 0.3,
         /// Kicks in a row that find no better optimum before a random restart.
         patience: usize = 4,

@@ -41,7 +41,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 
 use crate::support::{Stepper, Stepwise};
-use crate::{OptionInfo, SearchError, Strategy};
+use crate::{OptionInfo, SearchError, Strategy, ValidOptions};
 
 /// Makes a strategy from its options as JSON.
 type Builder = fn(&Map<String, Json>) -> Result<Box<dyn Strategy>, SearchError>;
@@ -61,9 +61,11 @@ impl StrategyInfo {
     }
 }
 
-fn parse<T: DeserializeOwned>(strategy: &str, options: &Map<String, Json>) -> Result<T, SearchError> {
-    serde_json::from_value(Json::Object(options.clone()))
-        .map_err(|e| SearchError::Options { strategy: strategy.to_string(), message: e.to_string() })
+fn parse<T: DeserializeOwned + ValidOptions>(strategy: &str, options: &Map<String, Json>) -> Result<T, SearchError> {
+    let error = |message: String| SearchError::Options { strategy: strategy.to_string(), message };
+    let parsed: T = serde_json::from_value(Json::Object(options.clone())).map_err(|e| error(e.to_string()))?;
+    parsed.validate().map_err(error)?;
+    Ok(parsed)
 }
 
 fn stepwise<S: Stepwise + std::fmt::Debug + 'static>(strategy: S) -> Box<dyn Strategy> {
@@ -157,4 +159,58 @@ pub fn strategy_info(name: &str) -> Result<&'static StrategyInfo, SearchError> {
 /// Builds a strategy by name with options given as JSON (an empty map for the defaults).
 pub fn build_strategy(name: &str, options: &Map<String, Json>) -> Result<Box<dyn Strategy>, SearchError> {
     strategy_info(name)?.build(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(strategy: &str, option: &str, value: Json) -> String {
+        let options = Map::from_iter([(option.to_string(), value)]);
+        match build_strategy(strategy, &options) {
+            Ok(_) => panic!("{strategy} accepted {option} = {:?}", options[option]),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn options_outside_their_declared_range_are_refused_with_the_range() {
+        let cases = [
+            ("pso", "swarm_size", Json::from(0), "options of strategy 'pso': swarm_size must be at least 1, got 0"),
+            ("firefly_algorithm", "swarm_size", Json::from(0), "swarm_size must be at least 1, got 0"),
+            ("genetic_algorithm", "population_size", Json::from(0), "population_size must be at least 1, got 0"),
+            ("diff_evo", "population_size", Json::from(0), "population_size must be at least 1, got 0"),
+            ("default", "trees", Json::from(0), "trees must be at least 1, got 0"),
+            ("default", "global_share", Json::from(2), "global_share must be in [0, 1], got 2"),
+            ("default", "global_share", Json::from(-0.5), "global_share must be in [0, 1], got -0.5"),
+            // A negative limit made f64::clamp panic in the middle of the search.
+            ("pso", "max_velocity", Json::from(-1), "max_velocity must be at least 0, got -1"),
+            ("genetic_algorithm", "mutation_rate", Json::from(1.5), "mutation_rate must be in [0, 1], got 1.5"),
+        ];
+        for (strategy, option, value, expected) in cases {
+            let message = refusal(strategy, option, value);
+            assert!(message.contains(expected), "{strategy} {option}: {message}");
+        }
+    }
+
+    #[test]
+    fn options_at_the_ends_of_their_range_are_accepted() {
+        for (strategy, option, value) in [
+            ("pso", "swarm_size", Json::from(1)),
+            ("default", "global_share", Json::from(0)),
+            ("default", "global_share", Json::from(1)),
+        ] {
+            let options = Map::from_iter([(option.to_string(), value)]);
+            assert!(build_strategy(strategy, &options).is_ok(), "{strategy} {option}");
+        }
+    }
+
+    #[test]
+    fn the_listing_states_each_declared_range() {
+        let options = DefaultOptions::describe();
+        let range = |name: &str| options.iter().find(|o| o.name == name).and_then(|o| o.range.clone());
+        assert_eq!(range("trees").as_deref(), Some("at least 1"));
+        assert_eq!(range("global_share").as_deref(), Some("in [0, 1]"));
+        assert_eq!(range("adjacent"), None);
+    }
 }

@@ -15,6 +15,7 @@ options! {
     /// Options of particle swarm optimisation.
     pub struct PsoOptions {
         /// Particles in the swarm.
+        #[range(min = 1)]
         swarm_size: usize = 20,
         /// Share of its velocity a particle keeps from one move to the next (w).
         inertia: f64 = 0.5,
@@ -23,6 +24,7 @@ options! {
         /// Pull towards the swarm's best position (c2).
         social: f64 = 1.0,
         /// Largest change of a coordinate in one move, in units of the cube's side.
+        #[range(min = 0.0)]
         max_velocity: f64 = 0.5,
     }
 }

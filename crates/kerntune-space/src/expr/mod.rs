@@ -22,15 +22,19 @@ pub struct Expression {
 }
 
 impl Expression {
+    /// How deep an expression may nest: brackets, calls, unary operators, `not`, `**`,
+    /// `if`/`else`, and each further operator of a chain such as `a + b + c` add a level.
+    /// Python's own parser stops near the same depth; deeper expressions would overflow
+    /// the stack of the recursive parser and evaluator, so [`Expression::parse`] refuses them.
+    pub const MAX_DEPTH: usize = 200;
+
     /// Parses `text`, allowing the names in `names`. Each variable of the expression is
     /// resolved to its index in `names`; [`Expression::variables`] lists them.
     pub fn parse(text: &str, names: &[&str]) -> Result<Expression, ParseError> {
         let error = |column: usize, kind: ParseErrorKind| ParseError { text: text.to_string(), column, kind };
         let tokens = lexer::tokenize(text).map_err(|(column, kind)| error(column, kind))?;
-        let mut parser = parser::Parser::new(&tokens);
-        let expr = parser.parse_all().map_err(|(column, kind)| error(column, kind))?;
-        let variables = parser
-            .names
+        let (expr, used_names) = parse_tokens(&tokens).map_err(|(column, kind)| error(column, kind))?;
+        let variables = used_names
             .iter()
             .map(|used| {
                 names.iter().position(|n| *n == used.name).ok_or_else(|| {
@@ -85,6 +89,35 @@ impl fmt::Display for Expression {
     }
 }
 
+/// Expressions of at most this many tokens cannot nest deeper than that, which the
+/// stack of any thread holds; longer ones are parsed on a thread of their own.
+const SHALLOW_TOKENS: usize = 48;
+
+/// The parser's own stack: the recursive descent takes about 21 KiB per nesting level in
+/// a debug build (far less optimised), so [`Expression::MAX_DEPTH`] levels fit with room.
+const PARSER_STACK_BYTES: usize = 16 << 20;
+
+/// Parses `tokens` where the stack has room for [`Expression::MAX_DEPTH`] levels of
+/// nesting, whatever the caller's thread (a Rust thread has 2 MiB, ten levels of
+/// parentheses take a debug build's parser about 200 KiB).
+fn parse_tokens(tokens: &[lexer::Spanned]) -> parser::ParseResult<(parser::Expr, Vec<parser::NameUse>)> {
+    let parse = || {
+        let mut parser = parser::Parser::new(tokens);
+        let expr = parser.parse_all()?;
+        Ok((expr, parser.names))
+    };
+    if tokens.len() <= SHALLOW_TOKENS {
+        return parse();
+    }
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new().stack_size(PARSER_STACK_BYTES).spawn_scoped(scope, parse) {
+            Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: parse here, where only the most deeply nested input could overflow.
+            Err(_) => parse(),
+        }
+    })
+}
+
 /// A malformed expression: the text, the zero-based character column, and what is wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseError {
@@ -100,12 +133,22 @@ pub enum ParseErrorKind {
     UnexpectedCharacter(char),
     BadNumber,
     UnterminatedString,
-    Expected { expected: &'static str, found: String },
-    UnknownName { name: String, suggestion: Option<String> },
+    Expected {
+        expected: &'static str,
+        found: String,
+    },
+    UnknownName {
+        name: String,
+        suggestion: Option<String>,
+    },
     UnknownFunction(String),
     Arity(String),
     MisplacedList,
     Hint(&'static str),
+    /// The expression nests deeper than [`Expression::MAX_DEPTH`].
+    TooDeep {
+        limit: usize,
+    },
 }
 
 impl fmt::Display for ParseErrorKind {
@@ -128,20 +171,46 @@ impl fmt::Display for ParseErrorKind {
                 f.write_str("a list may only follow 'in' / 'not in' or be the one argument of min/max")
             }
             ParseErrorKind::Hint(hint) => f.write_str(hint),
+            ParseErrorKind::TooDeep { limit } => write!(
+                f,
+                "the expression nests more than {limit} levels deep (brackets, calls, unary operators, \
+                 'not' and each operator of a chain such as 'a + b + c' count one level each)"
+            ),
         }
     }
 }
 
 impl fmt::Display for ParseError {
-    /// One line that quotes the expression and names the column; then the expression
-    /// again with a caret under the position.
+    /// One line that quotes the expression (around the column, when it is long) and names
+    /// the column; then the quote again with a caret under the position.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "in '{}' at column {}: {}", self.text, self.column + 1, self.kind)?;
+        let (quote, caret) = excerpt(&self.text, self.column);
+        write!(f, "in '{quote}' at column {}: {}", self.column + 1, self.kind)?;
         if f.alternate() {
-            write!(f, "\n    {}\n    {}^", self.text, " ".repeat(self.column))?;
+            write!(f, "\n    {quote}\n    {}^", " ".repeat(caret))?;
         }
         Ok(())
     }
+}
+
+/// Characters of a long expression quoted before and after the column of an error.
+const QUOTE_BEFORE: usize = 60;
+const QUOTE_AFTER: usize = 40;
+
+/// `text` as an error quotes it: whole when short, else the part around `column` with
+/// "..." for what is left out (a refused 50,000-term sum would be a 200 kB message); and
+/// the column within the quote.
+fn excerpt(text: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= QUOTE_BEFORE + QUOTE_AFTER {
+        return (text.to_string(), column);
+    }
+    let start = column.saturating_sub(QUOTE_BEFORE);
+    let end = (column + QUOTE_AFTER).min(chars.len());
+    let prefix = if start > 0 { "..." } else { "" };
+    let suffix = if end < chars.len() { "..." } else { "" };
+    let middle: String = chars[start..end].iter().collect();
+    (format!("{prefix}{middle}{suffix}"), column - start + prefix.len())
 }
 
 impl std::error::Error for ParseError {}
@@ -293,6 +362,65 @@ mod tests {
         assert_eq!(error.column, 7);
         assert_eq!(error.to_string(), "in 'a % 16 = 0' at column 8: '=' is assignment; compare with '=='");
         assert_eq!(format!("{error:#}").lines().last(), Some("           ^"));
+    }
+
+    fn too_deep(text: &str) -> bool {
+        matches!(Expression::parse(text, &["x"]), Err(ParseError { kind: ParseErrorKind::TooDeep { limit: 200 }, .. }))
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_not_a_stack_overflow() {
+        let deep = 5000;
+        let inputs = [
+            format!("{}x{}", "(".repeat(deep), ")".repeat(deep)),
+            format!("{}x{}", "[".repeat(deep), "]".repeat(deep)),
+            format!("{}x{}", "abs(".repeat(deep), ")".repeat(deep)),
+            format!("{}x", "not ".repeat(deep)),
+            format!("{}x", "-".repeat(deep)),
+            format!("{}x", "2 ** ".repeat(deep)),
+            format!("{}x", "x if x else ".repeat(deep)),
+            format!("{}x", "x + ".repeat(50_000)),
+            format!("{}x", "x and ".repeat(50_000)),
+        ];
+        for text in &inputs {
+            assert!(too_deep(text), "{:?}... should be refused as too deep", &text[..24]);
+        }
+        let error = Expression::parse(&inputs[7], &["x"]).unwrap_err();
+        assert_eq!(error.column, 798, "the 200th '+' of 'x + x + ...'");
+        let message = error.to_string();
+        assert!(message.starts_with("in '...+ x + x + x"), "{message}");
+        assert!(
+            message.contains("+ x ...' at column 799: the expression nests more than 200 levels deep"),
+            "{message}"
+        );
+        assert!(message.len() < 300, "a long restriction is quoted around the column: {message}");
+        let caret = format!("{error:#}");
+        let lines: Vec<&str> = caret.lines().collect();
+        assert_eq!(lines[1].chars().nth(lines[2].len() - 1), Some('+'), "the caret is under the '+':\n{caret}");
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_parses_and_evaluates() {
+        let levels = Expression::MAX_DEPTH - 1;
+        let inputs = [
+            format!("{}x{}", "(".repeat(levels), ")".repeat(levels)),
+            format!("{}x", "-".repeat(levels)),
+            format!("{}x", "not ".repeat(levels)),
+            format!("{}x", "x + ".repeat(levels)),
+        ];
+        let expected = [Value::Int(3), Value::Int(-3), Value::Bool(false), Value::Int(600)];
+        for (text, expected) in inputs.iter().zip(expected) {
+            assert_eq!(eval_with(text, &["x"], &[Value::Int(3)]), Ok(expected), "{:?}...", &text[..24]);
+        }
+        assert!(too_deep(&format!("{}x", "x + ".repeat(levels + 1))));
+    }
+
+    #[test]
+    fn long_flat_lists_and_comparison_chains_are_not_deep() {
+        let chain = format!("{}x", "x <= ".repeat(50_000));
+        assert_eq!(eval_with(&chain, &["x"], &[Value::Int(3)]), Ok(Value::Bool(true)));
+        let list = format!("x in [{}3]", "1, ".repeat(50_000));
+        assert_eq!(eval_with(&list, &["x"], &[Value::Int(3)]), Ok(Value::Bool(true)));
     }
 
     #[test]

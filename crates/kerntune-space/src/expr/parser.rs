@@ -1,9 +1,12 @@
 //! Recursive-descent parser for the Python expression subset, with Python's precedence
 //! (lowest first): `x if c else y`, `or`, `and`, `not`, comparisons and `in`, `|`, `^`,
 //! `&`, shifts, `+ -`, `* / // %`, unary `+ - ~`, `**`.
+//!
+//! The parser, evaluation and `Drop` all recurse over the tree, so the parser refuses an
+//! expression that nests deeper than [`Expression::MAX_DEPTH`] before it can overflow the stack.
 
 use super::lexer::{Spanned, Token};
-use super::ParseErrorKind;
+use super::{Expression, ParseErrorKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BinaryOp {
@@ -88,13 +91,17 @@ pub(crate) struct NameUse {
 pub(crate) struct Parser<'t> {
     tokens: &'t [Spanned],
     position: usize,
+    /// Constructs (brackets, calls, unary operators, `not`, `**`, `if`) open around the
+    /// token being parsed: the parser's own recursion, which brackets drive without
+    /// deepening the tree.
+    open: usize,
     /// Distinct names in order of first use; `Expr::Var(i)` refers to `names[i]`.
     pub names: Vec<NameUse>,
 }
 
 impl<'t> Parser<'t> {
     pub fn new(tokens: &'t [Spanned]) -> Self {
-        Parser { tokens, position: 0, names: Vec::new() }
+        Parser { tokens, position: 0, open: 0, names: Vec::new() }
     }
 
     pub fn parse_all(&mut self) -> ParseResult<Expr> {
@@ -163,7 +170,29 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// Runs `parse` one construct deeper, refusing to recurse past [`Expression::MAX_DEPTH`].
+    fn nested<T>(&mut self, parse: impl FnOnce(&mut Self) -> ParseResult<T>) -> ParseResult<T> {
+        if self.open >= Expression::MAX_DEPTH {
+            return Err((self.column(), ParseErrorKind::TooDeep { limit: Expression::MAX_DEPTH }));
+        }
+        self.open += 1;
+        let parsed = parse(self);
+        self.open -= 1;
+        parsed
+    }
+
+    /// Refuses `expr` when its tree is deeper than [`Expression::MAX_DEPTH`]. Every node is built
+    /// through here, so the subtrees are already bounded and the walk is short; a long
+    /// chain such as `a + a + ... + a` is a deep tree and is caught link by link.
+    fn bounded(&self, column: usize, expr: Expr) -> ParseResult<Expr> {
+        if depth(&expr) > Expression::MAX_DEPTH {
+            return Err((column, ParseErrorKind::TooDeep { limit: Expression::MAX_DEPTH }));
+        }
+        Ok(expr)
+    }
+
     fn ternary(&mut self) -> ParseResult<Expr> {
+        let column = self.column();
         let then = self.or_expr()?;
         if !self.eat_keyword("if") {
             return Ok(then);
@@ -172,34 +201,49 @@ impl<'t> Parser<'t> {
         if !self.eat_keyword("else") {
             return Err((self.column(), self.unexpected("'else'")));
         }
-        let otherwise = self.ternary()?;
-        Ok(Expr::IfElse { condition: Box::new(condition), then: Box::new(then), otherwise: Box::new(otherwise) })
+        let otherwise = self.nested(Self::ternary)?;
+        let expr =
+            Expr::IfElse { condition: Box::new(condition), then: Box::new(then), otherwise: Box::new(otherwise) };
+        self.bounded(column, expr)
     }
 
     fn or_expr(&mut self) -> ParseResult<Expr> {
-        let mut left = self.and_expr()?;
-        while self.eat_keyword("or") {
-            left = Expr::Or(Box::new(left), Box::new(self.and_expr()?));
-        }
-        Ok(left)
+        self.keyword_chain("or", Self::and_expr, Expr::Or)
     }
 
     fn and_expr(&mut self) -> ParseResult<Expr> {
-        let mut left = self.not_expr()?;
-        while self.eat_keyword("and") {
-            left = Expr::And(Box::new(left), Box::new(self.not_expr()?));
+        self.keyword_chain("and", Self::not_expr, Expr::And)
+    }
+
+    /// A left-associative chain of `keyword` (`and`, `or`) between operands parsed by `next`.
+    fn keyword_chain(
+        &mut self,
+        keyword: &str,
+        next: fn(&mut Self) -> ParseResult<Expr>,
+        node: fn(Box<Expr>, Box<Expr>) -> Expr,
+    ) -> ParseResult<Expr> {
+        let mut left = next(self)?;
+        loop {
+            let column = self.column();
+            if !self.eat_keyword(keyword) {
+                return Ok(left);
+            }
+            let right = next(self)?;
+            left = self.bounded(column, node(Box::new(left), Box::new(right)))?;
         }
-        Ok(left)
     }
 
     fn not_expr(&mut self) -> ParseResult<Expr> {
+        let column = self.column();
         if self.eat_keyword("not") {
-            return Ok(Expr::Not(Box::new(self.not_expr()?)));
+            let operand = self.nested(Self::not_expr)?;
+            return self.bounded(column, Expr::Not(Box::new(operand)));
         }
         self.comparison()
     }
 
     fn comparison(&mut self) -> ParseResult<Expr> {
+        let column = self.column();
         let first = self.bit_or()?;
         let mut rest = Vec::new();
         loop {
@@ -220,7 +264,10 @@ impl<'t> Parser<'t> {
             self.advance();
             rest.push((op, self.bit_or()?));
         }
-        Ok(if rest.is_empty() { first } else { Expr::Compare(Box::new(first), rest) })
+        if rest.is_empty() {
+            return Ok(first);
+        }
+        self.bounded(column, Expr::Compare(Box::new(first), rest))
     }
 
     /// One level of left-associative binary operators.
@@ -231,9 +278,11 @@ impl<'t> Parser<'t> {
     ) -> ParseResult<Expr> {
         let mut left = next(self)?;
         'outer: loop {
+            let column = self.column();
             for (symbol, op) in operators {
                 if self.eat_symbol(symbol) {
-                    left = Expr::Binary(*op, Box::new(left), Box::new(next(self)?));
+                    let right = next(self)?;
+                    left = self.bounded(column, Expr::Binary(*op, Box::new(left), Box::new(right)))?;
                     continue 'outer;
                 }
             }
@@ -269,9 +318,11 @@ impl<'t> Parser<'t> {
     }
 
     fn factor(&mut self) -> ParseResult<Expr> {
+        let column = self.column();
         for (symbol, op) in [("-", UnaryOp::Neg), ("+", UnaryOp::Pos), ("~", UnaryOp::Invert)] {
             if self.eat_symbol(symbol) {
-                return Ok(Expr::Unary(op, Box::new(self.factor()?)));
+                let operand = self.nested(Self::factor)?;
+                return self.bounded(column, Expr::Unary(op, Box::new(operand)));
             }
         }
         self.power()
@@ -279,9 +330,11 @@ impl<'t> Parser<'t> {
 
     fn power(&mut self) -> ParseResult<Expr> {
         let base = self.atom()?;
+        let column = self.column();
         if self.eat_symbol("**") {
             // Right-associative, and binds tighter than a unary minus on its left only.
-            return Ok(Expr::Binary(BinaryOp::Pow, Box::new(base), Box::new(self.factor()?)));
+            let exponent = self.nested(Self::factor)?;
+            return self.bounded(column, Expr::Binary(BinaryOp::Pow, Box::new(base), Box::new(exponent)));
         }
         Ok(base)
     }
@@ -318,7 +371,7 @@ impl<'t> Parser<'t> {
                         "abs" => Function::Abs,
                         _ => return Err((column, ParseErrorKind::UnknownFunction(name))),
                     };
-                    let args = self.sequence(")")?;
+                    let args = self.nested(|parser| parser.sequence(")"))?;
                     let arity_ok = match function {
                         Function::Abs => args.len() == 1,
                         Function::Min | Function::Max => !args.is_empty(),
@@ -326,23 +379,24 @@ impl<'t> Parser<'t> {
                     if !arity_ok {
                         return Err((column, ParseErrorKind::Arity(name)));
                     }
-                    return Ok(Expr::Call(function, args));
+                    return self.bounded(column, Expr::Call(function, args));
                 }
                 Ok(Expr::Var(self.slot(name, column)))
             }
             Token::Symbol("(") => {
                 self.advance();
-                let items = self.sequence(")")?;
+                let items = self.nested(|parser| parser.sequence(")"))?;
                 let trailing_comma = matches!(self.tokens[self.position - 2].token, Token::Symbol(","));
                 match items.len() {
                     0 => Err((column, ParseErrorKind::Hint("an empty tuple '()' has no value here"))),
                     1 if !trailing_comma => Ok(items.into_iter().next().expect("one item")),
-                    _ => Ok(Expr::List(items)),
+                    _ => self.bounded(column, Expr::List(items)),
                 }
             }
             Token::Symbol("[") => {
                 self.advance();
-                Ok(Expr::List(self.sequence("]")?))
+                let items = self.nested(|parser| parser.sequence("]"))?;
+                self.bounded(column, Expr::List(items))
             }
             other => Err((column, ParseErrorKind::Expected { expected: "a value", found: describe(&other) })),
         }
@@ -380,6 +434,19 @@ fn describe(token: &Token) -> String {
         Token::Name(n) => format!("'{n}'"),
         Token::Symbol(s) | Token::Keyword(s) => format!("'{s}'"),
         Token::End => "the end".to_string(),
+    }
+}
+
+/// The number of nodes on the longest path from `expr` to a leaf.
+fn depth(expr: &Expr) -> usize {
+    let deepest = |children: &mut dyn Iterator<Item = &Expr>| children.map(depth).max().unwrap_or(0);
+    1 + match expr {
+        Expr::Literal(_) | Expr::Var(_) => 0,
+        Expr::Unary(_, e) | Expr::Not(e) => depth(e),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => depth(a).max(depth(b)),
+        Expr::Compare(first, rest) => depth(first).max(deepest(&mut rest.iter().map(|(_, e)| e))),
+        Expr::IfElse { condition, then, otherwise } => depth(condition).max(depth(then)).max(depth(otherwise)),
+        Expr::Call(_, items) | Expr::List(items) => deepest(&mut items.iter()),
     }
 }
 
