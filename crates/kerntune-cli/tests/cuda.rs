@@ -111,3 +111,86 @@ fn ptxas_options_are_tuned_with_the_parameters_and_acf_needs_a_newer_ptxas() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("need ptxas 13.3 or newer"), "{stderr}");
 }
+
+#[test]
+fn compile_only_resumes_from_the_store_and_refuses_a_bad_architecture_before_any_work() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("cubins.db").display().to_string();
+    let spec = repo("examples/cuda/vector_add/spec.toml");
+    let first = json_of(&kerntune(&["tune", &spec, "--compile-only", "--db", &db, "--json"]));
+    assert_eq!((first["compiled"].as_u64(), first["from_store"].as_u64()), (Some(20), Some(0)), "{first}");
+    let again = json_of(&kerntune(&["tune", &spec, "--compile-only", "--db", &db, "--json"]));
+    assert_eq!((again["compiled"].as_u64(), again["from_store"].as_u64()), (Some(20), Some(20)), "{again}");
+    assert_eq!(again["compile_s"].as_f64(), Some(0.0), "nothing was compiled again");
+
+    let output = kerntune(&["tune", &spec, "--compile-only", "--arch", "sm_xx", "--db", &db]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("\"sm_xx\" is not an NVIDIA architecture"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn compile_only_fails_when_no_configuration_compiles() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("vector_add.cu"), "this is not CUDA\n").expect("writes");
+    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
+    std::fs::write(dir.path().join("spec.toml"), spec).expect("writes");
+    let db = dir.path().join("cubins.db").display().to_string();
+    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: no configuration compiled for sm_90"), "{stderr}");
+}
+
+#[test]
+fn an_interrupted_compile_only_run_exits_130_and_the_next_one_compiles_only_the_rest() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("cubins.db");
+    let db_arg = db.display().to_string();
+    let spec = repo("examples/cuda/matmul_sram/spec.toml");
+    let args = ["tune", spec.as_str(), "--compile-only", "--db", db_arg.as_str(), "--compile-workers", "2", "--json"];
+    let mut child = Command::new(common::kerntune_binary())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kerntune starts");
+    let stored = || {
+        Store::open(&db)
+            .ok()
+            .and_then(|store| {
+                let tuning = store.tunings().ok()?.first()?.id;
+                store.artifacts(tuning, "cubin").ok().map(|a| a.len())
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while stored() < 5 {
+        assert!(Instant::now() < deadline, "too few cubins stored in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs").success());
+    assert_eq!(child.wait().expect("kerntune exits").code(), Some(130));
+    let kept = stored();
+    assert!((5..107).contains(&kept), "{kept} cubins kept");
+    let resumed = json_of(&kerntune(&args));
+    assert_eq!(resumed["from_store"].as_u64(), Some(kept as u64), "{resumed}");
+    assert_eq!(
+        resumed["compiled"].as_u64().zip(resumed["failed"].as_u64()).map(|(c, f)| c + f),
+        Some(107),
+        "{resumed}"
+    );
+}

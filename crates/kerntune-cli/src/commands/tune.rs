@@ -16,7 +16,7 @@ use kerntune_engine::spec::KernelSpec;
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Status, Store};
-use serde_json::json;
+use serde_json::{json, Value as Json};
 
 use crate::args::{TuneArgs, WorkerArgs, WorkerKind};
 use crate::commands::search_setup;
@@ -384,19 +384,29 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
     use kerntune_cuda::process::Hub;
     use kerntune_cuda::protocol::{CompileJob, CompileRequest};
+    check_arch(&args.arch)?;
     if !nvrtc_available() {
-        bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: --compile-only needs it, not a GPU");
+        bail!(
+            "NVRTC is not installed: --compile-only needs it, not a GPU (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"
+        );
     }
     let clock = Instant::now();
     let db = database(args.db.clone());
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {}", args.arch)))?;
+    // Configurations compiled by an earlier run (interrupted or not) are not compiled again.
+    let stored: std::collections::HashSet<String> = store
+        .artifacts(tuning, "cubin")?
+        .into_iter()
+        .map(|artifact| Json::Object(artifact.config).to_string())
+        .collect();
     let workers =
         args.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())).max(1);
     let command = WorkerCommand::new(std::env::current_exe()?, Vec::new());
     let hub = Hub::default();
     let mut pool = CompilePool::new(&command, workers, spec.timing.compile_timeout, &hub, 0)?;
-    let ids: Vec<_> = space.ids().collect();
+    let ids: Vec<_> =
+        space.ids().filter(|id| !stored.contains(&Json::Object(space.config_json(*id)).to_string())).collect();
     let requests = ids
         .iter()
         .enumerate()
@@ -412,7 +422,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
         })
         .collect();
     let bar = render::progress(Some(ids.len() as u64), args.json);
-    let (mut compiled, mut failed, mut summed) = (0usize, Vec::new(), 0.0);
+    let (mut compiled, mut failed, mut summed) = (stored.len(), Vec::new(), 0.0);
     let mut record = |outcome: CompileOutcome| -> Result<(), String> {
         bar.inc(1);
         match outcome {
@@ -438,16 +448,18 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
     compile_all(&mut pool, &hub, requests, &mut record, &stop).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     let wall = clock.elapsed().as_secs_f64();
+    let count = space.len();
     if args.json {
         println!(
             "{}",
-            json!({"count": ids.len(), "compiled": compiled, "failed": failed.len(), "wall_s": wall, "compile_s": summed, "workers": workers, "arch": args.arch})
+            json!({"count": count, "compiled": compiled, "from_store": stored.len(), "failed": failed.len(), "wall_s": wall,
+                   "compile_s": summed, "workers": workers, "arch": args.arch, "interrupted": interrupt::requested()})
         );
     } else {
         println!(
-            "Compiled {compiled} of {} configurations for {} in {:.1} s ({:.1} s of compiling on {workers} workers); {} failed. Cubins stored in {}.",
-            ids.len(),
+            "Compiled {compiled} of {count} configurations for {} ({} already in the store) in {:.1} s ({:.1} s of compiling on {workers} workers); {} failed. Cubins stored in {}.",
             args.arch,
+            stored.len(),
             wall,
             summed,
             failed.len(),
@@ -458,5 +470,23 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
             println!("  {}: {first_line}", ids.get(*id as usize).map(|c| space.describe(*c)).unwrap_or_default());
         }
     }
+    if interrupt::requested() {
+        eprintln!("interrupted: {compiled} compiled configurations are kept; the same command compiles the rest");
+        return Ok(ExitCode::from(interrupt::INTERRUPTED_EXIT));
+    }
+    if compiled == 0 {
+        let reason = failed.first().map_or("", |(_, r)| r.as_str());
+        bail!("no configuration compiled for {}: {}", args.arch, reason.lines().next().unwrap_or_default());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An NVIDIA architecture as NVRTC names it (`sm_90`, `sm_90a`, `sm_100f`): checked before
+/// any work, so that a typo is one clear error rather than every configuration failing.
+fn check_arch(arch: &str) -> Result<()> {
+    let digits = arch.strip_prefix("sm_").map(|rest| rest.trim_end_matches(['a', 'f']));
+    match digits {
+        Some(d) if (2..=3).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => bail!("--arch {arch:?} is not an NVIDIA architecture: give one like sm_90 (or sm_90a)"),
+    }
 }
