@@ -21,6 +21,7 @@ from kerntune._kerntune import (
     __version__,
     default_db,
 )
+from kerntune._errors import ArgumentError, ArgumentTypeError
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
@@ -31,6 +32,8 @@ from kerntune._kernel_source import remember_main_source
 remember_main_source()
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "BackendError",
     "KerntuneError",
     "NoGpuError",

@@ -24,6 +24,7 @@ import os
 import warnings
 from typing import Any, Mapping, Optional, Sequence
 
+from kerntune._errors import ArgumentError, ArgumentTypeError
 from kerntune._space import launch_options, names_of, space_of
 from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
 
@@ -57,7 +58,7 @@ class Autotuner:
         self.keys = names_of(key, "key")
         missing = [k for k in self.keys if k not in self.arg_names]
         if missing:
-            raise ValueError(f"key names {missing}, which are not arguments of {self.jit.__name__} ({', '.join(self.arg_names)})")
+            raise ArgumentError(f"key names {missing}, which are not arguments of {self.jit.__name__} ({', '.join(self.arg_names)})")
         self.table, self.listed = space_of(params, configs, kernel_defaults(self.jit))
         self.restrictions = names_of(restrictions, "restrictions")
         self.reset_to_zero = names_of(reset_to_zero, "reset_to_zero")
@@ -65,11 +66,11 @@ class Autotuner:
         for argument, names in (("reset_to_zero", self.reset_to_zero), ("restore_value", self.restore_value)):
             unknown = [n for n in names if n not in self.arg_names]
             if unknown:
-                raise ValueError(f"{argument} names {unknown}, which are not arguments of {self.jit.__name__}")
+                raise ArgumentError(f"{argument} names {unknown}, which are not arguments of {self.jit.__name__}")
         prune = dict(prune_configs_by or {})
         unknown = set(prune) - {"perf_model", "top_k", "early_config_prune"}
         if unknown:
-            raise ValueError(f"prune_configs_by takes perf_model, top_k and early_config_prune, not {', '.join(sorted(unknown))}")
+            raise ArgumentError(f"prune_configs_by takes perf_model, top_k and early_config_prune, not {', '.join(sorted(unknown))}")
         self.perf_model = prune.get("perf_model")
         self.top_k = prune.get("top_k", 1.0)
         self.early_config_prune = prune.get("early_config_prune")
@@ -119,14 +120,14 @@ class Autotuner:
             by_config = {id(c): row for c, row in zip(configs, rows)}
             kept = self.early_config_prune(configs, dict(call))
             if not kept:
-                raise ValueError("early_config_prune returned no configuration; it must keep at least one")
+                raise ArgumentError("early_config_prune returned no configuration; it must keep at least one")
             rows = [by_config[id(c)] if id(c) in by_config else _row_of(c) for c in kept]
         if self.perf_model is not None:
             top_k = self.top_k
             if isinstance(top_k, float) and top_k <= 1.0:
                 top_k = max(1, int(len(rows) * top_k))
             if not isinstance(top_k, int):
-                raise TypeError("prune_configs_by['top_k'] must be an int or a float <= 1.0")
+                raise ArgumentTypeError("prune_configs_by['top_k'] must be an int or a float <= 1.0")
             if len(rows) > top_k:
                 estimate = {i: self.perf_model(**call, **_as_config(row).all_kwargs()) for i, row in enumerate(rows)}
                 rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
@@ -161,7 +162,7 @@ class Autotuner:
         self.best_config = self.cache[self._key(call)]
         conflicts = set(kwargs) & set(config)
         if conflicts:
-            raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))} are tuned; do not pass them")
+            raise ArgumentError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))} are tuned; do not pass them")
         return self.hooks.around(
             lambda: self.jit.run(*args, grid=grid, warmup=warmup, **kwargs, **config), {**call, **config}, config
         )
@@ -218,10 +219,10 @@ def autotune(
     if configs is not None and isinstance(configs, Mapping) and params is None:
         configs, params = None, configs
     if key is None:
-        raise TypeError("autotune() needs key=[names of the arguments whose values select a tuning]")
+        raise ArgumentTypeError("autotune() needs key=[names of the arguments whose values select a tuning]")
     unknown = set(tune_options) - set(_TUNE_OPTIONS)
     if unknown:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"autotune() got unexpected keyword arguments {', '.join(sorted(unknown))}; it takes Triton's "
             f"arguments and kerntune.tune's: {', '.join(_TUNE_OPTIONS)}"
         )

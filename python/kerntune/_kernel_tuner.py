@@ -24,7 +24,7 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._kt_errors import ArgumentError, ArgumentTypeError
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_device
 from kerntune._results import NoValidConfigError
 from kerntune.util import error_of, get_best_config, get_config_string
 
@@ -340,8 +340,7 @@ class _Call:
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
              started):
-        if not isinstance(device, int) or isinstance(device, bool):
-            raise ArgumentTypeError(f"device={device!r}: give the GPU's number (an int)")
+        check_device(device)
         info = json.loads(_kerntune.device_info(device))
         if not quiet:
             print(f"Using: {info['name']}")

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Optional
 
-from kerntune._kt_errors import ArgumentError
+from kerntune._errors import ArgumentError
 
 
 def cache_path(cache) -> str:

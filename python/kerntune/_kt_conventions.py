@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any, Optional, Sequence
 
-from kerntune._kt_errors import ArgumentError, ArgumentTypeError
+from kerntune._errors import ArgumentError, ArgumentTypeError
 
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 # A dimension whose parameter is not tuned: Kernel Tuner launches 256 threads in x.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from kerntune._errors import ArgumentError, ArgumentTypeError
+
 #: Compile options of a Triton launch that are tuned like constexprs.
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
 
@@ -24,13 +26,13 @@ def values_of(name: str, values, argument: str = "params") -> list:
     if isinstance(values, (str, bytes, int, float, bool)) or values is None:
         values = [values]
     elif isinstance(values, Mapping) or not hasattr(values, "__iter__"):
-        raise TypeError(f"{argument}['{name}'] must be a list of values, got {type(values).__name__}")
+        raise ArgumentTypeError(f"{argument}['{name}'] must be a list of values, got {type(values).__name__}")
     values = list(values)
     if not values:
-        raise ValueError(f"{argument}['{name}'] has no values")
+        raise ArgumentError(f"{argument}['{name}'] has no values")
     for value in values:
         if value is None or not isinstance(value, (int, float, bool, str)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{argument}['{name}'] holds {value!r} ({type(value).__name__}); values are ints, floats, bools or strings"
             )
     return values
@@ -38,9 +40,9 @@ def values_of(name: str, values, argument: str = "params") -> list:
 
 def check_params(params) -> dict:
     if not isinstance(params, Mapping):
-        raise TypeError(f"params must be a dict of parameter name to a list of values, got {type(params).__name__}")
+        raise ArgumentTypeError(f"params must be a dict of parameter name to a list of values, got {type(params).__name__}")
     if not params:
-        raise ValueError("params is empty: give at least one parameter to tune")
+        raise ArgumentError("params is empty: give at least one parameter to tune")
     return {str(name): values_of(str(name), values) for name, values in params.items()}
 
 
@@ -53,10 +55,10 @@ def names_of(value, argument: str) -> list[str]:
     try:
         names = list(value)
     except TypeError:
-        raise TypeError(f"{argument} must be a list of argument names, got {type(value).__name__}") from None
+        raise ArgumentTypeError(f"{argument} must be a list of argument names, got {type(value).__name__}") from None
     for name in names:
         if not isinstance(name, str):
-            raise TypeError(f"{argument} must hold argument names (strings), got {name!r}")
+            raise ArgumentTypeError(f"{argument} must hold argument names (strings), got {name!r}")
     return names
 
 
@@ -66,9 +68,9 @@ def _config_dict(config, index: int) -> tuple[dict, Any]:
         return dict(config), None
     kwargs = getattr(config, "kwargs", None)
     if kwargs is None or not hasattr(config, "num_warps"):
-        raise TypeError(f"configs[{index}] is {type(config).__name__}; give triton.Config objects or dicts")
+        raise ArgumentTypeError(f"configs[{index}] is {type(config).__name__}; give triton.Config objects or dicts")
     if getattr(config, "ir_override", None) is not None:
-        raise ValueError(f"configs[{index}]: ir_override is not supported by kerntune (it replaces the compiled IR)")
+        raise ArgumentError(f"configs[{index}]: ir_override is not supported by kerntune (it replaces the compiled IR)")
     row = dict(kwargs)
     row["num_warps"] = config.num_warps
     row["num_stages"] = config.num_stages
@@ -92,10 +94,10 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
     others set gets the kernel's default for it; ``maxnreg=None`` becomes 0 (the
     compiler's choice)."""
     if isinstance(configs, (str, bytes, Mapping)) or not hasattr(configs, "__iter__"):
-        raise TypeError(f"configs must be a list of triton.Config, got {type(configs).__name__}")
+        raise ArgumentTypeError(f"configs must be a list of triton.Config, got {type(configs).__name__}")
     pairs = [_config_dict(config, i) for i, config in enumerate(configs)]
     if not pairs:
-        raise ValueError("configs is empty: give at least one triton.Config")
+        raise ArgumentError("configs is empty: give at least one triton.Config")
     rows = [row for row, _ in pairs]
     names: list[str] = []
     for row in rows:
@@ -115,7 +117,7 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
             elif name in OPTION_DEFAULTS:
                 value = OPTION_DEFAULTS[name]
             else:
-                raise ValueError(f"configs[{index}] has no value for '{name}', which other configs set and the kernel has no default for")
+                raise ArgumentError(f"configs[{index}] has no value for '{name}', which other configs set and the kernel has no default for")
             if name == "maxnreg" and value is None:
                 value = 0
             values_of(name, [value], f"configs[{index}]")
@@ -136,9 +138,9 @@ def launch_options(config: Mapping[str, Any]) -> dict:
 def space_of(params: Optional[Mapping[str, Sequence]], configs, defaults: Mapping[str, Any]):
     """``(table, listed or None)`` from the caller's ``params`` or ``configs``."""
     if params is not None and configs is not None:
-        raise TypeError("give params (a product of values) or configs (a list of triton.Config), not both")
+        raise ArgumentTypeError("give params (a product of values) or configs (a list of triton.Config), not both")
     if params is None and configs is None:
-        raise TypeError("give the search space: params={name: [values]} or configs=[triton.Config(...), ...]")
+        raise ArgumentTypeError("give the search space: params={name: [values]} or configs=[triton.Config(...), ...]")
     if configs is not None:
         space = listed(configs, defaults)
         return space.params, space

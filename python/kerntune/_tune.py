@@ -19,6 +19,7 @@ import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_device, check_strategy
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
@@ -51,7 +52,7 @@ def jit_function(kernel):
     while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
         fn = fn.fn
     if not isinstance(fn, JITFunction):
-        raise TypeError(f"{kernel!r} is not a @triton.jit function")
+        raise ArgumentTypeError(f"{kernel!r} is not a @triton.jit function")
     return fn
 
 
@@ -68,7 +69,7 @@ def _storage_span(tensor) -> int:
     if tensor.numel() == 0:
         return 0
     if any(s < 0 for s in tensor.stride()):
-        raise ValueError("tensors with negative strides are not supported")
+        raise ArgumentError("tensors with negative strides are not supported")
     return 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
 
 
@@ -89,7 +90,7 @@ def _pack_scalar(kind: str, value) -> str:
     else:
         fmt = _SCALAR_FORMATS.get(kind)
         if fmt is None:
-            raise TypeError(f"scalar arguments of Triton type {kind} are not supported")
+            raise ArgumentTypeError(f"scalar arguments of Triton type {kind} are not supported")
         data = struct.pack(fmt, value)
     return base64.b64encode(data).decode()
 
@@ -215,15 +216,15 @@ def kernel_defaults(fn) -> dict:
 def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
     """The call's arguments in the kernel's order (defaults filled in), tuned ones left out."""
     if not isinstance(args, Mapping):
-        raise TypeError(f"args must be a dict of {fn.__name__}'s argument names to values, got {type(args).__name__}")
+        raise ArgumentTypeError(f"args must be a dict of {fn.__name__}'s argument names to values, got {type(args).__name__}")
     unknown = [k for k in args if k not in fn.arg_names]
     if unknown:
-        raise TypeError(f"{fn.__name__} has no argument named {', '.join(unknown)}")
+        raise ArgumentTypeError(f"{fn.__name__} has no argument named {', '.join(unknown)}")
     for name in params:
         if name not in fn.arg_names and name not in OPTION_NAMES:
-            raise ValueError(f"parameter '{name}' is neither an argument of {fn.__name__} nor a compile option ({', '.join(OPTION_NAMES)})")
+            raise ArgumentError(f"parameter '{name}' is neither an argument of {fn.__name__} nor a compile option ({', '.join(OPTION_NAMES)})")
         if name in fn.arg_names and not fn.params[fn.arg_names.index(name)].is_constexpr:
-            raise ValueError(f"parameter '{name}' must be a tl.constexpr argument of {fn.__name__} to be tuned")
+            raise ArgumentError(f"parameter '{name}' must be a tl.constexpr argument of {fn.__name__} to be tuned")
     call = {}
     for p in fn.params:
         if p.name in params:
@@ -233,7 +234,7 @@ def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
         elif p.has_default:
             call[p.name] = p.default
         else:
-            raise TypeError(f"missing argument '{p.name}' of {fn.__name__} (give it in args or tune it in params)")
+            raise ArgumentTypeError(f"missing argument '{p.name}' of {fn.__name__} (give it in args or tune it in params)")
     return call
 
 
@@ -254,7 +255,7 @@ def _describe(fn, call, params, specialization):
         elif _is_tensor(value):
             dtype = _DTYPES.get(_dtype_name(value), "u8" if value.element_size() == 1 else None)
             if dtype is None:
-                raise TypeError(f"argument {p.name}: tensors of {value.dtype} are not supported yet")
+                raise ArgumentTypeError(f"argument {p.name}: tensors of {value.dtype} are not supported yet")
             job_args.append({"kind": "buffer", "name": p.name, "dtype": dtype, "len": 0, "file": "", "output": False})
             describe.append({"name": p.name, "kind": "tensor", "dtype": _dtype_name(value), "data_ptr": value.data_ptr()})
         else:
@@ -357,7 +358,7 @@ def _arch_number(arch) -> int:
     text = str(arch).strip()
     digits = text.removeprefix("sm_").rstrip("a")
     if not digits.isdigit() or int(digits) < 50:
-        raise ValueError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
+        raise ArgumentError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
     return int(digits)
 
 
@@ -434,6 +435,8 @@ def tune(
     can be launched through Triton with ``kerntune.use_schedule``.
     """
     fn = jit_function(kernel)
+    check_device(device)
+    strategy = check_strategy(strategy, "default")
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     restore_value = names_of(restore_value, "restore_value")
@@ -442,8 +445,12 @@ def tune(
     for argument, names in (("restore_value", restore_value), ("reset_to_zero", reset_to_zero)):
         for name in names:
             if not _is_tensor(call.get(name)):
-                raise ValueError(f"{argument} names '{name}', which is not a tensor argument of {fn.__name__}")
-    import torch
+                raise ArgumentError(f"{argument} names '{name}', which is not a tensor argument of {fn.__name__}")
+    try:
+        import torch
+    except ImportError:
+        raise _kerntune.NoGpuError("kerntune.tune runs the kernel through Triton and needs torch and a GPU; "
+                                   "kerntune.compile(...) compiles without them") from None
 
     device = torch.cuda.current_device() if device is None else device
     info = json.loads(_kerntune.device_info(device))
@@ -523,18 +530,18 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks)
     else:
         if not isinstance(answer, Mapping):
-            raise TypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
+            raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
         outputs = dict(answer)
         for name in outputs:
             if not _is_tensor(call.get(name)):
-                raise ValueError(f"answer names '{name}', which is not a tensor argument of {fn.__name__}")
+                raise ArgumentError(f"answer names '{name}', which is not a tensor argument of {fn.__name__}")
     if outputs:
         reference = []
         for name, expected in outputs.items():
             position = fn.arg_names.index(name)
             tensor = call[name]
             if not tensor.is_contiguous():
-                raise ValueError(f"output {name} must be contiguous to be checked")
+                raise ArgumentError(f"output {name} must be contiguous to be checked")
             job_args[position]["output"] = True
             path = os.path.join(workdir, f"{name}.expected.bin")
             _write_tensor(expected.to(tensor.dtype).reshape(tensor.shape), path)

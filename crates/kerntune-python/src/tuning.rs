@@ -207,7 +207,7 @@ pub fn device_info(device: usize) -> PyResult<String> {
 pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
     if !driver_available() {
         return Err(errors::no_gpu(
-            "no NVIDIA driver on this machine: tuning needs a GPU (compile_only=True works without one)",
+            "no NVIDIA driver on this machine: tuning needs a GPU (kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one)",
         ));
     }
     kerntune_cuda::driver::probe(device)

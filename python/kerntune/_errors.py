@@ -1,0 +1,33 @@
+"""The exceptions for bad arguments of kerntune's Python API: kerntune's own classes
+(``kerntune.KerntuneError`` catches them), which are also the built-in exceptions a caller
+would catch (a bad value is a ``ValueError``, a bad type a ``TypeError``). Each message
+names the argument, what was given and what is accepted."""
+
+from kerntune._kerntune import SpecError
+
+
+class ArgumentError(SpecError, ValueError):
+    """An argument with a value kerntune cannot use."""
+
+
+class ArgumentTypeError(SpecError, TypeError):
+    """An argument of a type kerntune cannot use."""
+
+
+def check_device(device) -> None:
+    """``device``: None (the current GPU) or a GPU's number."""
+    if device is None:
+        return
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise ArgumentTypeError(f"device: give a GPU's number (an int), not {device!r}")
+    if device < 0:
+        raise ArgumentError(f"device: give a GPU's number (0 or more), not {device}")
+
+
+def check_strategy(strategy, default: str) -> str:
+    """``strategy``: a strategy's name (see ``kerntune strategies``); None means ``default``."""
+    if strategy is None:
+        return default
+    if not isinstance(strategy, str):
+        raise ArgumentTypeError(f"strategy: give a strategy's name (see `kerntune strategies`), not {strategy!r}")
+    return strategy

@@ -1,0 +1,66 @@
+"""Bad arguments to the Python API: each is a kerntune error (and a ValueError or
+TypeError) whose message names the argument, raised before any work; a string is never
+split into characters where a list is expected. No GPU needed."""
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import kerntune
+from kerntune import Tensor
+
+SOURCE = 'extern "C" __global__ void fill(float *x, int n) { int i = blockIdx.x * block_size_x + threadIdx.x; if (i < n) x[i] = 1; }'
+
+
+def compile_only(**overrides):
+    arguments = dict(kernel_name="fill", kernel_source=SOURCE, problem_size=1024,
+                     arguments=[np.zeros(1024, np.float32), np.int32(1024)], tune_params={"block_size_x": [64, 128]},
+                     compile_only=True)
+    arguments.update(overrides)
+    return kerntune.tune_kernel(**arguments)
+
+
+@triton.jit
+def _copy(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+ARGS = {"x_ptr": Tensor("float32", (256,)), "n": 256}
+
+CASES = [
+    ("tune_params x None", lambda: compile_only(tune_params={"x": None}), TypeError, "tune_params['x']"),
+    ("tune_params as one string", lambda: compile_only(tune_params={"block_size_x": "1,2,3"}), TypeError, "tune_params['block_size_x']"),
+    ("arguments None", lambda: compile_only(arguments=None), TypeError, "arguments"),
+    ("answer shorter than arguments", lambda: compile_only(answer=[None]), ValueError, "answer"),
+    ("device -1 (tune_kernel)", lambda: kerntune.tune_kernel("fill", SOURCE, 1024, [np.zeros(4, np.float32)], {"block_size_x": [64]}, device=-1),
+     ValueError, "device"),
+    ("kernel_source None", lambda: compile_only(kernel_source=None), TypeError, "kernel_source"),
+    ("compile for gfx90a", lambda: kerntune.compile(_copy, ARGS, {"BLOCK": [64]}, arch="gfx90a"), ValueError, "arch"),
+    ("autotune params None", lambda: kerntune.autotune(params=None, key=["n"])(_copy), TypeError, "params="),
+    ("autotune key naming no argument", lambda: kerntune.autotune(params={"BLOCK": [64]}, key="MN")(_copy), ValueError, "key"),
+    ("autotune unknown keyword", lambda: kerntune.autotune(params={"BLOCK": [64]}, key="n", max_evals=3), TypeError, "max_evals"),
+    ("params value None", lambda: kerntune.compile(_copy, ARGS, {"BLOCK": None}), TypeError, "params['BLOCK']"),
+    ("args not a dict", lambda: kerntune.compile(_copy, [1, 2], {"BLOCK": [64]}), TypeError, "args"),
+    ("device -1 (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, device=-1), ValueError, "device"),
+    ("strategy not a name (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, strategy=3), TypeError, "strategy"),
+]
+
+
+@pytest.mark.parametrize("name, call, kind, named", CASES, ids=[c[0] for c in CASES])
+def test_a_bad_argument_is_a_kerntune_error_that_names_it(name, call, kind, named):
+    with pytest.raises(kerntune.KerntuneError) as raised:
+        call()
+    assert isinstance(raised.value, kind), (name, type(raised.value))
+    assert named in str(raised.value), str(raised.value)
+    assert "\n" not in str(raised.value).strip(), "one line"
+
+
+def test_a_single_string_is_one_value_never_its_characters():
+    rows, _ = compile_only(restrictions="block_size_x > 64")
+    assert [r["block_size_x"] for r in rows] == [128]
+    outcomes = kerntune.compile(_copy, ARGS, {"BLOCK": [64, 128]}, restrictions="BLOCK > 64", compile_workers=1)
+    assert [o["config"]["BLOCK"] for o in outcomes] == [128]
+    outcomes = kerntune.compile(_copy, ARGS, {"BLOCK": 64}, compile_workers=1)
+    assert [o["config"]["BLOCK"] for o in outcomes] == [64]
