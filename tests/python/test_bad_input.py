@@ -64,3 +64,13 @@ def test_a_single_string_is_one_value_never_its_characters():
     assert [o["config"]["BLOCK"] for o in outcomes] == [128]
     outcomes = kerntune.compile(_copy, ARGS, {"BLOCK": 64}, compile_workers=1)
     assert [o["config"]["BLOCK"] for o in outcomes] == [64]
+
+
+def test_tune_without_torch_says_what_works_without_a_gpu():
+    try:
+        import torch  # noqa: F401
+        pytest.skip("torch is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(kerntune.NoGpuError, match="kerntune.compile"):
+        kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]})
