@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p kerntune-cli
-echo "kerntune built: target/release/kerntune"
+echo "kerntune built: target/release/kerntune (cargo install --path crates/kerntune-cli puts it on your PATH)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     exec target/release/kerntune tune examples/cuda/matmul_sram/spec.toml --strategy default "$@"
 fi

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test kerntune has, after installing what they need (Python packages from
-# PyPI): the Rust crates' tests, then the Python package's, on the package built and
-# installed from this checkout. GPU tests are skipped cleanly on a machine without a GPU.
+# Runs every test kerntune has: the Rust crates' tests, then the Python package's, on the
+# package built and installed from this checkout. Everything Python is installed into a
+# virtual environment of the checkout's own (.venv, or $KERNTUNE_VENV), never into the
+# Python you run it with. GPU tests are skipped cleanly on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv=${KERNTUNE_VENV:-.venv}
+[ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
+# shellcheck disable=SC1091
+source "$venv/bin/activate"  # python3 is the venv's from here on, for the Rust tests too
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 cargo test --workspace
 python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
