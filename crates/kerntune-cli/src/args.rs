@@ -103,9 +103,9 @@ pub struct SpaceArgs {
 pub struct ResultsArgs {
     /// Results database.
     pub db: PathBuf,
-    /// Configurations to show per tuning.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
+    /// Configurations to show per tuning (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
     /// Only tunings whose kernel name contains this text.
     #[arg(long)]
     pub kernel: Option<String>,

@@ -112,6 +112,21 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
     }
 }
 
+/// What README says of usage mistakes (a missing value, an unknown flag, a number out of
+/// range): clap's message, a hint to `--help`, exit code 2.
+#[test]
+fn usage_mistakes_exit_2_with_a_hint() {
+    for args in [&["simulate", "--max-fevals"][..], &["simulate", "--no-such-flag"], &["results", "x.db", "--top", "0"]]
+    {
+        let output = kerntune(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains("--help"), "{args:?}: {stderr}");
+    }
+    let top = String::from_utf8_lossy(&kerntune(&["results", "x.db", "--top", "0"]).stderr).to_string();
+    assert!(top.contains("0 is not in 1.."), "{top}");
+}
+
 #[test]
 fn a_negative_target_is_a_number_not_an_unknown_flag() {
     let result = json_of(&kerntune(&["simulate", "--target", "-5", "--max-fevals", "10", "--json"]));

@@ -194,3 +194,18 @@ fn an_interrupted_compile_only_run_exits_130_and_the_next_one_compiles_only_the_
         "{resumed}"
     );
 }
+
+#[test]
+fn a_dry_run_computes_every_argument_size_and_refuses_one_that_cannot_be() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(repo("examples/cuda/vector_add/vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
+    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
+    let first_size =
+        spec.lines().find(|l| l.trim_start().starts_with("size =")).expect("a buffer argument").to_string();
+    std::fs::write(dir.path().join("spec.toml"), spec.replacen(&first_size, "size = \"n / 0\"", 1)).expect("writes");
+    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let output = kerntune(&["tune", &spec_path, "--dry-run"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("size 'n / 0'") && stderr.contains("division"), "{stderr}");
+}

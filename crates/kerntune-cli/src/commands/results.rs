@@ -27,7 +27,7 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
     }
     for tuning in &tunings {
         let rows = store.evaluations(tuning.id).with_context(|| tuning.info.kernel_name.clone())?;
-        let best = best_rows(tuning, rows, args.top);
+        let best = best_rows(tuning, rows, usize::try_from(args.top).unwrap_or(usize::MAX));
         if args.json {
             json_out.push(json!({
                 "kernel_name": tuning.info.kernel_name,

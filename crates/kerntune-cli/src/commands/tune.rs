@@ -12,7 +12,7 @@ use kerntune_cuda::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_cuda::{
     driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand,
 };
-use kerntune_engine::spec::KernelSpec;
+use kerntune_engine::spec::{ArgKind, KernelSpec};
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Status, Store};
@@ -353,6 +353,26 @@ fn print_summary(
 }
 
 fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Result<ExitCode> {
+    // The arguments' sizes and values depend on the problem only: one that cannot be
+    // computed (a division by zero, a negative size) fails every configuration, so it is an
+    // error of the spec, found here rather than on the GPU.
+    let problem: Vec<kerntune_space::Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
+    for arg in &spec.args {
+        let (what, expression) = match &arg.kind {
+            ArgKind::Buffer { size, .. } => ("size", size),
+            ArgKind::Scalar { value } => ("value", value),
+        };
+        let value = expression.evaluate_with(&problem).map_err(|e| {
+            anyhow::anyhow!("{}: argument {}: {what} '{expression}': {e}", spec.path.display(), arg.name)
+        })?;
+        if what == "size" && !value.as_number().is_some_and(|n| n >= 0.0 && n.is_finite()) {
+            bail!(
+                "{}: argument {}: size '{expression}' is {value}, not a count of elements",
+                spec.path.display(),
+                arg.name
+            );
+        }
+    }
     let mut invalid = Vec::new();
     for id in space.ids() {
         if let Err(reason) = spec.geometry(&config_values(space, id)) {
