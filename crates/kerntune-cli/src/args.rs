@@ -97,6 +97,11 @@ pub struct SpaceArgs {
     /// Print {"count": N, "seconds": s, ...}.
     #[arg(long)]
     pub json: bool,
+    /// The most memory the valid configurations may take (bytes, or with K, M or G), at 12
+    /// bytes each; a space estimated over it is refused before it is enumerated.
+    /// Default: $KERNTUNE_SPACE_MEMORY, else 1G.
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<kerntune_space::MemoryCap>,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ use std::fmt;
 use serde_json::{Map, Value as Json};
 
 use crate::enumerate::valid_keys;
+use crate::memory::{MemoryCap, SpaceEstimate, MEMORY_CAP_VARIABLE};
 use crate::{Expression, Param, ParseError, Rng, Value};
 
 /// A configuration's position in its [`Space`].
@@ -51,6 +52,23 @@ pub enum SpaceError {
     TooManyConfigs,
     #[error("configuration {index}: {problem}")]
     Config { index: usize, problem: String },
+    /// Refused before enumerating: the estimate is over the cap.
+    #[error(
+        "the space is too large to enumerate: {estimate}, over the {cap} cap; tighten the restrictions, \
+         draw configurations by sampling instead (`kerntune space FILE --sample N`), \
+         or raise the cap ({MEMORY_CAP_VARIABLE}=4G)"
+    )]
+    TooMuchMemory { estimate: SpaceEstimate, cap: MemoryCap },
+    /// The estimate fell short and the enumeration reached the cap.
+    #[error(
+        "the space is too large to enumerate: more than {configs} valid configurations, over the {cap} cap; \
+         tighten the restrictions, draw configurations by sampling instead (`kerntune space FILE --sample N`), \
+         or raise the cap ({MEMORY_CAP_VARIABLE}=4G)"
+    )]
+    MemoryCapReached { configs: usize, cap: MemoryCap },
+    /// The cap's environment variable does not hold a size.
+    #[error("{0}")]
+    MemoryCapSetting(String),
 }
 
 /// All valid configurations of a parameter set under restrictions.
@@ -67,13 +85,25 @@ pub struct Space {
 impl Space {
     /// Enumerates every configuration of `params` that satisfies all `restrictions`.
     /// A restriction that raises for a configuration (divides by zero, compares a string
-    /// with a number) excludes that configuration.
+    /// with a number) excludes that configuration. The configurations may take at most
+    /// [`MemoryCap::from_env`] (1 GiB unless `KERNTUNE_SPACE_MEMORY` says otherwise).
     pub fn new<S: AsRef<str>>(params: Vec<Param>, restrictions: &[S]) -> Result<Space, SpaceError> {
+        let cap = MemoryCap::from_env().map_err(SpaceError::MemoryCapSetting)?;
+        Space::with_memory_cap(params, restrictions, cap)
+    }
+
+    /// [`Space::new`] under an explicit cap: a space whose configurations are estimated to
+    /// take more is refused with [`SpaceError::TooMuchMemory`] before any large allocation.
+    pub fn with_memory_cap<S: AsRef<str>>(
+        params: Vec<Param>,
+        restrictions: &[S],
+        cap: MemoryCap,
+    ) -> Result<Space, SpaceError> {
         let strides = strides_of(&params)?;
         let names: Vec<&str> = params.iter().map(Param::name).collect();
         let restrictions =
             restrictions.iter().map(|r| Expression::parse(r.as_ref(), &names)).collect::<Result<Vec<_>, _>>()?;
-        let mut keys = valid_keys(&params, &restrictions, &strides);
+        let mut keys = valid_keys(&params, &restrictions, &strides, cap)?;
         radix_sort(&mut keys);
         Space::from_sorted_keys(params, restrictions, strides, keys)
     }

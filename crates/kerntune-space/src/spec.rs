@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
-use crate::{Param, Space, SpaceError, Value};
+use crate::{MemoryCap, Param, Space, SpaceError, Value};
 
 /// Parameters and restrictions as a user writes them; `build` turns them into a [`Space`].
 #[derive(Debug, Clone, Deserialize)]
@@ -66,6 +66,11 @@ impl SpaceSpec {
 
     pub fn build(&self) -> Result<Space, SpaceError> {
         Space::new(self.params()?, &self.all_restrictions())
+    }
+
+    /// [`SpaceSpec::build`] under an explicit memory cap instead of the environment's.
+    pub fn build_with_memory_cap(&self, cap: MemoryCap) -> Result<Space, SpaceError> {
+        Space::with_memory_cap(self.params()?, &self.all_restrictions(), cap)
     }
 }
 

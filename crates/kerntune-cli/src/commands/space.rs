@@ -14,7 +14,11 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
     let spec: SpaceSpec =
         serde_json::from_str(&text).with_context(|| format!("{}: not a space file", args.file.display()))?;
     let clock = Instant::now();
-    let space = spec.build().with_context(|| format!("{}", args.file.display()))?;
+    let space = match args.max_memory {
+        Some(cap) => spec.build_with_memory_cap(cap),
+        None => spec.build(),
+    };
+    let space = space.with_context(|| format!("{}", args.file.display()))?;
     let seconds = clock.elapsed().as_secs_f64();
     let product: f64 = space.params().iter().map(|p| p.len() as f64).product();
     if args.json {
