@@ -102,6 +102,13 @@ pub struct SpaceArgs {
     /// Default: $KERNTUNE_SPACE_MEMORY, else 1G.
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<kerntune_space::MemoryCap>,
+    /// Print N random valid configurations, one JSON object a line, drawn by rejection
+    /// without enumerating the space (so for spaces of any size).
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+    /// Seed for --sample.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

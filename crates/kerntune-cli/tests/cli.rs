@@ -167,6 +167,16 @@ fn space_too_large_for_memory_is_refused_with_its_estimate_and_exit_1() {
     assert_eq!(from_env.status.code(), Some(1));
     let result = json_of(&kerntune(&["space", &wide, "--max-memory", "6M", "--json"]));
     assert_eq!(result["count"], 443_100);
+
+    // What the message suggests works: sampling the refused space, one JSON object a line.
+    let sampled = kerntune(&["space", &huge.display().to_string(), "--sample", "5", "--seed", "3"]);
+    assert!(sampled.status.success(), "{}", String::from_utf8_lossy(&sampled.stderr));
+    let lines: Vec<Json> = String::from_utf8_lossy(&sampled.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert!(lines.iter().all(|c| c["p0"].as_i64().expect("int") + c["p1"].as_i64().expect("int") <= 21));
 }
 
 fn stored_rows(db: &Path) -> usize {

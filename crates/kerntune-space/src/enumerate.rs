@@ -107,6 +107,39 @@ fn estimate(params: &[Param], checks_at: &[Vec<Check>], product: u64) -> SpaceEs
     }
 }
 
+/// `count` uniformly random valid configurations (value indexes, drawn with replacement),
+/// found by rejection: random configurations are drawn until `count` pass, giving up after
+/// `max_attempts`. Nothing is enumerated, so any space can be sampled whose restrictions keep
+/// a reasonable share of it.
+pub(crate) fn sample_valid(
+    params: &[Param],
+    restrictions: &[Expression],
+    count: usize,
+    rng: &mut Rng,
+    max_attempts: u64,
+) -> Result<Vec<Vec<usize>>, SpaceError> {
+    let constant_false =
+        restrictions.iter().filter(|r| r.variables().is_empty()).any(|r| !r.holds(&[]).unwrap_or(false));
+    let checks: Vec<Check> =
+        restrictions.iter().filter(|r| !r.variables().is_empty()).map(|r| check_for(r, params)).collect();
+    let mut configs = Vec::with_capacity(count.min(1 << 20));
+    let mut current = vec![0; params.len()];
+    let mut attempts = 0;
+    while configs.len() < count {
+        if constant_false || attempts == max_attempts {
+            return Err(SpaceError::TooRareToSample { wanted: count, found: configs.len(), attempts });
+        }
+        attempts += 1;
+        for (index, param) in current.iter_mut().zip(params) {
+            *index = rng.below(param.len());
+        }
+        if checks.iter().all(|check| check.holds(&current, params)) {
+            configs.push(current.clone());
+        }
+    }
+    Ok(configs)
+}
+
 fn check_for<'a>(restriction: &'a Expression, params: &[Param]) -> Check<'a> {
     let variables = restriction.variables();
     let combinations = variables.iter().try_fold(1usize, |acc, p| acc.checked_mul(params[*p].len()));

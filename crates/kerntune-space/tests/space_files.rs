@@ -38,21 +38,24 @@ fn every_sampled_config_satisfies_the_restrictions_and_its_neighbours_too() {
     }
 }
 
+/// Parameters `p0`, `p1`, ... of the values 1 to 20 each.
+fn twenty_values_each(params: usize, restrictions: &[&str]) -> SpaceSpec {
+    let values: Vec<u32> = (1..=20).collect();
+    SpaceSpec {
+        name: None,
+        tune_params: (0..params).map(|p| (format!("p{p}"), serde_json::json!(values))).collect(),
+        restrictions: kerntune_space::Restrictions::Many(restrictions.iter().map(|r| r.to_string()).collect()),
+        max_threads: None,
+    }
+}
+
 /// Issue 17 item 1: twelve parameters of twenty values under a restriction that keeps about
 /// half of them (2 x 10^15 configurations, 24 PB at 12 bytes each) used to eat memory at
 /// 400 MB/s until the machine died. It is refused with its estimate, before any large
 /// allocation, in a few milliseconds.
 #[test]
 fn a_space_far_over_the_memory_cap_is_refused_with_its_estimate() {
-    let values: Vec<u32> = (1..=20).collect();
-    let tune_params: serde_json::Map<String, serde_json::Value> =
-        (0..12).map(|p| (format!("p{p}"), serde_json::json!(values))).collect();
-    let spec = SpaceSpec {
-        name: None,
-        tune_params,
-        restrictions: kerntune_space::Restrictions::One("p0 + p1 <= 21".into()),
-        max_threads: None,
-    };
+    let spec = twenty_values_each(12, &["p0 + p1 <= 21"]);
     let clock = std::time::Instant::now();
     let error = spec.build_with_memory_cap(MemoryCap::DEFAULT).unwrap_err();
     assert!(clock.elapsed().as_secs_f64() < 2.0, "the refusal took {:?}", clock.elapsed());
@@ -86,4 +89,24 @@ fn a_space_under_its_cap_enumerates_fully_and_one_cap_lower_is_refused() {
         matches!(error, SpaceError::TooMuchMemory { .. } | SpaceError::MemoryCapReached { configs: 443_099, .. }),
         "{error}"
     );
+}
+
+#[test]
+fn sampling_without_enumerating_draws_valid_configs_of_a_space_too_large_to_build() {
+    let spec = twenty_values_each(12, &["p0 + p1 <= 21", "p2 % 4 == 0"]);
+    let configs = spec.sample(1000, &mut Rng::seeded(1)).expect("samples");
+    assert_eq!(configs.len(), 1000);
+    for config in &configs {
+        let value = |name: &str| config[name].as_i64().expect("int");
+        assert!(value("p0") + value("p1") <= 21 && value("p2") % 4 == 0, "{config:?}");
+    }
+    assert_eq!(spec.sample(1000, &mut Rng::seeded(1)).expect("samples"), configs, "the seed decides");
+}
+
+#[test]
+fn sampling_a_space_the_restrictions_almost_empty_gives_up_with_the_counts() {
+    let spec = twenty_values_each(8, &["p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 == 8"]);
+    let error = spec.sample(1, &mut Rng::seeded(1)).unwrap_err();
+    let SpaceError::TooRareToSample { wanted: 1, found: 0, attempts } = error else { panic!("{error}") };
+    assert_eq!(attempts, kerntune_space::Space::MAX_SAMPLE_ATTEMPTS);
 }
