@@ -97,6 +97,18 @@ pub struct SpaceArgs {
     /// Print {"count": N, "seconds": s, ...}.
     #[arg(long)]
     pub json: bool,
+    /// The most memory the valid configurations may take (bytes, or with K, M or G), at 12
+    /// bytes each; a space estimated over it is refused before it is enumerated.
+    /// Default: $KERNTUNE_SPACE_MEMORY, else 1G.
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<kerntune_space::MemoryCap>,
+    /// Print N random valid configurations, one JSON object a line, drawn by rejection
+    /// without enumerating the space (so for spaces of any size).
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+    /// Seed for --sample.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

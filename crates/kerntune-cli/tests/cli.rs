@@ -142,6 +142,58 @@ fn space_counts_the_shipped_space_files() {
     }
 }
 
+/// Issue 17 item 1: `kerntune space` on twelve parameters of twenty values ate memory at
+/// 400 MB/s until the machine died. It now prints the estimate and exits 1, at once.
+#[test]
+fn space_too_large_for_memory_is_refused_with_its_estimate_and_exit_1() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let huge = dir.path().join("huge.json");
+    let values: Vec<u32> = (1..=20).collect();
+    let tune_params: serde_json::Map<String, Json> =
+        (0..12).map(|p| (format!("p{p}"), serde_json::json!(values))).collect();
+    let spec = serde_json::json!({"tune_params": tune_params, "restrictions": ["p0 + p1 <= 21"]});
+    std::fs::write(&huge, spec.to_string()).expect("write");
+    let clock = Instant::now();
+    let output = Command::new(common::kerntune_binary())
+        .args(["space", &huge.display().to_string()])
+        .env_remove("KERNTUNE_SPACE_MEMORY")
+        .output()
+        .expect("kerntune runs");
+    assert!(clock.elapsed() < Duration::from_secs(5), "took {:?}", clock.elapsed());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    for part in
+        ["error: ", "too large to enumerate", "of a product of 4096000000000000", "over the 1.0 GiB cap", "--sample N"]
+    {
+        assert!(stderr.contains(part), "{part:?} not in {stderr}");
+    }
+
+    // The cap is an option and an environment variable; a space under it is unchanged.
+    let wide = repo("data/spaces/triton_matmul_wide.json");
+    let refused = kerntune(&["space", &wide, "--max-memory", "1M"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("over the 1.0 MiB cap"));
+    let from_env = Command::new(common::kerntune_binary())
+        .args(["space", &wide])
+        .env("KERNTUNE_SPACE_MEMORY", "1M")
+        .output()
+        .expect("kerntune runs");
+    assert_eq!(from_env.status.code(), Some(1));
+    let result = json_of(&kerntune(&["space", &wide, "--max-memory", "6M", "--json"]));
+    assert_eq!(result["count"], 443_100);
+
+    // What the message suggests works: sampling the refused space, one JSON object a line.
+    let sampled = kerntune(&["space", &huge.display().to_string(), "--sample", "5", "--seed", "3"]);
+    assert!(sampled.status.success(), "{}", String::from_utf8_lossy(&sampled.stderr));
+    let lines: Vec<Json> = String::from_utf8_lossy(&sampled.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert!(lines.iter().all(|c| c["p0"].as_i64().expect("int") + c["p1"].as_i64().expect("int") <= 21));
+}
+
 fn stored_rows(db: &Path) -> usize {
     let Ok(store) = Store::open(db) else { return 0 };
     store.tunings().map(|t| t.iter().map(|t| t.evaluations).sum()).unwrap_or(0)

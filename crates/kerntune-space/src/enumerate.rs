@@ -4,8 +4,14 @@
 //!
 //! A restriction over a small product of values is evaluated once per combination up front
 //! into a truth table, so the walk checks it with one lookup instead of an evaluation.
+//!
+//! Memory is bounded by a [`MemoryCap`]: when the product of the value counts could exceed
+//! it, a few thousand random configurations estimate how many are valid, and a space
+//! estimated over the cap is refused before the walk starts; the walk itself stops at the
+//! cap, so an estimate that falls short still cannot run the machine out of memory.
 
-use crate::{Expression, Param, Value};
+use crate::memory::{MemoryCap, SpaceEstimate, BYTES_PER_CONFIG, ESTIMATE_SAMPLES};
+use crate::{Expression, Param, Rng, SpaceError, Value};
 
 /// Restrictions over at most this many value combinations are turned into tables.
 const TABLE_LIMIT: usize = 1 << 20;
@@ -30,11 +36,17 @@ impl Check<'_> {
 }
 
 /// Keys (mixed-radix numbers with `strides`, in the parameters' declared order) of every
-/// configuration that satisfies all `restrictions`, in no particular order.
-pub(crate) fn valid_keys(params: &[Param], restrictions: &[Expression], strides: &[u64]) -> Vec<u64> {
+/// configuration that satisfies all `restrictions`, in no particular order; refused when
+/// they would take more than `cap`.
+pub(crate) fn valid_keys(
+    params: &[Param],
+    restrictions: &[Expression],
+    strides: &[u64],
+    cap: MemoryCap,
+) -> Result<Vec<u64>, SpaceError> {
     let mut constant_checks = restrictions.iter().filter(|r| r.variables().is_empty());
     if constant_checks.any(|r| !r.holds(&[]).unwrap_or(false)) {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let order = binding_order(params, restrictions);
     let mut depth_of = vec![0; params.len()];
@@ -46,6 +58,14 @@ pub(crate) fn valid_keys(params: &[Param], restrictions: &[Expression], strides:
         let last = restriction.variables().iter().map(|p| depth_of[*p]).max().unwrap_or(0);
         checks_at[last].push(check_for(restriction, params));
     }
+    // `strides_of` has checked that the product fits in 64 bits.
+    let product: u64 = params.iter().map(|p| p.len() as u64).product();
+    if product > cap.max_configs() {
+        let estimate = estimate(params, &checks_at, product);
+        if estimate.surely_over(cap.max_configs()) {
+            return Err(SpaceError::TooMuchMemory { estimate, cap });
+        }
+    }
     let mut walk = Walk {
         params,
         order: &order,
@@ -53,9 +73,71 @@ pub(crate) fn valid_keys(params: &[Param], restrictions: &[Expression], strides:
         checks_at: &checks_at,
         current: vec![0; params.len()],
         keys: Vec::new(),
+        max_keys: usize::try_from(cap.max_configs()).unwrap_or(usize::MAX),
+        over_cap: false,
     };
     walk.visit(0, 0);
-    walk.keys
+    if walk.over_cap {
+        return Err(SpaceError::MemoryCapReached { configs: walk.keys.len(), cap });
+    }
+    Ok(walk.keys)
+}
+
+/// The share of uniformly random configurations that pass every check, scaled to the product.
+/// The seed is fixed so that the same space gets the same answer every time.
+fn estimate(params: &[Param], checks_at: &[Vec<Check>], product: u64) -> SpaceEstimate {
+    let mut rng = Rng::seeded(0x5eed_e571);
+    let mut current = vec![0; params.len()];
+    let mut accepted = 0;
+    for _ in 0..ESTIMATE_SAMPLES {
+        for (index, param) in current.iter_mut().zip(params) {
+            *index = rng.below(param.len());
+        }
+        if checks_at.iter().flatten().all(|check| check.holds(&current, params)) {
+            accepted += 1;
+        }
+    }
+    let valid_configs = product as f64 * accepted as f64 / ESTIMATE_SAMPLES as f64;
+    SpaceEstimate {
+        product,
+        sampled: ESTIMATE_SAMPLES,
+        accepted,
+        valid_configs,
+        bytes: valid_configs * BYTES_PER_CONFIG as f64,
+    }
+}
+
+/// `count` uniformly random valid configurations (value indexes, drawn with replacement),
+/// found by rejection: random configurations are drawn until `count` pass, giving up after
+/// `max_attempts`. Nothing is enumerated, so any space can be sampled whose restrictions keep
+/// a reasonable share of it.
+pub(crate) fn sample_valid(
+    params: &[Param],
+    restrictions: &[Expression],
+    count: usize,
+    rng: &mut Rng,
+    max_attempts: u64,
+) -> Result<Vec<Vec<usize>>, SpaceError> {
+    let constant_false =
+        restrictions.iter().filter(|r| r.variables().is_empty()).any(|r| !r.holds(&[]).unwrap_or(false));
+    let checks: Vec<Check> =
+        restrictions.iter().filter(|r| !r.variables().is_empty()).map(|r| check_for(r, params)).collect();
+    let mut configs = Vec::with_capacity(count.min(1 << 20));
+    let mut current = vec![0; params.len()];
+    let mut attempts = 0;
+    while configs.len() < count {
+        if constant_false || attempts == max_attempts {
+            return Err(SpaceError::TooRareToSample { wanted: count, found: configs.len(), attempts });
+        }
+        attempts += 1;
+        for (index, param) in current.iter_mut().zip(params) {
+            *index = rng.below(param.len());
+        }
+        if checks.iter().all(|check| check.holds(&current, params)) {
+            configs.push(current.clone());
+        }
+    }
+    Ok(configs)
 }
 
 fn check_for<'a>(restriction: &'a Expression, params: &[Param]) -> Check<'a> {
@@ -97,16 +179,26 @@ struct Walk<'a> {
     checks_at: &'a [Vec<Check<'a>>],
     current: Vec<usize>,
     keys: Vec<u64>,
+    /// The walk stops, setting `over_cap`, rather than keep more keys than this.
+    max_keys: usize,
+    over_cap: bool,
 }
 
 impl Walk<'_> {
     fn visit(&mut self, depth: usize, key: u64) {
         if depth == self.order.len() {
-            self.keys.push(key);
+            if self.keys.len() == self.max_keys {
+                self.over_cap = true;
+            } else {
+                self.keys.push(key);
+            }
             return;
         }
         let p = self.order[depth];
         for index in 0..self.params[p].len() {
+            if self.over_cap {
+                return;
+            }
             self.current[p] = index;
             let ok = self.checks_at[depth].iter().all(|check| check.holds(&self.current, self.params));
             if ok {

@@ -4,7 +4,9 @@
 //! written in the Python subset Kernel Tuner users know (`"BLOCK_M * BLOCK_N <= 16384"`),
 //! parsed into [`Expression`]s. Configurations are addressed by [`ConfigId`], stored as one
 //! integer each, and can be sampled, looked up, moved to a [`Neighbourhood`] or snapped from
-//! a point in the unit cube. [`Rng`] is the seeded generator every strategy uses.
+//! a point in the unit cube. A space whose configurations would take more than a
+//! [`MemoryCap`] is refused with its [`SpaceEstimate`] before it is enumerated.
+//! [`Rng`] is the seeded generator every strategy uses.
 //!
 //! ```
 //! use kerntune_space::{Param, Space, Value};
@@ -17,6 +19,7 @@
 
 mod enumerate;
 mod expr;
+mod memory;
 mod neighbours;
 mod param;
 mod rng;
@@ -25,6 +28,7 @@ mod spec;
 mod value;
 
 pub use expr::{EvalError, Expression, ParseError, ParseErrorKind};
+pub use memory::{MemoryCap, SpaceEstimate, BYTES_PER_CONFIG, MEMORY_CAP_VARIABLE};
 pub use neighbours::Neighbourhood;
 pub use param::Param;
 pub use rng::Rng;

@@ -11,7 +11,8 @@ use std::fmt;
 
 use serde_json::{Map, Value as Json};
 
-use crate::enumerate::valid_keys;
+use crate::enumerate::{sample_valid, valid_keys};
+use crate::memory::{MemoryCap, SpaceEstimate, MEMORY_CAP_VARIABLE};
 use crate::{Expression, Param, ParseError, Rng, Value};
 
 /// A configuration's position in its [`Space`].
@@ -51,6 +52,30 @@ pub enum SpaceError {
     TooManyConfigs,
     #[error("configuration {index}: {problem}")]
     Config { index: usize, problem: String },
+    /// Refused before enumerating: the estimate is over the cap.
+    #[error(
+        "the space is too large to enumerate: {estimate}, over the {cap} cap; tighten the restrictions, \
+         draw configurations by sampling instead (`kerntune space FILE --sample N`), \
+         or raise the cap ({MEMORY_CAP_VARIABLE}=4G)"
+    )]
+    TooMuchMemory { estimate: SpaceEstimate, cap: MemoryCap },
+    /// The estimate fell short and the enumeration reached the cap.
+    #[error(
+        "the space is too large to enumerate: more than {configs} valid configurations, over the {cap} cap; \
+         tighten the restrictions, draw configurations by sampling instead (`kerntune space FILE --sample N`), \
+         or raise the cap ({MEMORY_CAP_VARIABLE}=4G)"
+    )]
+    MemoryCapReached { configs: usize, cap: MemoryCap },
+    /// Rejection sampling gave up: the restrictions keep too small a share of the product.
+    #[error(
+        "only {found} of {attempts} random configurations satisfy the restrictions, short of the {wanted} asked \
+         for: the restrictions keep too small a share of the space to sample it by rejection; loosen them, \
+         or enumerate the space if it fits in memory"
+    )]
+    TooRareToSample { wanted: usize, found: usize, attempts: u64 },
+    /// The cap's environment variable does not hold a size.
+    #[error("{0}")]
+    MemoryCapSetting(String),
 }
 
 /// All valid configurations of a parameter set under restrictions.
@@ -67,16 +92,44 @@ pub struct Space {
 impl Space {
     /// Enumerates every configuration of `params` that satisfies all `restrictions`.
     /// A restriction that raises for a configuration (divides by zero, compares a string
-    /// with a number) excludes that configuration.
+    /// with a number) excludes that configuration. The configurations may take at most
+    /// [`MemoryCap::from_env`] (1 GiB unless `KERNTUNE_SPACE_MEMORY` says otherwise).
     pub fn new<S: AsRef<str>>(params: Vec<Param>, restrictions: &[S]) -> Result<Space, SpaceError> {
+        let cap = MemoryCap::from_env().map_err(SpaceError::MemoryCapSetting)?;
+        Space::with_memory_cap(params, restrictions, cap)
+    }
+
+    /// [`Space::new`] under an explicit cap: a space whose configurations are estimated to
+    /// take more is refused with [`SpaceError::TooMuchMemory`] before any large allocation.
+    pub fn with_memory_cap<S: AsRef<str>>(
+        params: Vec<Param>,
+        restrictions: &[S],
+        cap: MemoryCap,
+    ) -> Result<Space, SpaceError> {
         let strides = strides_of(&params)?;
-        let names: Vec<&str> = params.iter().map(Param::name).collect();
-        let restrictions =
-            restrictions.iter().map(|r| Expression::parse(r.as_ref(), &names)).collect::<Result<Vec<_>, _>>()?;
-        let mut keys = valid_keys(&params, &restrictions, &strides);
+        let restrictions = parse_restrictions(&params, restrictions)?;
+        let mut keys = valid_keys(&params, &restrictions, &strides, cap)?;
         radix_sort(&mut keys);
         Space::from_sorted_keys(params, restrictions, strides, keys)
     }
+
+    /// `count` uniformly random valid configurations of `params` under `restrictions` (value
+    /// indexes, drawn with replacement), without enumerating the space: random configurations
+    /// are drawn until `count` pass, at most [`Space::MAX_SAMPLE_ATTEMPTS`] of them.
+    pub fn sample_without_enumerating<S: AsRef<str>>(
+        params: &[Param],
+        restrictions: &[S],
+        count: usize,
+        rng: &mut Rng,
+    ) -> Result<Vec<Vec<usize>>, SpaceError> {
+        strides_of(params)?;
+        let restrictions = parse_restrictions(params, restrictions)?;
+        sample_valid(params, &restrictions, count, rng, Space::MAX_SAMPLE_ATTEMPTS)
+    }
+
+    /// Random configurations [`Space::sample_without_enumerating`] draws before giving up:
+    /// a second or less in a release build, and enough for a share of one in a thousand.
+    pub const MAX_SAMPLE_ATTEMPTS: u64 = 1_000_000;
 
     /// The space of exactly the listed configurations (value indexes, one per parameter),
     /// as a recorded landscape defines it. Repeated configurations count once.
@@ -234,6 +287,11 @@ impl Space {
         let first = self.keys.partition_point(|k| *k < prefix);
         first < self.keys.len() && self.keys[first] - prefix < span
     }
+}
+
+fn parse_restrictions<S: AsRef<str>>(params: &[Param], restrictions: &[S]) -> Result<Vec<Expression>, SpaceError> {
+    let names: Vec<&str> = params.iter().map(Param::name).collect();
+    Ok(restrictions.iter().map(|r| Expression::parse(r.as_ref(), &names)).collect::<Result<Vec<_>, _>>()?)
 }
 
 fn strides_of(params: &[Param]) -> Result<Vec<u64>, SpaceError> {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
-use crate::{Param, Space, SpaceError, Value};
+use crate::{MemoryCap, Param, Rng, Space, SpaceError, Value};
 
 /// Parameters and restrictions as a user writes them; `build` turns them into a [`Space`].
 #[derive(Debug, Clone, Deserialize)]
@@ -66,6 +66,24 @@ impl SpaceSpec {
 
     pub fn build(&self) -> Result<Space, SpaceError> {
         Space::new(self.params()?, &self.all_restrictions())
+    }
+
+    /// `count` random valid configurations, as JSON objects, without enumerating the space
+    /// (see [`Space::sample_without_enumerating`]).
+    pub fn sample(&self, count: usize, rng: &mut Rng) -> Result<Vec<Map<String, Json>>, SpaceError> {
+        let params = self.params()?;
+        let configs = Space::sample_without_enumerating(&params, &self.all_restrictions(), count, rng)?;
+        Ok(configs
+            .iter()
+            .map(|config| {
+                params.iter().zip(config).map(|(p, i)| (p.name().to_string(), p.values()[*i].to_json())).collect()
+            })
+            .collect())
+    }
+
+    /// [`SpaceSpec::build`] under an explicit memory cap instead of the environment's.
+    pub fn build_with_memory_cap(&self, cap: MemoryCap) -> Result<Space, SpaceError> {
+        Space::with_memory_cap(self.params()?, &self.all_restrictions(), cap)
     }
 }
 
