@@ -85,6 +85,10 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
     std::fs::write(&corrupt, "{\"cache\": {").expect("write");
     let space = dir.path().join("space.json");
     std::fs::write(&space, r#"{"tune_params": {"a": [1, 2]}, "restrictions": ["a *% 2 < 4"]}"#).expect("write");
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, r#"{"tune_params": {"a": [1, 2]}, "restrictions": ["a > 5"]}"#).expect("write");
+    let raising = dir.path().join("raising.json");
+    std::fs::write(&raising, r#"{"tune_params": {"a": [1, 2]}, "restrictions": ["a / 0 > 1"]}"#).expect("write");
     let negative = dir.path().join("negative.json");
     let cache = r#"{"tune_params": {"a": [1, 2]}, "objective": "time", "cache": {
         "1": {"a": 1, "time": 2.0, "times": [2.0]}, "2": {"a": 2, "time": -1.0, "times": [-1.0]}}}"#;
@@ -94,6 +98,14 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         (vec!["simulate".into(), corrupt.display().to_string()], "not valid JSON"),
         (vec!["simulate".into(), "--strategy".into(), "genetik".into()], "unknown strategy 'genetik'"),
         (vec!["space".into(), space.display().to_string()], "restriction in 'a *% 2 < 4' at column 4"),
+        (
+            vec!["space".into(), empty.display().to_string()],
+            "no configuration satisfies the restrictions: 'a > 5' holds for none",
+        ),
+        (
+            vec!["space".into(), raising.display().to_string()],
+            "'a / 0 > 1' raises for every configuration (on the first: division by zero)",
+        ),
         (vec!["simulate".into(), "--time-limit".into(), "soon".into()], "invalid duration 'soon'"),
         (vec!["results".into(), corrupt.display().to_string()], "not a kerntune results database"),
         (vec!["simulate".into(), negative.display().to_string()], "configuration {a=2} records a time of -1 ms"),

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use kerntune_space::{Rng, SpaceSpec};
+use anyhow::{bail, Context, Result};
+use kerntune_space::{Expression, Rng, Space, SpaceSpec, Value};
 use serde_json::json;
 
 use crate::args::SpaceArgs;
@@ -28,6 +28,9 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
         None => spec.build(),
     };
     let space = space.with_context(|| format!("{}", args.file.display()))?;
+    if space.is_empty() {
+        bail!("{}: no configuration satisfies the restrictions{}", args.file.display(), why_empty(&spec));
+    }
     let seconds = clock.elapsed().as_secs_f64();
     let product: f64 = space.params().iter().map(|p| p.len() as f64).product();
     if args.json {
@@ -47,4 +50,24 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which restriction empties the space on its own, and the error it raises on the first
+/// configuration if it raises one (a restriction that raises excludes the configuration).
+fn why_empty(spec: &SpaceSpec) -> String {
+    let Ok(params) = spec.params() else { return String::new() };
+    let names: Vec<&str> = params.iter().map(|p| p.name()).collect();
+    let first: Vec<Value> = params.iter().filter_map(|p| p.values().first().cloned()).collect();
+    for restriction in spec.all_restrictions() {
+        let alone = Space::new(params.clone(), std::slice::from_ref(&restriction));
+        if !alone.is_ok_and(|space| space.is_empty()) {
+            continue;
+        }
+        let raised = Expression::parse(&restriction, &names).ok().and_then(|e| e.evaluate_with(&first).err());
+        return match raised {
+            Some(error) => format!(": '{restriction}' raises for every configuration (on the first: {error})"),
+            None => format!(": '{restriction}' holds for none"),
+        };
+    }
+    " (each holds for some, but never all together)".to_string()
 }
