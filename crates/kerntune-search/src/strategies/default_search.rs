@@ -18,8 +18,18 @@
 //! and that some regions fail, from the first few dozen outcomes. Nothing depends on the
 //! budget, so the search is the same whether it will be stopped at 25 evaluations or 2000.
 //! Asked for a batch, it fills the batch with distinct picks the same way.
+//!
+//! What keeps it cheap in time: a fit costs about its row count times the log of it, so
+//! refitting on the whole history before every proposal costs quadratically in the
+//! evaluations (235 s for a 4,362-configuration landscape). Up to [`FULL_HISTORY`]
+//! observations nothing changes; past it, the forest is refitted once every
+//! history / [`REFITS_PER_DOUBLING`] observations (a constant number of refits per doubling of
+//! the history) and fitted to at most [`FIT_LIMIT`] observations: the best quarter of them
+//! always, the rest a uniform sample of the others, failures included, so the model still
+//! knows where builds fail. Between refits, expected improvement is measured against the
+//! current best, so a new best changes the picks at once.
 
-use kerntune_space::{ConfigId, Neighbourhood, Space};
+use kerntune_space::{ConfigId, Neighbourhood, Rng, Space};
 
 use crate::support::{exhausted, fresh, fresh_batch, moves};
 use crate::surrogate::forest::{Forest, ForestShape};
@@ -54,18 +64,40 @@ options! {
     }
 }
 
+/// Observations up to which the forest is refitted to the whole history before every
+/// proposal. The comparison's budgets (25 to 200) all fall below it, so the searches that
+/// chose the options are unchanged; past it the cost of a fit starts to tell.
+const FULL_HISTORY: usize = 200;
+
+/// Refits per doubling of the history past [`FULL_HISTORY`]: one every history / this many
+/// observations, which makes the total cost of fitting grow with the log of the evaluations.
+const REFITS_PER_DOUBLING: usize = 50;
+
+/// Observations a forest is fitted to at most, past [`FULL_HISTORY`].
+const FIT_LIMIT: usize = 256;
+
 #[derive(Debug)]
 pub(crate) struct DefaultSearch {
     options: DefaultOptions,
+    /// The last forest fitted, kept between refits past [`FULL_HISTORY`].
+    forest: Option<Fitted>,
 }
 
-/// The forest fitted to the history, and the best target it was fitted to.
-struct Model {
+/// A forest and what it was fitted to.
+#[derive(Debug)]
+struct Fitted {
     forest: Forest,
+    /// History length when it was fitted.
+    history: usize,
+}
+
+/// The forest to score with, and the best target observed so far.
+struct Model<'a> {
+    forest: &'a Forest,
     best: f64,
 }
 
-impl Model {
+impl Model<'_> {
     /// The candidate with the highest expected improvement (the first of equals).
     fn pick(&self, space: &Space, candidates: impl IntoIterator<Item = ConfigId>) -> Option<ConfigId> {
         let mut top: Option<(ConfigId, f64)> = None;
@@ -82,28 +114,28 @@ impl Model {
 
 impl DefaultSearch {
     pub(crate) fn new(options: DefaultOptions) -> DefaultSearch {
-        DefaultSearch { options }
+        DefaultSearch { options, forest: None }
     }
 
-    fn fit(&self, context: &mut Context<'_>) -> Model {
-        let (ids, targets) = targets(context.history);
-        let space = context.space;
-        let features: Vec<Vec<u32>> = ids.iter().map(|id| indexes(space, *id)).collect();
-        let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
-        let shape = ForestShape {
-            trees: self.options.trees,
-            min_leaf: self.options.min_leaf,
-            feature_fraction: self.options.feature_fraction,
-        };
-        let forest = Forest::fit(&features, &targets, &cardinality, shape, context.rng);
+    /// Refits the forest when [`refit_due`] says so; `valid[r]` tells whether observation
+    /// `r` (of `ids` and `targets`) succeeded.
+    fn refit(&mut self, context: &mut Context<'_>, ids: &[ConfigId], targets: &[f64], valid: &[bool]) {
         let history = context.history;
-        let best = ids
-            .iter()
-            .zip(&targets)
-            .filter(|(id, _)| history.score(**id).flatten().is_some())
-            .map(|(_, target)| *target)
-            .fold(f64::INFINITY, f64::min);
-        Model { forest, best }
+        let fitted_at = self.forest.as_ref().map(|f| f.history);
+        if refit_due(fitted_at, history.len()) {
+            let rows = training_rows(targets, valid, context.rng);
+            let space = context.space;
+            let features: Vec<Vec<u32>> = rows.iter().map(|r| indexes(space, ids[*r])).collect();
+            let targets_fitted: Vec<f64> = rows.iter().map(|r| targets[*r]).collect();
+            let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
+            let shape = ForestShape {
+                trees: self.options.trees,
+                min_leaf: self.options.min_leaf,
+                feature_fraction: self.options.feature_fraction,
+            };
+            let forest = Forest::fit(&features, &targets_fitted, &cardinality, shape, context.rng);
+            self.forest = Some(Fitted { forest, history: history.len() });
+        }
     }
 
     /// The model's pick among the unevaluated neighbours of the best configuration that
@@ -112,7 +144,7 @@ impl DefaultSearch {
     fn local(
         &self,
         context: &mut Context<'_>,
-        model: &Model,
+        model: &Model<'_>,
         ranked: &[ConfigId],
         taken: &[ConfigId],
     ) -> Option<ConfigId> {
@@ -137,7 +169,7 @@ impl DefaultSearch {
     }
 
     /// The model's pick among random unevaluated configurations.
-    fn global(&self, context: &mut Context<'_>, model: &Model, taken: &[ConfigId]) -> Option<ConfigId> {
+    fn global(&self, context: &mut Context<'_>, model: &Model<'_>, taken: &[ConfigId]) -> Option<ConfigId> {
         let mut candidates = Vec::with_capacity(self.options.random_candidates);
         for _ in 0..self.options.random_candidates.max(1) {
             match fresh(context, taken) {
@@ -162,7 +194,12 @@ impl Strategy for DefaultSearch {
         }
         ranked.sort_by(|a, b| a.score.unwrap_or(f64::INFINITY).total_cmp(&b.score.unwrap_or(f64::INFINITY)));
         let ranked: Vec<ConfigId> = ranked.into_iter().map(|o| o.id).collect();
-        let model = self.fit(context);
+        let (ids, targets) = targets(history);
+        let valid: Vec<bool> = ids.iter().map(|id| history.score(*id).flatten().is_some()).collect();
+        self.refit(context, &ids, &targets, &valid);
+        let Some(fitted) = &self.forest else { return fresh_batch(context, n) };
+        let best = targets.iter().zip(&valid).filter(|(_, v)| **v).map(|(t, _)| *t).fold(f64::INFINITY, f64::min);
+        let model = Model { forest: &fitted.forest, best };
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
             let local = match context.rng.chance(self.options.global_share) {
@@ -180,6 +217,123 @@ impl Strategy for DefaultSearch {
     fn tell(&mut self, _context: &mut Context<'_>, _observation: Observation) {}
 }
 
+/// Whether the forest fitted at history length `fitted_at` (`None`: never) is to be refitted
+/// now that the history holds `history` observations: always up to [`FULL_HISTORY`], then
+/// once every `history / REFITS_PER_DOUBLING` observations.
+fn refit_due(fitted_at: Option<usize>, history: usize) -> bool {
+    match fitted_at {
+        None => true,
+        Some(_) if history <= FULL_HISTORY => true,
+        Some(at) => history >= at + (history / REFITS_PER_DOUBLING).max(1),
+    }
+}
+
+/// The rows (indexes into `targets`) a forest is fitted to: all of them, in order, up to
+/// [`FIT_LIMIT`]; beyond it the best quarter of the valid ones (`valid[r]`) and a uniform
+/// sample of the others, valid or failed, to make up the limit.
+fn training_rows(targets: &[f64], valid: &[bool], rng: &mut Rng) -> Vec<usize> {
+    let count = targets.len();
+    if count <= FIT_LIMIT.max(FULL_HISTORY) {
+        return (0..count).collect();
+    }
+    let mut ranked: Vec<usize> = (0..count).filter(|r| valid[*r]).collect();
+    ranked.sort_by(|a, b| targets[*a].total_cmp(&targets[*b]));
+    let elite = ranked.len().min(FIT_LIMIT / 4);
+    let mut kept = vec![false; count];
+    for r in &ranked[..elite] {
+        kept[*r] = true;
+    }
+    let mut others: Vec<usize> = (0..count).filter(|r| !kept[*r]).collect();
+    rng.shuffle(&mut others);
+    let mut rows: Vec<usize> = ranked[..elite].iter().chain(&others[..FIT_LIMIT - elite]).copied().collect();
+    rows.sort_unstable();
+    rows
+}
+
 fn indexes(space: &Space, id: ConfigId) -> Vec<u32> {
     space.indexes(id).into_iter().map(|i| i as u32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use kerntune_space::{Param, Value};
+
+    use super::*;
+    use crate::History;
+
+    /// Refits over a run of `evaluations`, one evaluation per ask, as the schedule decides.
+    fn refits(evaluations: usize) -> usize {
+        let mut fitted_at = None;
+        let mut count = 0;
+        for history in 0..evaluations {
+            if refit_due(fitted_at, history) {
+                fitted_at = Some(history);
+                count += 1;
+            }
+        }
+        count
+    }
+
+    #[test]
+    fn refits_before_every_proposal_up_to_two_hundred_evaluations() {
+        assert_eq!(refits(FULL_HISTORY + 1), FULL_HISTORY + 1);
+    }
+
+    #[test]
+    fn refits_grow_with_the_log_of_the_evaluations_past_two_hundred() {
+        // Refitting before every proposal would give 4,362 and 100,000 refits; one every
+        // history / 50 gives about 200 + 50 ln(evaluations / 200).
+        assert!(refits(4_362) < 400, "{} refits for 4,362 evaluations", refits(4_362));
+        assert!(refits(100_000) < 600, "{} refits for 100,000 evaluations", refits(100_000));
+    }
+
+    #[test]
+    fn a_large_history_is_fitted_through_its_best_quarter_and_a_sample_with_failures() {
+        let mut rng = Rng::seeded(5);
+        let count = 3_000;
+        let targets: Vec<f64> = (0..count).map(|r| ((r * 7_919) % count) as f64).collect();
+        let valid: Vec<bool> = (0..count).map(|r| r % 3 != 0).collect();
+        let rows = training_rows(&targets, &valid, &mut rng);
+        assert_eq!(rows.len(), FIT_LIMIT);
+        let mut best: Vec<usize> = (0..count).filter(|r| valid[*r]).collect();
+        best.sort_by(|a, b| targets[*a].total_cmp(&targets[*b]));
+        for r in &best[..FIT_LIMIT / 4] {
+            assert!(rows.contains(r), "best row {r} left out");
+        }
+        let failures = rows.iter().filter(|r| !valid[**r]).count();
+        assert!(failures > FIT_LIMIT / 8, "only {failures} failures among {} rows", rows.len());
+    }
+
+    #[test]
+    fn a_small_history_is_fitted_whole_and_in_order() {
+        let mut rng = Rng::seeded(6);
+        let targets = vec![1.0; FULL_HISTORY];
+        let rows = training_rows(&targets, &[true; FULL_HISTORY], &mut rng);
+        assert_eq!(rows, (0..FULL_HISTORY).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_strategy_refits_on_the_schedule_through_a_whole_space() {
+        let ints = |name: &str, n: i64| Param::new(name, (0..n).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a", 16), ints("b", 16), ints("c", 4)], &[] as &[&str]).expect("space");
+        let options = DefaultOptions { trees: 3, random_candidates: 20, adjacent: 10, ..DefaultOptions::default() };
+        let mut strategy = DefaultSearch::new(options);
+        let (mut rng, mut history) = (Rng::seeded(7), History::new());
+        let (mut fits, mut fitted_at) = (0, None);
+        loop {
+            let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+            let Some(id) = strategy.ask(&mut context, 1).pop() else { break };
+            let now = strategy.forest.as_ref().map(|f| f.history);
+            if now != fitted_at {
+                fits += 1;
+                fitted_at = now;
+            }
+            let score = (id.index() % 13 != 0).then(|| 1.0 + (id.index() as f64 * 0.37).sin().abs());
+            history.observe(Observation { id, score });
+        }
+        assert_eq!(history.len(), space.len());
+        // A refit per proposal would be about 1,014 (all but the random start); the
+        // schedule allows about 200 + 50 ln(1,024 / 200), some 280.
+        assert!(fits < 350, "{fits} refits over {} evaluations", space.len());
+    }
 }
