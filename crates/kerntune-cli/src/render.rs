@@ -68,6 +68,20 @@ pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
 }
 
 /// A progress bar on standard error; drawn only when that is a terminal.
+/// A bar over a share of work done, in thousandths (building a space).
+pub fn share_progress(hidden: bool) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(1000);
+    if let Ok(style) =
+        ProgressStyle::with_template("building the space {bar:30.cyan/blue} {percent}%  [{elapsed_precise}]")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
 pub fn progress(total: Option<u64>, hidden: bool) -> ProgressBar {
     if hidden {
         return ProgressBar::hidden();

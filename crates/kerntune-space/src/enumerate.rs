@@ -37,12 +37,14 @@ impl Check<'_> {
 
 /// Keys (mixed-radix numbers with `strides`, in the parameters' declared order) of every
 /// configuration that satisfies all `restrictions`, in no particular order; refused when
-/// they would take more than `cap`.
+/// they would take more than `cap`. `progress` is told the share of the walk done (0 to 1)
+/// as each value of the first two parameters of the walk is finished.
 pub(crate) fn valid_keys(
     params: &[Param],
     restrictions: &[Expression],
     strides: &[u64],
     cap: MemoryCap,
+    progress: &mut dyn FnMut(f64),
 ) -> Result<Vec<u64>, SpaceError> {
     let mut constant_checks = restrictions.iter().filter(|r| r.variables().is_empty());
     if constant_checks.any(|r| !r.holds(&[]).unwrap_or(false)) {
@@ -75,6 +77,7 @@ pub(crate) fn valid_keys(
         keys: Vec::new(),
         max_keys: usize::try_from(cap.max_configs()).unwrap_or(usize::MAX),
         over_cap: false,
+        progress,
     };
     walk.visit(0, 0);
     if walk.over_cap {
@@ -182,6 +185,7 @@ struct Walk<'a> {
     /// The walk stops, setting `over_cap`, rather than keep more keys than this.
     max_keys: usize,
     over_cap: bool,
+    progress: &'a mut dyn FnMut(f64),
 }
 
 impl Walk<'_> {
@@ -204,7 +208,23 @@ impl Walk<'_> {
             if ok {
                 self.visit(depth + 1, key + index as u64 * self.strides[p]);
             }
+            if depth <= 1 {
+                self.report(depth, index);
+            }
         }
+    }
+
+    /// The share of the walk done once `index` of the parameter at `depth` (0 or 1) is done.
+    fn report(&mut self, depth: usize, index: usize) {
+        let first = self.params[self.order[0]].len() as f64;
+        let done = match depth {
+            0 => (index + 1) as f64 / first,
+            _ => {
+                let second = self.params[self.order[1]].len() as f64;
+                (self.current[self.order[0]] as f64 + (index + 1) as f64 / second) / first
+            }
+        };
+        (self.progress)(done);
     }
 }
 

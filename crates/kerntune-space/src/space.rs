@@ -106,9 +106,20 @@ impl Space {
         restrictions: &[S],
         cap: MemoryCap,
     ) -> Result<Space, SpaceError> {
+        Space::with_progress(params, restrictions, cap, &mut |_| {})
+    }
+
+    /// [`Space::with_memory_cap`], telling `progress` the share of the enumeration done
+    /// (0 to 1, in steps of the first two parameters' values), for long builds.
+    pub fn with_progress<S: AsRef<str>>(
+        params: Vec<Param>,
+        restrictions: &[S],
+        cap: MemoryCap,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<Space, SpaceError> {
         let strides = strides_of(&params)?;
         let restrictions = parse_restrictions(&params, restrictions)?;
-        let mut keys = valid_keys(&params, &restrictions, &strides, cap)?;
+        let mut keys = valid_keys(&params, &restrictions, &strides, cap, progress)?;
         radix_sort(&mut keys);
         Space::from_sorted_keys(params, restrictions, strides, keys)
     }

@@ -85,6 +85,11 @@ impl SpaceSpec {
     pub fn build_with_memory_cap(&self, cap: MemoryCap) -> Result<Space, SpaceError> {
         Space::with_memory_cap(self.params()?, &self.all_restrictions(), cap)
     }
+
+    /// [`SpaceSpec::build_with_memory_cap`], telling `progress` the share done (0 to 1).
+    pub fn build_with_progress(&self, cap: MemoryCap, progress: &mut dyn FnMut(f64)) -> Result<Space, SpaceError> {
+        Space::with_progress(self.params()?, &self.all_restrictions(), cap, progress)
+    }
 }
 
 /// Parameters from a JSON object of `name: [values]` (a scalar counts as a single value).

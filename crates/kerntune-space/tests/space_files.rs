@@ -110,3 +110,16 @@ fn sampling_a_space_the_restrictions_almost_empty_gives_up_with_the_counts() {
     let SpaceError::TooRareToSample { wanted: 1, found: 0, attempts } = error else { panic!("{error}") };
     assert_eq!(attempts, kerntune_space::Space::MAX_SAMPLE_ATTEMPTS);
 }
+
+#[test]
+fn a_build_reports_its_progress_rising_to_the_whole() {
+    let spec: SpaceSpec = serde_json::from_str(
+        r#"{"tune_params": {"a": [1, 2, 3, 4], "b": [1, 2, 3], "c": [1, 2]}, "restrictions": ["a * b > 2"]}"#,
+    )
+    .expect("a space file");
+    let mut shares = Vec::new();
+    let space = spec.build_with_progress(MemoryCap::DEFAULT, &mut |done| shares.push(done)).expect("builds");
+    assert_eq!(space.len(), spec.build().expect("builds").len());
+    assert!(shares.windows(2).all(|w| w[0] <= w[1]), "{shares:?}");
+    assert!(shares.len() >= 4 && (shares.last().copied().unwrap_or(0.0) - 1.0).abs() < 1e-12, "{shares:?}");
+}

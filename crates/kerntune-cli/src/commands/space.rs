@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kerntune_space::{Expression, Rng, Space, SpaceSpec, Value};
+use kerntune_space::{Expression, MemoryCap, Rng, Space, SpaceSpec, Value};
 use serde_json::json;
 
 use crate::args::SpaceArgs;
+use crate::render;
 
 pub fn run(args: SpaceArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("{}", args.file.display()))?;
@@ -23,10 +24,18 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let clock = Instant::now();
-    let space = match args.max_memory {
-        Some(cap) => spec.build_with_memory_cap(cap),
-        None => spec.build(),
+    let cap = match args.max_memory {
+        Some(cap) => cap,
+        None => MemoryCap::from_env().map_err(anyhow::Error::msg)?,
     };
+    // A bar for builds that take a while, drawn from half a second on.
+    let bar = render::share_progress(args.json);
+    let space = spec.build_with_progress(cap, &mut |done| {
+        if clock.elapsed().as_secs_f64() > 0.5 {
+            bar.set_position((done * 1000.0) as u64);
+        }
+    });
+    bar.finish_and_clear();
     let space = space.with_context(|| format!("{}", args.file.display()))?;
     if space.is_empty() {
         bail!("{}: no configuration satisfies the restrictions{}", args.file.display(), why_empty(&spec));
