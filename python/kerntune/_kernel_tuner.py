@@ -24,7 +24,7 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_device
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_device, check_strategy
 from kerntune._results import NoValidConfigError
 from kerntune.util import error_of, get_best_config, get_config_string
 
@@ -132,8 +132,7 @@ def _check_unsupported(lang, observers, objectives, texmem_args, compiler, strat
         raise ArgumentError("texmem_args: texture memory arguments are not supported; pass the data as an array argument")
     if compiler is not None:
         raise ArgumentError("compiler: only for lang='C' in Kernel Tuner; kerntune compiles CUDA C with NVRTC")
-    if strategy is not None and not isinstance(strategy, str):
-        raise ArgumentTypeError("strategy: give a strategy's name, e.g. 'brute_force', 'random_sample' or 'default'")
+    check_strategy(strategy, "brute_force")
 
 
 def _tune_params(tune_params) -> dict:
@@ -350,7 +349,7 @@ class _Call:
         options = dict(strategy_options or {})
         max_fevals = options.pop("max_fevals", None)
         time_limit = options.pop("time_limit", None)
-        strategy = strategy or "brute_force"
+        strategy = check_strategy(strategy, "brute_force")  # Kernel Tuner's default
         job = self.job(spec, db, parallel)
         path, document = None, None
         if cache is not None:

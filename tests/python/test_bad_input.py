@@ -74,3 +74,11 @@ def test_tune_without_torch_says_what_works_without_a_gpu():
         pass
     with pytest.raises(kerntune.NoGpuError, match="kerntune.compile"):
         kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]})
+
+
+def test_strategy_none_means_the_default_strategy():
+    from kerntune._errors import check_strategy
+
+    assert check_strategy(None, "default") == "default"  # kerntune.tune
+    assert check_strategy(None, "brute_force") == "brute_force"  # tune_kernel, as Kernel Tuner
+    assert check_strategy("random_sample", "default") == "random_sample"
