@@ -133,8 +133,7 @@ class Autotuner:
                 rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
         return rows
 
-    def _config(self, call, grid) -> dict:
-        key = self._key(call)
+    def _config(self, key: tuple, call, grid) -> dict:
         if key in self._best:
             return self._best[key]
         if os.environ.get("KERNTUNE_NO_TUNE") == "1":
@@ -158,8 +157,9 @@ class Autotuner:
 
     def run(self, *args, grid, warmup=False, **kwargs):
         call = dict(self.signature.bind_partial(*args, **kwargs).arguments)
-        config = self._config(call, grid)
-        self.best_config = self.cache[self._key(call)]
+        key = self._key(call)
+        config = self._config(key, call, grid)
+        self.best_config = self.cache[key]
         conflicts = set(kwargs) & set(config)
         if conflicts:
             raise ArgumentError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))} are tuned; do not pass them")

@@ -31,3 +31,11 @@ def check_strategy(strategy, default: str) -> str:
     if not isinstance(strategy, str):
         raise ArgumentTypeError(f"strategy: give a strategy's name (see `kerntune strategies`), not {strategy!r}")
     return strategy
+
+
+def check_arch(arch) -> int:
+    """``arch``: an NVIDIA architecture, ``sm_90`` (or ``sm_90a``, ``90``); its number."""
+    digits = str(arch).strip().removeprefix("sm_").rstrip("af")
+    if not digits.isdigit() or int(digits) < 50:
+        raise ArgumentError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
+    return int(digits)

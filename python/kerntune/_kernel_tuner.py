@@ -24,7 +24,7 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_device, check_strategy
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy
 from kerntune._results import NoValidConfigError
 from kerntune.util import error_of, get_best_config, get_config_string
 
@@ -324,8 +324,8 @@ class _Call:
         }
 
     def compile(self, arch, db, parallel, higher_is_better):
-        if not isinstance(arch, str) or not arch.startswith("sm_"):
-            raise ArgumentError(f"arch={arch!r}: give a GPU architecture such as 'sm_90'")
+        number = check_arch(arch)
+        arch = arch if str(arch).startswith("sm_") else f"sm_{number}"
         limits = _COMPILE_ONLY_LIMITS
         spec = self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"], higher_is_better)
         job = self.job(spec, db, parallel)

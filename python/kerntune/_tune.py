@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_device, check_strategy
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
@@ -344,22 +344,13 @@ def compile(
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
-    number = _arch_number(arch)
+    number = check_arch(arch)
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
         job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
         text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
     return json.loads(text)
-
-
-def _arch_number(arch) -> int:
-    """``sm_90`` (or ``sm_90a``, ``90``) as 90."""
-    text = str(arch).strip()
-    digits = text.removeprefix("sm_").rstrip("a")
-    if not digits.isdigit() or int(digits) < 50:
-        raise ArgumentError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
-    return int(digits)
 
 
 def tune(

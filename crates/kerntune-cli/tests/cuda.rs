@@ -17,6 +17,21 @@ fn nvrtc() -> bool {
     false
 }
 
+/// A copy of the vector-add example in a fresh folder, its source and spec passed through
+/// `source` and `spec`: the folder (kept while it lives), the spec's path and a database path.
+fn vector_add_copy(
+    source: impl FnOnce(String) -> String,
+    spec: impl FnOnce(String) -> String,
+) -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let read = |name: &str| std::fs::read_to_string(repo(&format!("examples/cuda/vector_add/{name}"))).expect("reads");
+    std::fs::write(dir.path().join("vector_add.cu"), source(read("vector_add.cu"))).expect("writes");
+    std::fs::write(dir.path().join("spec.toml"), spec(read("spec.toml"))).expect("writes");
+    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let db = dir.path().join("cubins.db").display().to_string();
+    (dir, spec_path, db)
+}
+
 #[test]
 fn dry_run_counts_and_checks_every_configuration() {
     let result = json_of(&kerntune(&["tune", &repo("examples/cuda/matmul_sram/spec.toml"), "--dry-run", "--json"]));
@@ -66,17 +81,10 @@ fn a_configuration_that_does_not_compile_fails_alone_with_the_compilers_message(
     if !nvrtc() {
         return;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let source = std::fs::read_to_string(repo("examples/cuda/vector_add/vector_add.cu")).expect("reads");
-    std::fs::write(
-        dir.path().join("vector_add.cu"),
-        format!("#if tile == 4\n#error tile 4 is not supported\n#endif\n{source}"),
-    )
-    .expect("writes");
-    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
-    std::fs::write(dir.path().join("spec.toml"), spec).expect("writes");
-    let db = dir.path().join("cubins.db").display().to_string();
-    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let (_dir, spec_path, db) = vector_add_copy(
+        |source| format!("#if tile == 4\n#error tile 4 is not supported\n#endif\n{source}"),
+        |spec| spec,
+    );
     let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success());
@@ -138,12 +146,7 @@ fn compile_only_fails_when_no_configuration_compiles() {
     if !nvrtc() {
         return;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("vector_add.cu"), "this is not CUDA\n").expect("writes");
-    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
-    std::fs::write(dir.path().join("spec.toml"), spec).expect("writes");
-    let db = dir.path().join("cubins.db").display().to_string();
-    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let (_dir, spec_path, db) = vector_add_copy(|_| "this is not CUDA\n".to_string(), |spec| spec);
     let output = kerntune(&["tune", &spec_path, "--compile-only", "--db", &db]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
@@ -197,13 +200,13 @@ fn an_interrupted_compile_only_run_exits_130_and_the_next_one_compiles_only_the_
 
 #[test]
 fn a_dry_run_computes_every_argument_size_and_refuses_one_that_cannot_be() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::copy(repo("examples/cuda/vector_add/vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
-    let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
-    let first_size =
-        spec.lines().find(|l| l.trim_start().starts_with("size =")).expect("a buffer argument").to_string();
-    std::fs::write(dir.path().join("spec.toml"), spec.replacen(&first_size, "size = \"n / 0\"", 1)).expect("writes");
-    let spec_path = dir.path().join("spec.toml").display().to_string();
+    let (_dir, spec_path, _) = vector_add_copy(
+        |source| source,
+        |spec| {
+            let first_size = spec.lines().find(|l| l.trim_start().starts_with("size =")).expect("a buffer").to_string();
+            spec.replacen(&first_size, "size = \"n / 0\"", 1)
+        },
+    );
     let output = kerntune(&["tune", &spec_path, "--dry-run"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
