@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kerntune_engine::SearchOptions;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -49,35 +50,12 @@ pub enum Command {
 
 /// Search settings shared by every command that tunes.
 #[derive(Debug, Args)]
-pub struct SearchArgs {
-    /// Search strategy (see `kerntune strategies`). Default: the spec's, else `default`.
-    #[arg(long, short = 's')]
-    pub strategy: Option<String>,
-    /// A strategy option as NAME=VALUE (VALUE in JSON; repeatable).
-    #[arg(long = "option", value_name = "NAME=VALUE")]
-    pub options: Vec<String>,
-    /// Stop after this many distinct configurations (failed ones count). Default: 100,
-    /// or the whole space for brute_force; 0 means no limit.
-    #[arg(long)]
-    pub max_fevals: Option<usize>,
-    /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
-    #[arg(long, value_name = "DURATION")]
-    pub time_limit: Option<String>,
-    /// Stop once the objective is at least this good (a finite number, negative allowed).
-    #[arg(long, allow_negative_numbers = true)]
-    pub target: Option<f64>,
-    /// Seed of the strategy's random choices: the same seed repeats the same search.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-#[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Recorded landscape (.json or .json.gz). Default: the convolution landscape of an
     /// A100 that ships inside kerntune.
     pub landscape: Option<PathBuf>,
     #[command(flatten)]
-    pub search: SearchArgs,
+    pub search: SearchOptions,
     /// Results database; evaluations found there are reused and a stopped run resumes.
     /// Without it nothing is kept.
     #[arg(long)]
@@ -170,7 +148,7 @@ pub struct TuneArgs {
     /// Kernel spec (TOML; see docs/spec.md).
     pub spec: PathBuf,
     #[command(flatten)]
-    pub search: SearchArgs,
+    pub search: SearchOptions,
     /// Results database. Default: $KERNTUNE_DB, else ~/.cache/kerntune/results.db.
     #[arg(long)]
     pub db: Option<PathBuf>,

@@ -106,7 +106,6 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
             vec!["space".into(), raising.display().to_string()],
             "'a / 0 > 1' raises for every configuration (on the first: division by zero)",
         ),
-        (vec!["simulate".into(), "--time-limit".into(), "soon".into()], "invalid duration 'soon'"),
         (vec!["results".into(), corrupt.display().to_string()], "not a kerntune results database"),
         (vec!["simulate".into(), negative.display().to_string()], "configuration {a=2} records a time of -1 ms"),
         (vec!["simulate".into(), "--target".into(), "nan".into()], "--target must be a finite number, got NaN"),
@@ -128,8 +127,13 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
 /// range): clap's message, a hint to `--help`, exit code 2.
 #[test]
 fn usage_mistakes_exit_2_with_a_hint() {
-    for args in [&["simulate", "--max-fevals"][..], &["simulate", "--no-such-flag"], &["results", "x.db", "--top", "0"]]
-    {
+    let mistakes = [
+        &["simulate", "--max-fevals"][..],
+        &["simulate", "--no-such-flag"],
+        &["results", "x.db", "--top", "0"],
+        &["simulate", "--time-limit", "soon"],
+    ];
+    for args in mistakes {
         let output = kerntune(args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
@@ -137,6 +141,8 @@ fn usage_mistakes_exit_2_with_a_hint() {
     }
     let top = String::from_utf8_lossy(&kerntune(&["results", "x.db", "--top", "0"]).stderr).to_string();
     assert!(top.contains("0 is not in 1.."), "{top}");
+    let soon = String::from_utf8_lossy(&kerntune(&["simulate", "--time-limit", "soon"]).stderr).to_string();
+    assert!(soon.contains("invalid duration 'soon'"), "{soon}");
 }
 
 #[test]

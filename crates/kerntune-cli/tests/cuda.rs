@@ -9,7 +9,7 @@ use kerntune_store::Store;
 /// NVRTC is needed to compile; CI installs it (`nvidia-cuda-nvrtc`) and sets
 /// `KERNTUNE_REQUIRE_NVRTC`, elsewhere its absence skips the test with a note.
 fn nvrtc() -> bool {
-    if kerntune_cuda::nvrtc_available() {
+    if kerntune_device::nvrtc_available() {
         return true;
     }
     assert!(std::env::var_os("KERNTUNE_REQUIRE_NVRTC").is_none(), "NVRTC is required here but was not found");

@@ -6,17 +6,21 @@
 //! [`kerntune_store::Store`] at no cost, records every new evaluation the moment it
 //! arrives, and stops on its [`Budget`] with a [`StopReason`]. Progress is reported as
 //! [`Event`]s; the result is a [`Summary`] with the best configuration and the trace.
+//! [`SearchOptions`] are the search settings every front takes, declared once.
 //! [`compare_strategies`] runs strategies against each other on recorded landscapes.
 
 mod backend;
 mod budget;
 pub mod compare;
+mod search_options;
 mod sim;
-pub mod spec;
 mod tuner;
 
 pub use backend::{Backend, BackendError, Lazy};
 pub use budget::{parse_duration, Budget, StopReason};
 pub use compare::{compare_strategies, CompareError, Comparison, Contender, NamedLandscape};
+pub use search_options::{
+    Search, SearchOptions, SearchOptionsError, StrategyOption, TimeLimit, DEFAULT_MAX_FEVALS, DEFAULT_STRATEGY,
+};
 pub use sim::SimBackend;
 pub use tuner::{Best, Event, Summary, TracePoint, TuneError, Tuner};

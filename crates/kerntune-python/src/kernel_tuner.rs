@@ -8,11 +8,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kerntune_cuda::pool::{CompileOutcome, CompilePool};
-use kerntune_cuda::process::Hub;
-use kerntune_cuda::protocol::{CompileJob, CompileRequest};
-use kerntune_cuda::{check_device_limits, CheckFn, CudaFrontend, Instance, InstanceFn, OutputCheck, PipelineOptions};
-use kerntune_engine::spec::{Geometry, KernelSpec};
+use kerntune_lang_cuda::KernelSpec;
+use kerntune_lang_cuda::{check_device_limits, CheckFn, CudaLanguage, Instance, InstanceFn, OutputCheck};
+use kerntune_pipeline::pool::{CompileOutcome, CompilePool};
+use kerntune_pipeline::process::Hub;
+use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
+use kerntune_pipeline::Geometry;
+use kerntune_pipeline::PipelineOptions;
 use kerntune_space::{Space, Value};
 use kerntune_store::{config_key, Costs, Evaluation, Landscape, Status, Store, TuningId};
 use pyo3::prelude::*;
@@ -104,7 +106,7 @@ pub fn tune_kernel_tuner(
         false,
     )?;
     let device_info = require_gpu(settings.device)?;
-    if !kerntune_cuda::nvrtc_available() {
+    if !kerntune_device::nvrtc_available() {
         return Err(errors::backend(
             "NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)",
         ));
@@ -125,7 +127,7 @@ pub fn tune_kernel_tuner(
     }
     let mut result = py.detach(|| {
         let mut frontend =
-            CudaFrontend::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
+            CudaLanguage::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
         if let (Some(verify), Some(dir)) = (&verify, &settings.outputs_dir) {
             frontend = frontend.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
         }
@@ -143,7 +145,7 @@ pub fn tune_kernel_tuner(
 pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> PyResult<String> {
     let (job, spec) = Job::parse(job)?;
     let arch = job.arch.clone().ok_or_else(|| errors::spec("the job names no architecture"))?;
-    if !kerntune_cuda::nvrtc_available() {
+    if !kerntune_device::nvrtc_available() {
         return Err(errors::backend("NVRTC (libnvrtc) is not installed: pip install nvidia-cuda-nvrtc"));
     }
     let space = spec.space().map_err(errors::space)?;
@@ -173,7 +175,7 @@ impl CompileOnly<'_> {
     fn run(
         &self,
         instance: &InstanceFn<'_>,
-        command: &kerntune_cuda::WorkerCommand,
+        command: &kerntune_pipeline::WorkerCommand,
         workers: usize,
     ) -> PyResult<Vec<Json>> {
         let (store, tuning) = (self.store, self.tuning);

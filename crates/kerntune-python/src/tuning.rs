@@ -9,15 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
-use kerntune_cuda::process::Hub;
-use kerntune_cuda::protocol::CompileRequest;
-use kerntune_cuda::{driver_available, Frontend, Pipeline, PipelineOptions, WorkerCommand};
+use kerntune_device::driver_available;
 use kerntune_engine::{Budget, Event, Lazy, Summary, Tuner};
+use kerntune_lang_triton::{TritonJob, TritonLanguage};
+use kerntune_pipeline::pool::{compile_all, CompileOutcome, CompilePool};
+use kerntune_pipeline::process::Hub;
+use kerntune_pipeline::protocol::CompileRequest;
+use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_search::build_strategy;
 use kerntune_space::{params_from_json, ConfigId, Space, Value};
 use kerntune_store::{Evaluation, Objective, Store, TuningInfo};
-use kerntune_triton::{TritonFrontend, TritonJob};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use serde_json::{json, Map, Value as Json};
@@ -88,7 +89,7 @@ pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
 /// Runs one tuning with a frontend: the store, the strategy, the lazily started pipeline,
 /// progress and Ctrl-C. Called with the GIL released.
 pub(crate) fn run(
-    frontend: &dyn Frontend,
+    frontend: &dyn Language,
     space: &Space,
     info: &TuningInfo,
     search: &Search,
@@ -204,13 +205,13 @@ pub fn device_info(device: usize) -> PyResult<String> {
     serde_json::to_string(&require_gpu(device)?).map_err(errors::backend)
 }
 
-pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_cuda::DeviceInfo> {
+pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo> {
     if !driver_available() {
         return Err(errors::no_gpu(
             "no NVIDIA driver on this machine: tuning needs a GPU (kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one)",
         ));
     }
-    kerntune_cuda::driver::probe(device)
+    kerntune_device::driver::probe(device)
         .map(|(_, info)| info)
         .map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
 }
@@ -247,7 +248,7 @@ pub fn tune_triton(
         compile_workers: compile_workers.max(1),
     };
     let result = py.detach(|| -> PyResult<Json> {
-        let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
+        let frontend = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
         let space = job.space(frontend.params().to_vec()).map_err(errors::space)?;
         let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
         run(&frontend, &space, &info, &search, options, progress.as_ref())
@@ -274,7 +275,7 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
         // The frontend's compile jobs need a device only for its limits; compiling for a
         // named architecture checks none.
         let device = compile_only_device();
-        let frontend = TritonFrontend::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?;
+        let frontend = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?;
         let ids: Vec<ConfigId> = space.ids().collect();
         let mut requests = Vec::new();
         let mut outcomes: Vec<Json> = vec![Json::Null; ids.len()];
@@ -299,7 +300,7 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
                     if let (Some(store), Some(tuning)) = (&store, tuning) {
                         store.save_artifact(tuning, &config, "cubin", &cubin, "triton").map_err(|e| e.to_string())?;
                     }
-                    let cubin_b64 = kerntune_cuda::protocol::Bytes(cubin);
+                    let cubin_b64 = kerntune_pipeline::protocol::Bytes(cubin);
                     (id, json!({"config": config, "status": "compiled", "seconds": seconds, "launch": launch, "cubin": cubin_b64}))
                 }
                 CompileOutcome::Failed { id, reason, seconds } => {
@@ -332,8 +333,8 @@ pub(crate) fn compile_interruptibly(
 }
 
 /// Stand-in device limits for compiling without a GPU: Hopper's.
-pub(crate) fn compile_only_device() -> kerntune_cuda::DeviceInfo {
-    kerntune_cuda::DeviceInfo {
+pub(crate) fn compile_only_device() -> kerntune_device::DeviceInfo {
+    kerntune_device::DeviceInfo {
         ordinal: 0,
         name: "compile-only".into(),
         compute_capability: (9, 0),
@@ -362,7 +363,7 @@ pub fn tune_schedule_triton(
     db: Option<String>,
     device: usize,
 ) -> PyResult<String> {
-    use kerntune_cuda::schedule::{schedule_config, ScheduleOptions};
+    use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions};
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let options: ScheduleOptions = serde_json::from_str(options).map_err(errors::spec)?;
     let config_json: Map<String, Json> = serde_json::from_str(config).map_err(errors::spec)?;
@@ -375,7 +376,7 @@ pub fn tune_schedule_triton(
     };
     let db = db.map_or_else(Store::default_path, PathBuf::from);
     let report = py.detach(|| -> PyResult<Json> {
-        let frontend = TritonFrontend::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
+        let frontend = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
         let values: Vec<Value> = frontend
             .params()
             .iter()
@@ -397,7 +398,7 @@ pub fn tune_schedule_triton(
         let mut out = serde_json::to_value(&report).map_err(errors::store)?;
         out["cubin"] = report
             .cubin
-            .map_or(Json::Null, |c| serde_json::to_value(kerntune_cuda::protocol::Bytes(c)).unwrap_or(Json::Null));
+            .map_or(Json::Null, |c| serde_json::to_value(kerntune_pipeline::protocol::Bytes(c)).unwrap_or(Json::Null));
         Ok(out)
     })?;
     Ok(report.to_string())
@@ -416,7 +417,7 @@ pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
 }
 
 /// The user's grid function as the Triton frontend calls it (taking the GIL).
-fn triton_grid(grid: &Py<PyAny>) -> kerntune_triton::GridFn<'_> {
+fn triton_grid(grid: &Py<PyAny>) -> kerntune_lang_triton::GridFn<'_> {
     Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
         Python::attach(|py| {
             let values =

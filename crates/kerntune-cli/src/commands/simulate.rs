@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use crate::args::SimulateArgs;
 use crate::commands::search_setup;
 use crate::{interrupt, render};
+use kerntune_engine::Search;
 
 /// The landscape `kerntune simulate` uses when given none.
 const DEFAULT_LANDSCAPE: &[u8] = include_bytes!("../../../../data/landscapes/convolution_A100.json.gz");
@@ -20,7 +21,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         None => (Landscape::parse(DEFAULT_LANDSCAPE, DEFAULT_NAME, "convolution_A100")?, DEFAULT_NAME.to_string()),
     };
     let space = landscape.space().with_context(|| source.clone())?;
-    let (strategy_name, strategy, budget) = search_setup(&args.search, &Default::default())?;
+    let Search { strategy_name, strategy, budget, seed } = search_setup(&args.search, &Default::default())?;
     if let Some(speed) = args.realtime {
         anyhow::ensure!(speed.is_finite() && speed > 0.0, "--realtime needs a positive speed, not {speed}");
     }
@@ -42,12 +43,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             (None, Some(t)) => format!("{} of simulated time", render::duration(t)),
             (None, None) => "the whole space".to_string(),
         };
-        println!(
-            "Space: {} configurations. Strategy {}, seed {}, budget {limit}.",
-            space.len(),
-            strategy_name,
-            args.search.seed
-        );
+        println!("Space: {} configurations. Strategy {}, seed {}, budget {limit}.", space.len(), strategy_name, seed);
     }
     let bar = render::progress(budget.max_fevals.map(|n| n.min(space.len()) as u64), args.json);
     let objective = landscape.objective.clone();
@@ -68,14 +64,14 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         reuse_stored: true,
         objective: landscape.objective.clone(),
         budget,
-        seed: args.search.seed,
+        seed,
         interrupt: Some(&interrupt::requested),
     }
     .run(&mut on_event)?;
     bar.finish_and_clear();
 
     if args.json {
-        println!("{}", summary_json(&summary, &landscape, &strategy_name, args.search.seed));
+        println!("{}", summary_json(&summary, &landscape, &strategy_name, seed));
     } else {
         print_summary(&summary, &landscape, &space, args.db.is_some());
     }

@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kerntune_cuda::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
-use kerntune_cuda::{
-    driver_available, nvrtc_available, CudaFrontend, DeviceInfo, Pipeline, PipelineOptions, WorkerCommand,
-};
-use kerntune_engine::spec::{ArgKind, KernelSpec};
+use kerntune_device::{driver_available, nvrtc_available, DeviceInfo};
 use kerntune_engine::{Event, Lazy, StopReason, Summary, Tuner};
+use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
+use kerntune_lang_cuda::CudaLanguage;
+use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
+use kerntune_pipeline::{Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Status, Store};
 use serde_json::{json, Value as Json};
@@ -21,6 +21,7 @@ use serde_json::{json, Value as Json};
 use crate::args::{TuneArgs, WorkerArgs, WorkerKind};
 use crate::commands::search_setup;
 use crate::{interrupt, render};
+use kerntune_engine::Search;
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
 /// interrupted run ends as a stop, not as a crashed worker.
@@ -30,8 +31,8 @@ pub fn worker(args: WorkerArgs) -> ExitCode {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
     }
     let code = match args.kind {
-        WorkerKind::Bench => kerntune_cuda::bench::run(args.device),
-        WorkerKind::Compile => kerntune_cuda::compile::run(),
+        WorkerKind::Bench => kerntune_pipeline::bench::run(args.device),
+        WorkerKind::Compile => kerntune_pipeline::compile::run(),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
@@ -53,7 +54,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         return dry_run(&spec, &space, clock, args.json);
     }
     if args.compile_only {
-        kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
+        kerntune_device::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
         return compile_only(&spec, &space, &args);
     }
     if !driver_available() {
@@ -63,13 +64,13 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         );
     }
     let (_, device) =
-        kerntune_cuda::driver::probe(args.device).map_err(|e| anyhow::anyhow!("GPU #{}: {e}", args.device))?;
+        kerntune_device::driver::probe(args.device).map_err(|e| anyhow::anyhow!("GPU #{}: {e}", args.device))?;
     if !nvrtc_available() {
         bail!("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it");
     }
-    kerntune_cuda::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
+    kerntune_device::nvrtc::check_flags(&spec.ptxas_flags()).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(!space.is_empty(), "{}: no configuration satisfies the restrictions", args.spec.display());
-    let (strategy_name, strategy, budget) = search_setup(&args.search, &spec.search)?;
+    let Search { strategy_name, strategy, budget, seed } = search_setup(&args.search, &spec.search)?;
     let db = database(args.db.clone());
     let store = Store::open(&db)?;
     let tuning = store.tuning(&spec.tuning_info(&device.name))?;
@@ -82,13 +83,13 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         device: args.device,
         compile_workers: workers,
     };
-    let frontend = CudaFrontend::new(&spec, &space);
-    let mut backend = Lazy::new(workers + 2, || Pipeline::start(&frontend, &space, options.clone()));
+    let language = CudaLanguage::new(&spec, &space);
+    let mut backend = Lazy::new(workers + 2, || Pipeline::start(&language, &space, options.clone()));
 
     if !args.json {
         println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
         let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
-        println!("Strategy {strategy_name}, seed {}, {limit}; results in {}.", args.search.seed, db.display());
+        println!("Strategy {strategy_name}, seed {}, {limit}; results in {}.", seed, db.display());
         if spec.verify.is_none() {
             println!("Warning: the spec has no [verify] section, so outputs are not checked.");
         }
@@ -114,7 +115,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         reuse_stored: !args.fresh,
         objective: spec.objective.clone(),
         budget,
-        seed: args.search.seed,
+        seed,
         interrupt: Some(&interrupt::requested),
     }
     .run(&mut on_event)?;
@@ -124,7 +125,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     drop(backend);
     let schedule = match (&summary.best, args.schedule && summary.stop != StopReason::Interrupted) {
         (Some(best), true) => {
-            Some(schedule(&args, &frontend, &config_values(&space, best.id), &device, &options, &store, tuning, best)?)
+            Some(schedule(&args, &language, &config_values(&space, best.id), &device, &options, &store, tuning, best)?)
         }
         _ => None,
     };
@@ -146,7 +147,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
 #[allow(clippy::too_many_arguments)]
 fn schedule(
     args: &TuneArgs,
-    frontend: &CudaFrontend<'_>,
+    language: &CudaLanguage<'_>,
     config: &[Value],
     device: &DeviceInfo,
     options: &PipelineOptions,
@@ -157,7 +158,7 @@ fn schedule(
     let schedule_options = ScheduleOptions {
         budget: args.schedule_budget,
         method: args.schedule_method.clone(),
-        seed: args.search.seed,
+        seed: args.search.seed.unwrap_or(0),
         check_sets: args.schedule_check_sets,
         ..ScheduleOptions::default()
     };
@@ -167,7 +168,7 @@ fn schedule(
             schedule_options.budget, schedule_options.method
         );
     }
-    let (report, original) = schedule_config(frontend, config, device, options, &schedule_options)?;
+    let (report, original) = schedule_config(language, config, device, options, &schedule_options)?;
     let provenance = serde_json::to_string(&report)?;
     let cubin = report.cubin.as_deref().unwrap_or(&original.cubin.0);
     store.save_artifact(tuning, &best.config, "schedule", cubin, &provenance)?;
@@ -234,7 +235,7 @@ impl Tally {
     fn add(&mut self, id: ConfigId, evaluation: &kerntune_store::Evaluation, from_store: bool) {
         *self.statuses.entry(evaluation.status.as_str()).or_default() += 1;
         if !evaluation.samples.is_empty() {
-            self.timings.insert(id, (kerntune_cuda::stats::median(&evaluation.samples), evaluation.samples.len()));
+            self.timings.insert(id, (kerntune_device::stats::median(&evaluation.samples), evaluation.samples.len()));
         }
         if from_store {
             return;
@@ -250,7 +251,7 @@ impl Tally {
     }
 
     fn framework_median_ms(&self) -> Option<f64> {
-        (!self.framework_ms.is_empty()).then(|| kerntune_cuda::stats::median(&self.framework_ms))
+        (!self.framework_ms.is_empty()).then(|| kerntune_device::stats::median(&self.framework_ms))
     }
 
     /// Fractions of the benchmark worker's time the GPU spent in the tuned kernels: timed
@@ -401,9 +402,9 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
 }
 
 fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<ExitCode> {
-    use kerntune_cuda::pool::{compile_all, CompileOutcome, CompilePool};
-    use kerntune_cuda::process::Hub;
-    use kerntune_cuda::protocol::{CompileJob, CompileRequest};
+    use kerntune_pipeline::pool::{compile_all, CompileOutcome, CompilePool};
+    use kerntune_pipeline::process::Hub;
+    use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
     check_arch(&args.arch)?;
     if !nvrtc_available() {
         bail!(

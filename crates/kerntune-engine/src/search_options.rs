@@ -1,0 +1,248 @@
+//! The search settings of a run, declared once for every front: the CLI flattens them into
+//! its flags (feature `clap`), a spec file's `[search]` table and the Python API's JSON job
+//! deserialize into them. [`SearchOptions::resolve`] applies the defaults, which live only
+//! here, and builds the strategy and the budget.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use kerntune_search::{build_strategy, SearchError, Strategy};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value as Json};
+
+use crate::{parse_duration, Budget};
+
+/// The strategy a run uses when nobody names one.
+pub const DEFAULT_STRATEGY: &str = "default";
+
+/// The evaluation budget of a run that names no limit at all (brute force excepted, which
+/// evaluates the whole space).
+pub const DEFAULT_MAX_FEVALS: usize = 100;
+
+/// Search settings as a user gives them: every field may be left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SearchOptions {
+    /// Search strategy (see `kerntune strategies`). Default: the spec's, else `default`.
+    #[cfg_attr(feature = "clap", arg(long, short = 's'))]
+    pub strategy: Option<String>,
+    /// A strategy option as NAME=VALUE (VALUE in JSON; repeatable).
+    #[cfg_attr(feature = "clap", arg(long = "option", value_name = "NAME=VALUE"))]
+    #[serde(with = "options_as_map", skip_serializing_if = "Vec::is_empty")]
+    pub strategy_options: Vec<StrategyOption>,
+    /// Stop after this many distinct configurations (failed ones count). Default: 100,
+    /// or the whole space for brute_force; 0 means no limit.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub max_fevals: Option<usize>,
+    /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION"))]
+    pub time_limit: Option<TimeLimit>,
+    /// Stop once the objective is at least this good (a finite number, negative allowed).
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub target: Option<f64>,
+    /// Seed of the strategy's random choices: the same seed repeats the same search
+    /// [default: 0].
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub seed: Option<u64>,
+}
+
+/// A search ready to run: the strategy built, the budget settled.
+pub struct Search {
+    pub strategy_name: String,
+    pub strategy: Box<dyn Strategy>,
+    pub budget: Budget,
+    pub seed: u64,
+}
+
+impl fmt::Debug for Search {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Search").field("strategy", &self.strategy_name).field("budget", &self.budget).finish()
+    }
+}
+
+/// Settings that cannot make a search.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchOptionsError {
+    #[error(transparent)]
+    Strategy(#[from] SearchError),
+    #[error("--target must be a finite number, got {0}")]
+    Target(f64),
+}
+
+impl SearchOptions {
+    /// These settings, with the ones left out taken from `fallback` (a spec's suggestions).
+    pub fn or(self, fallback: &SearchOptions) -> SearchOptions {
+        SearchOptions {
+            strategy: self.strategy.or_else(|| fallback.strategy.clone()),
+            strategy_options: if self.strategy_options.is_empty() {
+                fallback.strategy_options.clone()
+            } else {
+                self.strategy_options
+            },
+            max_fevals: self.max_fevals.or(fallback.max_fevals),
+            time_limit: self.time_limit.or(fallback.time_limit),
+            target: self.target.or(fallback.target),
+            seed: self.seed.or(fallback.seed),
+        }
+    }
+
+    /// The strategy's name: the one given, else `default_strategy` (each front's own:
+    /// `default` for kerntune, brute force for Kernel Tuner's `tune_kernel`).
+    pub fn strategy_name<'a>(&'a self, default_strategy: &'a str) -> &'a str {
+        self.strategy.as_deref().unwrap_or(default_strategy)
+    }
+
+    /// The strategy options as the strategies read them.
+    pub fn strategy_options_map(&self) -> Map<String, Json> {
+        self.strategy_options.iter().map(|o| (o.name.clone(), o.value.clone())).collect()
+    }
+
+    /// Builds the strategy and settles the budget: `max_fevals` 0 means no limit; without
+    /// any limit a search gets [`DEFAULT_MAX_FEVALS`] evaluations, and brute force the
+    /// whole space.
+    pub fn resolve(&self, default_strategy: &str) -> Result<Search, SearchOptionsError> {
+        if let Some(target) = self.target.filter(|target| !target.is_finite()) {
+            return Err(SearchOptionsError::Target(target));
+        }
+        let strategy_name = self.strategy_name(default_strategy).to_string();
+        let strategy = build_strategy(&strategy_name, &self.strategy_options_map())?;
+        let max_fevals = match self.max_fevals {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if strategy_name == "brute_force" || self.time_limit.is_some() || self.target.is_some() => None,
+            None => Some(DEFAULT_MAX_FEVALS),
+        };
+        let budget = Budget { max_fevals, time_limit: self.time_limit.map(|t| t.0), target: self.target };
+        Ok(Search { strategy_name, strategy, budget, seed: self.seed.unwrap_or(0) })
+    }
+}
+
+/// One strategy option, `NAME=VALUE` on the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategyOption {
+    pub name: String,
+    pub value: Json,
+}
+
+impl FromStr for StrategyOption {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, value) =
+            text.split_once('=').ok_or_else(|| format!("strategy option '{text}' is not NAME=VALUE"))?;
+        // JSON where it parses (numbers, true, lists), a plain string otherwise.
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Json::String(value.to_string()));
+        Ok(StrategyOption { name: name.trim().to_string(), value })
+    }
+}
+
+/// Strategy options travel as one JSON object (`{"popsize": 20}`) in files and from Python.
+mod options_as_map {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(options: &[StrategyOption], serializer: S) -> Result<S::Ok, S::Error> {
+        let map: Map<String, Json> = options.iter().map(|o| (o.name.clone(), o.value.clone())).collect();
+        map.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<StrategyOption>, D::Error> {
+        let map = Option::<Map<String, Json>>::deserialize(deserializer)?.unwrap_or_default();
+        Ok(map.into_iter().map(|(name, value)| StrategyOption { name, value }).collect())
+    }
+}
+
+/// A time limit: `90s`, `5m`, `1h30m` in text, or a number of seconds (as Python gives it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeLimit(pub Duration);
+
+impl FromStr for TimeLimit {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_duration(text).map(TimeLimit)
+    }
+}
+
+impl fmt::Display for TimeLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}s", self.0.as_secs_f64())
+    }
+}
+
+impl Serialize for TimeLimit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.0.as_secs_f64())
+    }
+}
+
+impl<'de> Deserialize<'de> for TimeLimit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let bad = |what: String| serde::de::Error::custom(format!("time_limit: {what}"));
+        match Json::deserialize(deserializer)? {
+            Json::String(text) => text.parse().map_err(bad),
+            Json::Number(n) => {
+                let seconds = n.as_f64().unwrap_or(f64::NAN);
+                Duration::try_from_secs_f64(seconds)
+                    .map(TimeLimit)
+                    .map_err(|_| bad(format!("{seconds} is not a duration")))
+            }
+            other => Err(bad(format!("{other} is neither seconds nor a duration such as \"90s\""))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_any_limit_a_search_gets_the_default_budget_and_brute_force_the_whole_space() {
+        let plain = SearchOptions::default().resolve(DEFAULT_STRATEGY).expect("resolves");
+        assert_eq!(plain.strategy_name, "default");
+        assert_eq!(plain.budget.max_fevals, Some(DEFAULT_MAX_FEVALS));
+        let brute = SearchOptions::default().resolve("brute_force").expect("resolves");
+        assert_eq!(brute.budget.max_fevals, None);
+        let timed = SearchOptions { time_limit: Some("5m".parse().expect("parses")), ..Default::default() };
+        assert_eq!(timed.resolve(DEFAULT_STRATEGY).expect("resolves").budget.max_fevals, None);
+        let unlimited = SearchOptions { max_fevals: Some(0), ..Default::default() };
+        assert_eq!(unlimited.resolve(DEFAULT_STRATEGY).expect("resolves").budget.max_fevals, None);
+    }
+
+    #[test]
+    fn given_settings_win_over_the_fallbacks() {
+        let spec: SearchOptions =
+            serde_json::from_str(r#"{"strategy": "random_sample", "max_fevals": 40, "time_limit": "2m"}"#)
+                .expect("parses");
+        let flags = SearchOptions { max_fevals: Some(10), ..Default::default() }.or(&spec);
+        assert_eq!(flags.strategy.as_deref(), Some("random_sample"));
+        assert_eq!(flags.max_fevals, Some(10));
+        assert_eq!(flags.time_limit, Some(TimeLimit(Duration::from_secs(120))));
+    }
+
+    #[test]
+    fn python_hands_seconds_and_an_options_object() {
+        let options: SearchOptions =
+            serde_json::from_str(r#"{"time_limit": 1.5, "strategy_options": {"popsize": 20, "method": "x"}}"#)
+                .expect("parses");
+        assert_eq!(options.time_limit, Some(TimeLimit(Duration::from_millis(1500))));
+        assert_eq!(options.strategy_options_map()["popsize"], 20);
+        assert!(serde_json::from_str::<SearchOptions>(r#"{"time_limit": -1}"#).is_err());
+        assert!(serde_json::from_str::<SearchOptions>(r#"{"budget": 3}"#).is_err(), "unknown keys are errors");
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_wrong() {
+        let nan = SearchOptions { target: Some(f64::NAN), ..Default::default() };
+        assert!(nan.resolve(DEFAULT_STRATEGY).unwrap_err().to_string().contains("--target must be a finite number"));
+        let unknown = SearchOptions { strategy: Some("nope".into()), ..Default::default() };
+        assert!(unknown.resolve(DEFAULT_STRATEGY).is_err());
+        assert_eq!(
+            "popsize=20".parse::<StrategyOption>().expect("parses"),
+            StrategyOption { name: "popsize".into(), value: Json::from(20) }
+        );
+        assert!("popsize".parse::<StrategyOption>().is_err());
+    }
+}

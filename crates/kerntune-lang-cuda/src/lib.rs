@@ -1,0 +1,14 @@
+//! CUDA C on kerntune's GPU pipeline.
+//!
+//! A [`KernelSpec`] ([`spec`], the `kerntune tune SPEC.toml` file, or the JSON the Python
+//! package writes for Kernel Tuner's `tune_kernel`) says what is tuned: the source, the
+//! parameters and restrictions, the launch geometry, the arguments, the verification and
+//! the timing protocol. [`CudaLanguage`] is its [`kerntune_pipeline::Language`]: each
+//! configuration becomes an NVRTC compile job (the parameters as `#define`s) and a launch
+//! with the spec's geometry.
+
+mod language;
+pub mod spec;
+
+pub use language::{check_device_limits, CheckFn, CudaLanguage, Instance, InstanceFn, OutputCheck};
+pub use spec::{KernelSpec, SpecError};

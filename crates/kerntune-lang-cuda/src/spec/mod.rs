@@ -1,0 +1,578 @@
+//! The kernel spec: what `kerntune tune SPEC.toml` tunes. A [`KernelSpec`] holds the
+//! kernel source and name, the problem variables, the parameters and restrictions, the
+//! launch geometry, the arguments, the verification, the objective and the timing
+//! protocol, with every expression parsed and checked when the file is loaded, so that a
+//! mistake is reported once, with the key it is under, before anything is compiled.
+//!
+//! docs/spec.md documents the format with a complete example.
+
+mod launch;
+mod raw;
+
+use std::path::{Path, PathBuf};
+
+use kerntune_device::{DType, Init};
+use kerntune_engine::SearchOptions;
+use kerntune_pipeline::{Geometry, Timing};
+use kerntune_space::{params_from_json, Expression, Param, Space, SpaceError, Value};
+use kerntune_store::{fingerprint, Objective, TuningInfo};
+use serde_json::{Map, Value as Json};
+
+pub use launch::{GridRule, Launch};
+
+use raw::{ExprText, Exprs, RawInit, RawSpec};
+
+/// The parameter whose values are ptxas flags (a compiler control tuned with the rest).
+pub const PTXAS_OPTIONS: &str = "ptxas_options";
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SpecError {
+    pub path: String,
+    pub message: String,
+}
+
+/// One argument of the kernel, in order.
+#[derive(Debug, Clone)]
+pub struct ArgSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub kind: ArgKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum ArgKind {
+    Buffer { size: Expression, init: Init, output: bool, poison: bool },
+    Scalar { value: Expression },
+}
+
+/// Where the reference outputs come from.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per spec: not worth a box
+pub enum Reference {
+    /// The outputs of this configuration (values in parameter order).
+    Config(Vec<Value>),
+    /// A kernel with the same arguments, launched with its own geometry.
+    Kernel { name: String, source: String, options: Vec<String>, grid: [Expression; 3], block: [Expression; 3] },
+    /// The expected contents of each output (Kernel Tuner's `answer`), in the order of the
+    /// tolerances.
+    Outputs(Vec<Init>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Verify {
+    pub reference: Reference,
+    /// Per argument (by position): `(atol, rtol)` for outputs.
+    pub tolerances: Vec<(usize, f64, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    pub path: PathBuf,
+    pub kernel_name: String,
+    pub source: String,
+    /// Compiler option templates (`{param}` substituted per configuration).
+    pub options: Vec<String>,
+    pub problem: Vec<(String, Value)>,
+    pub params: Vec<Param>,
+    pub restrictions: Vec<String>,
+    pub launch: Launch,
+    pub args: Vec<ArgSpec>,
+    pub verify: Option<Verify>,
+    pub objective: Objective,
+    /// Over problem variables, parameters and `time` (ms); `None` means the time itself.
+    pub objective_expression: Option<Expression>,
+    pub timing: Timing,
+    /// Search settings the spec suggests; the command line's override them.
+    pub search: SearchOptions,
+    /// Of the source, the reference and every setting that changes what is measured.
+    pub fingerprint: String,
+}
+
+impl KernelSpec {
+    pub fn load(path: &Path) -> Result<KernelSpec, SpecError> {
+        let name = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| SpecError { path: name.clone(), message: e.to_string() })?;
+        KernelSpec::parse(&text, path)
+    }
+
+    /// Parses spec text; `path` locates the files it names and labels errors.
+    pub fn parse(text: &str, path: &Path) -> Result<KernelSpec, SpecError> {
+        let error = |message: String| SpecError { path: path.display().to_string(), message };
+        let raw: RawSpec = toml::from_str(text).map_err(|e| error(e.to_string().trim().replace('\n', " ")))?;
+        let mut canonical: Json = toml::from_str(text).map_err(|e| error(e.to_string()))?;
+        if let Some(table) = canonical.as_object_mut() {
+            table.remove("search");
+        }
+        Builder { base: path.parent().unwrap_or(Path::new(".")).to_path_buf(), error: &error }
+            .build(raw, &canonical)
+            .map(|mut spec| {
+                spec.path = path.to_path_buf();
+                spec
+            })
+    }
+
+    /// Parses a spec given as a JSON object with the TOML file's keys, as the Python front
+    /// end hands it over; `base` locates the files it names, `label` names it in errors.
+    pub fn from_json(text: &str, base: &Path, label: &str) -> Result<KernelSpec, SpecError> {
+        let error = |message: String| SpecError { path: label.to_string(), message };
+        let canonical: Json = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+        let raw: RawSpec = serde_json::from_value(canonical.clone()).map_err(|e| error(e.to_string()))?;
+        let mut canonical = canonical;
+        if let Some(table) = canonical.as_object_mut() {
+            table.remove("search");
+        }
+        Builder { base: base.to_path_buf(), error: &error }.build(raw, &canonical).map(|mut spec| {
+            spec.path = base.join(label);
+            spec
+        })
+    }
+
+    /// Names the expressions may use: problem variables, then parameters.
+    pub fn names(&self) -> Vec<&str> {
+        self.problem.iter().map(|(n, _)| n.as_str()).chain(self.params.iter().map(Param::name)).collect()
+    }
+
+    /// Values for the names of [`KernelSpec::names`], for one configuration.
+    pub fn values(&self, config: &[Value]) -> Vec<Value> {
+        self.problem.iter().map(|(_, v)| v.clone()).chain(config.iter().cloned()).collect()
+    }
+
+    pub fn space(&self) -> Result<Space, SpaceError> {
+        Space::new(self.params.clone(), &self.restrictions)
+    }
+
+    /// Parameters that are compiler controls rather than source parameters, and so are not
+    /// `#define`d: those in an option template, and `ptxas_options`.
+    fn is_option_param(&self, name: &str) -> bool {
+        let placeholder = format!("{{{name}}}");
+        name == PTXAS_OPTIONS || self.options.iter().any(|o| o.contains(&placeholder))
+    }
+
+    /// Every ptxas flag any configuration may pass (from `ptxas_options` values and the
+    /// option templates), to check the compiler supports them before tuning.
+    pub fn ptxas_flags(&self) -> Vec<String> {
+        let mut flags: Vec<String> = self
+            .params
+            .iter()
+            .filter(|p| p.name() == PTXAS_OPTIONS)
+            .flat_map(|p| p.values().iter().map(Value::source_text))
+            .collect();
+        flags.extend(self.options.iter().cloned());
+        flags
+    }
+
+    /// The source for one configuration: the parameters as `#define NAME value` lines, as
+    /// Kernel Tuner writes them, then the kernel.
+    pub fn source_for(&self, config: &[Value]) -> String {
+        let mut out = String::from("#define kerntune 1\n#define kernel_tuner 1\n");
+        for (param, value) in self.params.iter().zip(config) {
+            if !self.is_option_param(param.name()) {
+                out.push_str(&format!("#define {} {}\n", param.name(), value.source_text()));
+            }
+        }
+        out.push_str("#line 1\n");
+        out.push_str(&self.source);
+        out
+    }
+
+    /// Compiler options for one configuration: templates filled in, empty ones dropped, a
+    /// template that expands to several words split into several options, and each flag of a
+    /// `ptxas_options` parameter passed on to ptxas.
+    pub fn options_for(&self, config: &[Value]) -> Vec<String> {
+        let mut options = expand_options(&self.options, &self.params, config);
+        if let Some(position) = self.params.iter().position(|p| p.name() == PTXAS_OPTIONS) {
+            options.extend(
+                config[position].source_text().split_whitespace().map(|flag| format!("--ptxas-options={flag}")),
+            );
+        }
+        options
+    }
+
+    pub fn geometry(&self, config: &[Value]) -> Result<Geometry, String> {
+        self.launch.geometry(&self.values(config))
+    }
+
+    /// The objective of a configuration whose median kernel time is `time_ms`.
+    pub fn objective_value(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
+        match &self.objective_expression {
+            None => Ok(time_ms),
+            Some(expression) => {
+                let mut values = self.values(config);
+                values.push(Value::Float(time_ms));
+                let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
+                value.as_number().ok_or_else(|| format!("objective '{expression}' is {value}"))
+            }
+        }
+    }
+
+    /// The identity of this tuning in a results store, on a named device.
+    pub fn tuning_info(&self, device: &str) -> TuningInfo {
+        let problem: Map<String, Json> = self.problem.iter().map(|(n, v)| (n.clone(), v.to_json())).collect();
+        TuningInfo {
+            kernel: format!("cuda:{}", self.fingerprint),
+            kernel_name: self.kernel_name.clone(),
+            device: device.to_string(),
+            problem: Json::Object(problem).to_string(),
+            params: self.params.clone(),
+            objective: self.objective.clone(),
+        }
+    }
+}
+
+/// Fills `{param}` placeholders of option templates with a configuration's values.
+pub fn expand_options(templates: &[String], params: &[Param], config: &[Value]) -> Vec<String> {
+    let mut options = Vec::new();
+    for template in templates {
+        let mut text = template.clone();
+        for (param, value) in params.iter().zip(config) {
+            text = text.replace(&format!("{{{}}}", param.name()), &value.source_text());
+        }
+        options.extend(text.split_whitespace().map(str::to_string));
+    }
+    options
+}
+
+struct Builder<'a> {
+    base: PathBuf,
+    error: &'a dyn Fn(String) -> SpecError,
+}
+
+impl Builder<'_> {
+    fn build(&self, raw: RawSpec, canonical: &Json) -> Result<KernelSpec, SpecError> {
+        let error = self.error;
+        if raw.kernel.language != "cuda" {
+            return Err(error(format!(
+                "[kernel] language '{}': this spec format is for CUDA C (Triton kernels are tuned from Python)",
+                raw.kernel.language
+            )));
+        }
+        let source = self.read(&raw.kernel.source, "[kernel] source")?;
+        let mut problem = Vec::new();
+        for (name, json) in &raw.problem {
+            let value = Value::from_json(json)
+                .ok_or_else(|| error(format!("[problem] {name}: {json} is not a number, bool or string")))?;
+            problem.push((name.clone(), value));
+        }
+        // `restrictions` may be written under [params] (where TOML puts a key that follows
+        // the table header) as well as at the top level.
+        let mut param_table = raw.params.clone();
+        let mut restrictions = raw.restrictions.to_vec();
+        if let Some(listed) = param_table.remove("restrictions") {
+            let listed: kerntune_space::Restrictions = serde_json::from_value(listed)
+                .map_err(|_| error("[params] restrictions must be a string or a list of strings".into()))?;
+            restrictions.extend(listed.to_vec());
+        }
+        let params = params_from_json(&param_table).map_err(|e| error(format!("[params] {e}")))?;
+        if let Some(clash) = params.iter().find(|p| problem.iter().any(|(n, _)| n == p.name())) {
+            return Err(error(format!("'{}' is both a problem variable and a parameter", clash.name())));
+        }
+        let names: Vec<&str> = problem.iter().map(|(n, _)| n.as_str()).chain(params.iter().map(Param::name)).collect();
+        let problem_names: Vec<&str> = problem.iter().map(|(n, _)| n.as_str()).collect();
+        for restriction in &restrictions {
+            // Restrictions may use problem variables; they are substituted as constants.
+            Expression::parse(restriction, &names).map_err(|e| error(format!("restriction {e}")))?;
+        }
+        let restrictions = restrictions.iter().map(|r| substitute(r, &problem)).collect();
+        let callers_launch =
+            raw.kernel_tuner.is_some() && raw.launch.grid.is_none() && raw.launch.problem_size.is_none();
+        let launch = if callers_launch { Launch::unused() } else { self.launch(&raw.launch, &names, &params)? };
+        let args = self.args(&raw.args, &problem_names)?;
+        let verify = raw.verify.as_ref().map(|v| self.verify(v, &params, &args, &names, &source)).transpose()?;
+        let (objective, objective_expression) = match &raw.objective {
+            None => (Objective::time(), None),
+            Some(o) => {
+                let mut with_time = names.clone();
+                with_time.push("time");
+                let expression = o
+                    .expression
+                    .as_ref()
+                    .map(|e| Expression::parse(e, &with_time))
+                    .transpose()
+                    .map_err(|e| error(format!("[objective] expression {e}")))?;
+                let mut objective = Objective::named(&o.name);
+                if let Some(higher) = o.higher_is_better {
+                    objective.higher_is_better = higher;
+                }
+                (objective, expression)
+            }
+        };
+        let timing = Timing::from_raw(&raw.timing).map_err(|e| error(format!("[timing] {e}")))?;
+        let reference_source = match &verify {
+            Some(Verify { reference: Reference::Kernel { source, .. }, .. }) => source.clone(),
+            _ => String::new(),
+        };
+        let fingerprint = fingerprint(&[source.as_str(), reference_source.as_str(), canonical.to_string().as_str()]);
+        Ok(KernelSpec {
+            path: PathBuf::new(),
+            kernel_name: raw.kernel.name,
+            source,
+            options: raw.kernel.options,
+            problem,
+            params,
+            restrictions,
+            launch,
+            args,
+            verify,
+            objective,
+            objective_expression,
+            timing,
+            search: raw.search,
+            fingerprint,
+        })
+    }
+
+    fn read(&self, relative: &str, key: &str) -> Result<String, SpecError> {
+        let path = self.base.join(relative);
+        std::fs::read_to_string(&path).map_err(|e| (self.error)(format!("{key} {}: {e}", path.display())))
+    }
+
+    fn expr(&self, text: &ExprText, names: &[&str], key: &str) -> Result<Expression, SpecError> {
+        Expression::parse(&text.text(), names).map_err(|e| (self.error)(format!("{key} {e}")))
+    }
+
+    fn three(&self, texts: &[ExprText], names: &[&str], key: &str) -> Result<[Expression; 3], SpecError> {
+        if texts.is_empty() || texts.len() > 3 {
+            return Err((self.error)(format!("{key} needs 1 to 3 dimensions")));
+        }
+        let one = ExprText::Int(1);
+        let get = |axis: usize| self.expr(texts.get(axis).unwrap_or(&one), names, key);
+        Ok([get(0)?, get(1)?, get(2)?])
+    }
+
+    fn launch(&self, raw: &raw::RawLaunch, names: &[&str], params: &[Param]) -> Result<Launch, SpecError> {
+        let error = self.error;
+        let block_names: Vec<String> = raw
+            .block_size_names
+            .clone()
+            .unwrap_or_else(|| ["block_size_x", "block_size_y", "block_size_z"].map(String::from).to_vec());
+        let has = |name: &str| params.iter().any(|p| p.name() == name);
+        let block_default: Vec<ExprText> = (0..3)
+            .map(|axis| match block_names.get(axis) {
+                Some(name) if has(name) => ExprText::Text(name.clone()),
+                _ => ExprText::Int(1),
+            })
+            .collect();
+        let block = self.three(raw.block.as_deref().unwrap_or(&block_default), names, "[launch] block")?;
+        let grid = match (&raw.grid, &raw.problem_size) {
+            (Some(_), Some(_)) => return Err(error("[launch] give either grid or problem_size, not both".into())),
+            (Some(grid), None) => GridRule::Explicit(self.three(grid, names, "[launch] grid")?),
+            (None, Some(size)) => {
+                let problem_size = self.three(size, names, "[launch] problem_size")?;
+                let divs = [&raw.grid_div_x, &raw.grid_div_y, &raw.grid_div_z];
+                let mut div: [Vec<Expression>; 3] = Default::default();
+                for axis in 0..3 {
+                    let key = format!("[launch] grid_div_{}", ["x", "y", "z"][axis]);
+                    div[axis] = match divs[axis] {
+                        Some(Exprs::One(e)) => vec![self.expr(e, names, &key)?],
+                        Some(Exprs::Many(list)) => {
+                            list.iter().map(|e| self.expr(e, names, &key)).collect::<Result<_, _>>()?
+                        }
+                        None => vec![block[axis].clone()],
+                    };
+                }
+                GridRule::Divide { problem_size, div }
+            }
+            (None, None) => {
+                return Err(error("[launch] needs problem_size (Kernel Tuner's semantics) or an explicit grid".into()))
+            }
+        };
+        let shared_bytes =
+            raw.shared_memory.as_ref().map(|e| self.expr(e, names, "[launch] shared_memory")).transpose()?;
+        Ok(Launch { grid, block, shared_bytes })
+    }
+
+    fn args(&self, raw: &[raw::RawArg], problem_names: &[&str]) -> Result<Vec<ArgSpec>, SpecError> {
+        let error = self.error;
+        if raw.is_empty() {
+            return Err(error("the kernel needs its arguments: add [[args]] tables".into()));
+        }
+        raw.iter()
+            .map(|arg| {
+                let key = format!("[[args]] {}", arg.name);
+                let dtype = DType::parse(&arg.dtype).ok_or_else(|| {
+                    error(format!("{key}: unknown dtype '{}' (f16, bf16, f32, f64, i32, i64, u8)", arg.dtype))
+                })?;
+                // Sizes and scalar values depend on the problem only: every configuration
+                // shares the same buffers.
+                let kind = match (&arg.size, &arg.value) {
+                    (Some(size), None) => ArgKind::Buffer {
+                        size: self.expr(size, problem_names, &format!("{key} size"))?,
+                        init: self.init(arg.init.as_ref(), &key)?,
+                        output: arg.output,
+                        poison: arg.poison.unwrap_or(true),
+                    },
+                    (None, Some(value)) => {
+                        if arg.output || arg.init.is_some() {
+                            return Err(error(format!("{key}: a scalar has a value, not init or output")));
+                        }
+                        ArgKind::Scalar { value: self.expr(value, problem_names, &format!("{key} value"))? }
+                    }
+                    _ => return Err(error(format!("{key}: give a buffer's size or a scalar's value (one of them)"))),
+                };
+                Ok(ArgSpec { name: arg.name.clone(), dtype, kind })
+            })
+            .collect()
+    }
+
+    fn init(&self, raw: Option<&RawInit>, key: &str) -> Result<Init, SpecError> {
+        let error = self.error;
+        Ok(match raw {
+            None => Init::Zeros,
+            Some(RawInit::Named(name)) => match name.as_str() {
+                "zeros" => Init::Zeros,
+                "ones" => Init::Ones,
+                "arange" => Init::Arange,
+                "normal" | "randn" => Init::Normal { mean: 0.0, std: 1.0 },
+                "uniform" | "rand" => Init::Uniform { low: 0.0, high: 1.0 },
+                other => {
+                    return Err(error(format!(
+                        "{key}: unknown init '{other}' (zeros, ones, arange, normal, uniform, or {{file = \"x.npy\"}})"
+                    )))
+                }
+            },
+            Some(RawInit::Table(table)) => match (&table.normal, &table.uniform, &table.file) {
+                (Some(m), None, None) => Init::Normal { mean: m.mean, std: m.std },
+                (None, Some(r), None) => Init::Uniform { low: r.low, high: r.high },
+                (None, None, Some(file)) => Init::File(self.base.join(file)),
+                _ => return Err(error(format!("{key}: init takes one of normal, uniform or file"))),
+            },
+        })
+    }
+
+    fn verify(
+        &self,
+        raw: &raw::RawVerify,
+        params: &[Param],
+        args: &[ArgSpec],
+        names: &[&str],
+        source: &str,
+    ) -> Result<Verify, SpecError> {
+        let error = self.error;
+        let reference = match (&raw.reference.config, &raw.reference.kernel, &raw.reference.outputs) {
+            (None, None, Some(outputs)) => {
+                let mut data = Vec::new();
+                for arg in args.iter().filter(|a| matches!(a.kind, ArgKind::Buffer { output: true, .. })) {
+                    let file = outputs.get(&arg.name).and_then(Json::as_str).ok_or_else(|| {
+                        error(format!("[verify] reference outputs: no file for output '{}'", arg.name))
+                    })?;
+                    let path = self.base.join(file);
+                    let is_npy = path.extension().is_some_and(|e| e == "npy");
+                    data.push(if is_npy { Init::File(path) } else { Init::Raw(path) });
+                }
+                if let Some(extra) = outputs.keys().find(|k| {
+                    !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. }))
+                }) {
+                    return Err(error(format!("[verify] reference outputs: '{extra}' is not an output buffer")));
+                }
+                Reference::Outputs(data)
+            }
+            (Some(config), None, None) => {
+                let values = params
+                    .iter()
+                    .map(|p| {
+                        let json = config.get(p.name()).ok_or_else(|| {
+                            error(format!("[verify] reference config has no value for '{}'", p.name()))
+                        })?;
+                        Value::from_json(json).filter(|v| p.index_of(v).is_some()).ok_or_else(|| {
+                            error(format!("[verify] reference config: {json} is not a value of '{}'", p.name()))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let Some(extra) = config.keys().find(|k| params.iter().all(|p| p.name() != *k)) {
+                    return Err(error(format!("[verify] reference config: '{extra}' is not a parameter")));
+                }
+                Reference::Config(values)
+            }
+            (None, Some(name), None) => {
+                let reference_source = match &raw.reference.source {
+                    Some(file) => self.read(file, "[verify] reference source")?,
+                    None => source.to_string(),
+                };
+                let problem_only: Vec<&str> =
+                    names.iter().copied().filter(|n| params.iter().all(|p| p.name() != *n)).collect();
+                let grid = raw
+                    .reference
+                    .grid
+                    .as_deref()
+                    .ok_or_else(|| error("[verify] a reference kernel needs its grid".into()))?;
+                let block = raw
+                    .reference
+                    .block
+                    .as_deref()
+                    .ok_or_else(|| error("[verify] a reference kernel needs its block".into()))?;
+                Reference::Kernel {
+                    name: name.clone(),
+                    source: reference_source,
+                    options: raw.reference.options.clone(),
+                    grid: self.three(grid, &problem_only, "[verify] reference grid")?,
+                    block: self.three(block, &problem_only, "[verify] reference block")?,
+                }
+            }
+            _ => {
+                return Err(error(
+                    "[verify] reference takes one of config = {...}, kernel = \"name\" or outputs = {...}".into(),
+                ))
+            }
+        };
+        let (atol, rtol) = (raw.atol.unwrap_or(1e-6), raw.rtol.unwrap_or(1e-5));
+        let mut tolerances = Vec::new();
+        for (position, arg) in args.iter().enumerate() {
+            if let ArgKind::Buffer { output: true, .. } = arg.kind {
+                let specific = raw.outputs.get(&arg.name).and_then(Json::as_object);
+                let get = |key: &str, default: f64| {
+                    specific.and_then(|s| s.get(key)).and_then(Json::as_f64).unwrap_or(default)
+                };
+                tolerances.push((position, get("atol", atol), get("rtol", rtol)));
+            }
+        }
+        if let Some(unknown) = raw
+            .outputs
+            .keys()
+            .find(|k| !args.iter().any(|a| &a.name == *k && matches!(a.kind, ArgKind::Buffer { output: true, .. })))
+        {
+            return Err(error(format!("[verify.outputs] '{unknown}' is not an output buffer")));
+        }
+        if tolerances.is_empty() {
+            return Err(error("[verify] no argument is marked output = true".into()));
+        }
+        Ok(Verify { reference, tolerances })
+    }
+}
+
+/// A restriction with problem variables replaced by their values, so that the space
+/// (which knows only the parameters) can evaluate it.
+fn substitute(restriction: &str, problem: &[(String, Value)]) -> String {
+    let mut out = String::with_capacity(restriction.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match problem.iter().find(|(n, _)| n == word) {
+            Some((_, value)) => out.push_str(&format!("({})", value.to_json())),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    let mut in_string: Option<char> = None;
+    for c in restriction.chars() {
+        if let Some(quote) = in_string {
+            out.push(c);
+            if c == quote {
+                in_string = None;
+            }
+        } else if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            if c == '\'' || c == '"' {
+                in_string = Some(c);
+            }
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests;

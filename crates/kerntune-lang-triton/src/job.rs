@@ -1,0 +1,204 @@
+//! The description of a Triton tuning that the Python package hands to Rust.
+
+use std::path::PathBuf;
+
+use kerntune_device::DType;
+use kerntune_pipeline::protocol::Bytes;
+use kerntune_pipeline::Timing;
+use kerntune_space::{params_from_json, Expression, Param, Space, Value};
+use kerntune_store::{Objective, TuningInfo};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
+
+/// Parameters that are compile options rather than constexpr arguments of the kernel.
+pub const OPTION_NAMES: [&str; 5] = ["num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options"];
+
+/// One parameter of the kernel, in the kernel's order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TritonArg {
+    /// A tensor: a device buffer holding a copy of the user's data. An output is poisoned
+    /// before the checked run unless `poison` is false (then it is restored).
+    Buffer {
+        name: String,
+        dtype: DType,
+        len: usize,
+        file: PathBuf,
+        output: bool,
+        #[serde(default = "yes")]
+        poison: bool,
+        /// Zeroed before every launch (`reset_to_zero`).
+        #[serde(default)]
+        reset: bool,
+    },
+    /// A scalar, packed as the kernel receives it.
+    Scalar { name: String, bytes: Bytes },
+    /// A `tl.constexpr` parameter or an argument the compiler turns into a constant; it
+    /// is not passed at launch.
+    Constant { name: String },
+}
+
+impl TritonArg {
+    pub fn name(&self) -> &str {
+        match self {
+            TritonArg::Buffer { name, .. } | TritonArg::Scalar { name, .. } | TritonArg::Constant { name } => name,
+        }
+    }
+}
+
+/// The expected contents of one output.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceOutput {
+    /// Position of the output among the arguments.
+    pub position: usize,
+    pub file: PathBuf,
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectiveSpec {
+    pub name: String,
+    /// Over the parameters, the scalar arguments named in `values` and `time` (ms).
+    pub expression: Option<String>,
+    pub higher_is_better: Option<bool>,
+    #[serde(default)]
+    pub values: Map<String, Json>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TritonJob {
+    pub kernel_name: String,
+    /// `name: [values]`, constexprs and compile options alike.
+    pub params: Map<String, Json>,
+    #[serde(default)]
+    pub restrictions: Vec<String>,
+    /// A listed space (`triton.Config`s): exactly these configurations, each a value for
+    /// every parameter. `None`: every combination of `params` under `restrictions`.
+    #[serde(default)]
+    pub configs: Option<Vec<Map<String, Json>>>,
+    pub args: Vec<TritonArg>,
+    /// `None`: outputs are not checked.
+    #[serde(default)]
+    pub reference: Option<Vec<ReferenceOutput>>,
+    /// In the spec's `[timing]` format; defaults where absent.
+    #[serde(default)]
+    pub timing: Option<Json>,
+    #[serde(default)]
+    pub objective: Option<ObjectiveSpec>,
+    /// What identifies this kernel in the store (its source, the argument types...).
+    pub fingerprint: String,
+    /// The problem, for the store's key (shapes, dtypes, the call's key values).
+    pub problem: Json,
+    /// The command that starts a Triton compile worker for this kernel.
+    pub compile_worker: Vec<String>,
+    /// The command that starts a benchmark worker.
+    pub bench_worker: Vec<String>,
+    /// Environment variables for both kinds of worker.
+    #[serde(default)]
+    pub worker_env: Map<String, Json>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JobError(pub String);
+
+impl TritonJob {
+    pub fn from_json(text: &str) -> Result<TritonJob, JobError> {
+        serde_json::from_str(text).map_err(|e| JobError(format!("invalid tuning job: {e}")))
+    }
+
+    /// What identifies this job's tuning in the store, on `device`.
+    pub fn tuning_info(&self, device: &str, params: Vec<Param>, objective: Objective) -> TuningInfo {
+        TuningInfo {
+            kernel: format!("triton:{}", self.fingerprint),
+            kernel_name: self.kernel_name.clone(),
+            device: device.to_string(),
+            problem: self.problem.to_string(),
+            params,
+            objective,
+        }
+    }
+
+    pub fn param_list(&self) -> Result<Vec<Param>, JobError> {
+        let params = params_from_json(&self.params).map_err(|e| JobError(e.to_string()))?;
+        for param in &params {
+            let is_constexpr =
+                self.args.iter().any(|a| matches!(a, TritonArg::Constant { name } if name == param.name()));
+            if !is_constexpr && !OPTION_NAMES.contains(&param.name()) {
+                return Err(JobError(format!(
+                    "parameter '{}' is neither a tl.constexpr argument of {} nor a compile option ({})",
+                    param.name(),
+                    self.kernel_name,
+                    OPTION_NAMES.join(", ")
+                )));
+            }
+        }
+        Ok(params)
+    }
+
+    /// The configurations to tune: the listed ones, or the product under restrictions.
+    pub fn space(&self, params: Vec<Param>) -> Result<Space, JobError> {
+        let Some(configs) = &self.configs else {
+            return Space::new(params, &self.restrictions).map_err(|e| JobError(e.to_string()));
+        };
+        if !self.restrictions.is_empty() {
+            return Err(JobError("restrictions apply to a params space, not to a list of configs".into()));
+        }
+        let rows = configs
+            .iter()
+            .enumerate()
+            .map(|(index, config)| {
+                params
+                    .iter()
+                    .map(|param| {
+                        config
+                            .get(param.name())
+                            .and_then(Value::from_json)
+                            .and_then(|value| param.index_of(&value))
+                            .ok_or_else(|| {
+                                JobError(format!("config {index} has no listed value for '{}'", param.name()))
+                            })
+                    })
+                    .collect::<Result<Vec<usize>, JobError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Space::from_configs(params, rows).map_err(|e| JobError(e.to_string()))
+    }
+
+    /// A worker command (`argv`) with this job's environment.
+    pub fn worker(&self, argv: &[String]) -> Result<kerntune_pipeline::WorkerCommand, JobError> {
+        let (program, args) = argv.split_first().ok_or_else(|| JobError("an empty worker command".into()))?;
+        let mut command = kerntune_pipeline::WorkerCommand::new(program, args.to_vec());
+        command.env = self
+            .worker_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect();
+        Ok(command)
+    }
+
+    pub fn timing(&self) -> Result<Timing, JobError> {
+        match &self.timing {
+            None => Ok(Timing::default()),
+            Some(table) => Timing::from_json(table).map_err(|e| JobError(format!("timing: {e}"))),
+        }
+    }
+
+    /// The objective expression, parsed over the parameters, the named values and `time`.
+    pub fn objective_expression(&self, params: &[Param]) -> Result<Option<Expression>, JobError> {
+        let Some(spec) = &self.objective else { return Ok(None) };
+        let Some(text) = &spec.expression else { return Ok(None) };
+        let mut names: Vec<&str> = params.iter().map(Param::name).collect();
+        names.extend(spec.values.keys().map(String::as_str));
+        names.push("time");
+        Expression::parse(text, &names).map(Some).map_err(|e| JobError(format!("objective {e}")))
+    }
+}

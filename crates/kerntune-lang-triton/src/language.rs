@@ -1,0 +1,189 @@
+//! Triton on the GPU pipeline: compile jobs for the Triton compile worker, and launches in
+//! Triton's ABI.
+
+use std::time::Duration;
+
+use kerntune_device::{DeviceInfo, Init};
+use kerntune_pipeline::protocol::{ArgSetup, CompileJob, KernelImage, ReferenceSetup, Setup};
+use kerntune_pipeline::{Binary, Geometry, Language, Timing};
+use kerntune_space::{Expression, Param, Value};
+use kerntune_store::Objective;
+use serde_json::Map;
+
+use crate::job::{JobError, TritonArg, TritonJob, OPTION_NAMES};
+
+/// The launch grid of a configuration (in programs, before `num_ctas`): the user's grid
+/// function or expression.
+pub type GridFn<'a> = Box<dyn Fn(&[Value]) -> Result<[u64; 3], String> + 'a>;
+
+pub struct TritonLanguage<'a> {
+    job: &'a TritonJob,
+    params: Vec<Param>,
+    grid: GridFn<'a>,
+    timing: Timing,
+    objective: Objective,
+    objective_expression: Option<Expression>,
+}
+
+impl std::fmt::Debug for TritonLanguage<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TritonLanguage").field("kernel", &self.job.kernel_name).finish()
+    }
+}
+
+impl<'a> TritonLanguage<'a> {
+    pub fn new(job: &'a TritonJob, grid: GridFn<'a>) -> Result<TritonLanguage<'a>, JobError> {
+        let params = job.param_list()?;
+        let objective_expression = job.objective_expression(&params)?;
+        let objective = match &job.objective {
+            None => Objective::time(),
+            Some(spec) => {
+                let mut objective = Objective::named(&spec.name);
+                if let Some(higher) = spec.higher_is_better {
+                    objective.higher_is_better = higher;
+                }
+                objective
+            }
+        };
+        Ok(TritonLanguage { job, timing: job.timing()?, params, grid, objective, objective_expression })
+    }
+
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+
+    pub fn objective(&self) -> &Objective {
+        &self.objective
+    }
+
+    fn option(&self, config: &[Value], name: &str) -> Option<Value> {
+        self.params.iter().position(|p| p.name() == name).map(|i| config[i].clone())
+    }
+
+    fn option_int(&self, config: &[Value], name: &str, default: i64) -> i64 {
+        self.option(config, name).and_then(|v| v.as_int()).unwrap_or(default)
+    }
+}
+
+impl Language for TritonLanguage<'_> {
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
+        let num_warps = self.option_int(config, "num_warps", 4);
+        let threads = 32 * num_warps;
+        if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
+            return Err(format!(
+                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
+                device.max_threads_per_block
+            ));
+        }
+        let num_ctas = self.option_int(config, "num_ctas", 1);
+        if num_ctas > 1 && device.compute_capability.0 < 9 {
+            return Err(format!("num_ctas = {num_ctas} needs thread-block clusters (sm_90 or newer)"));
+        }
+        let mut constexprs = Map::new();
+        let mut options = Map::new();
+        for (param, value) in self.params.iter().zip(config) {
+            let json = value.to_json();
+            // maxnreg 0 and an empty ptx_options mean "compiler's choice": left out.
+            let compilers_choice = (param.name() == "maxnreg" && value.as_int() == Some(0))
+                || (param.name() == "ptx_options" && value.source_text().is_empty());
+            if !OPTION_NAMES.contains(&param.name()) {
+                constexprs.insert(param.name().to_string(), json);
+            } else if !compilers_choice {
+                options.insert(param.name().to_string(), json);
+            }
+        }
+        Ok(CompileJob::Triton { constexprs, options })
+    }
+
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+        let Binary { cubin, launch, .. } = binary;
+        let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
+        let programs = (self.grid)(config)?;
+        let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or("grid overflow")?;
+        let limits = [(1u64 << 31) - 1, 65_535, 65_535];
+        let grid = [grid_x, programs[1], programs[2]];
+        for axis in 0..3 {
+            if grid[axis] == 0 || grid[axis] > limits[axis] {
+                return Err(format!("grid {} = {} is outside 1..={}", ["x", "y", "z"][axis], grid[axis], limits[axis]));
+            }
+        }
+        Ok(KernelImage {
+            cubin: kerntune_pipeline::protocol::Bytes(cubin),
+            name: launch.name.clone(),
+            geometry: Geometry {
+                grid: grid.map(|g| g as u32),
+                block: [32 * launch.num_warps, 1, 1],
+                shared_bytes: launch.shared_bytes,
+            },
+            params: Some(launch.params),
+            cluster_x: launch.num_ctas.max(1),
+        })
+    }
+
+    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
+        let Some(expression) = &self.objective_expression else { return Ok(time_ms) };
+        let mut values: Vec<Value> = config.to_vec();
+        if let Some(spec) = &self.job.objective {
+            values.extend(spec.values.values().map(|v| Value::from_json(v).unwrap_or(Value::Int(0))));
+        }
+        values.push(Value::Float(time_ms));
+        let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
+        value.as_number().ok_or_else(|| format!("objective '{expression}' is {value}"))
+    }
+
+    fn early_stop_applies(&self) -> bool {
+        let params = self.params.len();
+        self.objective_expression.as_ref().is_none_or(|e| e.variables().iter().all(|v| *v >= params))
+    }
+
+    fn setup(
+        &self,
+        _device: &DeviceInfo,
+        _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
+    ) -> Result<Setup, String> {
+        let args = self
+            .job
+            .args
+            .iter()
+            .map(|arg| match arg {
+                TritonArg::Buffer { name, dtype, len, file, output, poison, reset } => ArgSetup::Buffer {
+                    name: name.clone(),
+                    dtype: *dtype,
+                    len: *len,
+                    init: Init::Raw(file.clone()),
+                    output: *output,
+                    poison: *poison,
+                    seed: 0,
+                    reset: *reset,
+                },
+                TritonArg::Scalar { name, bytes } => ArgSetup::Scalar { name: name.clone(), bytes: bytes.clone() },
+                // Never passed: the compiled kernel's parameter list leaves it out.
+                TritonArg::Constant { name } => ArgSetup::Scalar { name: name.clone(), bytes: Default::default() },
+            })
+            .collect();
+        let (reference, tolerances) = match &self.job.reference {
+            None => (None, Vec::new()),
+            Some(outputs) => (
+                Some(ReferenceSetup::Outputs { data: outputs.iter().map(|o| Init::Raw(o.file.clone())).collect() }),
+                outputs.iter().map(|o| (o.position, o.atol, o.rtol)).collect(),
+            ),
+        };
+        Ok(Setup {
+            args,
+            timing: self.timing.clone(),
+            reference,
+            tolerances,
+            bitwise: false,
+            constants: Vec::new(),
+            outputs_dir: None,
+        })
+    }
+
+    fn launch_timeout(&self) -> Duration {
+        self.timing.launch_timeout
+    }
+
+    fn compile_timeout(&self) -> Duration {
+        self.timing.compile_timeout
+    }
+}

@@ -1,0 +1,531 @@
+//! The GPU pipeline every language shares: a compile pool running ahead of one benchmark
+//! worker. A [`Language`] says how a configuration becomes a compile job and how a compiled
+//! kernel is launched; the [`Pipeline`] does the rest and is the engine's backend.
+//!
+//! `submit` asks the language for a compile job and queues it; compiled kernels queue for
+//! the GPU; `next` waits for whichever worker speaks next, enforces the compile and launch
+//! deadlines, replaces crashed workers, and returns evaluations in the order they finish.
+//! Every failure of a configuration becomes an evaluation with a status and a reason; only
+//! a benchmark worker that cannot be (re)started is an error.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use kerntune_engine::{Backend, BackendError};
+use kerntune_space::{ConfigId, Space, Value};
+use kerntune_store::{Costs, Evaluation, Status};
+
+use kerntune_device::stats::median;
+use kerntune_device::DeviceInfo;
+
+use crate::language::Language;
+use crate::pool::{Binary, CompileOutcome, CompilePool};
+use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
+use crate::protocol::{
+    output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
+    ToBench,
+};
+
+/// How the pipeline runs: which worker programs, which GPU, how many compilers.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    /// Runs `<args> __worker bench --device N`.
+    pub bench_worker: WorkerCommand,
+    /// Runs `<args> __worker compile`.
+    pub compile_worker: WorkerCommand,
+    pub device: usize,
+    pub compile_workers: usize,
+}
+
+/// Time the benchmark worker may take to start and set up (data, reference) before the
+/// run is declared impossible.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Time an evaluation may take before its first launch (module load, attribute queries).
+const EVALUATION_SLACK: Duration = Duration::from_secs(20);
+/// Time allowed beyond the launches a worker said it is waiting for.
+const WAIT_SLACK: Duration = Duration::from_secs(2);
+/// Restarts without a completed evaluation after which the benchmark worker is given up.
+const MAX_RESTARTS: usize = 3;
+/// Id of the reference's compile request, apart from every configuration's.
+const REFERENCE_JOB: u32 = u32::MAX - 1;
+
+#[derive(Debug)]
+enum BenchState {
+    /// Started; waiting for `Ready`.
+    Starting,
+    /// Setup sent; waiting for `SetupDone`.
+    SettingUp,
+    Idle,
+    Busy {
+        id: u32,
+    },
+}
+
+/// A configuration between `submit` and its evaluation.
+#[derive(Debug)]
+struct Job {
+    config: ConfigId,
+    values: Vec<Value>,
+    costs: Costs,
+    /// When the benchmark worker received it, for the framework share of its time.
+    sent: Option<Instant>,
+}
+
+pub struct Pipeline<'a> {
+    language: &'a dyn Language,
+    space: &'a Space,
+    options: PipelineOptions,
+    hub: Hub,
+    pub device: DeviceInfo,
+    bench: Worker,
+    bench_state: BenchState,
+    deadline: Option<Instant>,
+    restarts: usize,
+    setup: Setup,
+    pool: CompilePool,
+    jobs: HashMap<u32, Job>,
+    next_job: u32,
+    ready: VecDeque<(u32, KernelImage)>,
+    done: VecDeque<(ConfigId, Evaluation)>,
+    best_median_ms: Option<f64>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Pipeline<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").field("device", &self.device.name).field("in_flight", &self.jobs.len()).finish()
+    }
+}
+
+fn bench_args(device: usize) -> Vec<String> {
+    vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()]
+}
+
+fn failed(message: impl Into<String>) -> BackendError {
+    BackendError(message.into())
+}
+
+impl<'a> Pipeline<'a> {
+    /// Starts the workers, has the language build the setup (compiling its reference) and
+    /// sets the benchmark worker up.
+    pub fn start(
+        language: &'a dyn Language,
+        space: &'a Space,
+        options: PipelineOptions,
+    ) -> Result<Pipeline<'a>, BackendError> {
+        let started = Instant::now();
+        let hub = Hub::default();
+        let mut bench =
+            Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
+                .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+        // The compile workers start (import their compiler) while the benchmark worker
+        // opens the GPU: both take seconds, and neither needs the other.
+        let mut pool =
+            CompilePool::new(&options.compile_worker, options.compile_workers, language.compile_timeout(), &hub, 1)
+                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
+        let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
+            FromBench::Ready { device } => device,
+            FromBench::Fatal { message } => return Err(failed(message)),
+            other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
+        };
+        let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
+        let setup = language.setup(&device, &mut compile).map_err(failed)?;
+        bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+        match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
+            FromBench::SetupDone => {}
+            FromBench::Fatal { message } => return Err(failed(format!("setting up the GPU: {message}"))),
+            other => return Err(failed(format!("unexpected message from the benchmark worker: {other:?}"))),
+        }
+        Ok(Pipeline {
+            language,
+            space,
+            options,
+            hub,
+            device,
+            bench,
+            bench_state: BenchState::Idle,
+            deadline: None,
+            restarts: 0,
+            setup,
+            pool,
+            jobs: HashMap::new(),
+            next_job: 0,
+            ready: VecDeque::new(),
+            done: VecDeque::new(),
+            best_median_ms: None,
+            started,
+        })
+    }
+
+    pub fn compile_workers(&self) -> usize {
+        self.pool.workers()
+    }
+
+    fn finish(&mut self, id: u32, evaluation: Evaluation) {
+        if let Some(job) = self.jobs.remove(&id) {
+            let mut evaluation = evaluation;
+            evaluation.costs.compile_s += job.costs.compile_s;
+            evaluation.costs.framework_s += job.costs.framework_s;
+            self.done.push_back((job.config, evaluation));
+        }
+    }
+
+    fn on_compiled(&mut self, outcome: CompileOutcome) {
+        match outcome {
+            CompileOutcome::Compiled { id, binary, seconds } => {
+                let Some(job) = self.jobs.get_mut(&id) else { return };
+                job.costs.compile_s = seconds;
+                match self.language.kernel_image(&job.values, binary) {
+                    Ok(image) => self.ready.push_back((id, image)),
+                    Err(reason) => self.finish(id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+                }
+            }
+            CompileOutcome::Failed { id, reason, seconds } => {
+                let costs = Costs { compile_s: seconds, ..Costs::default() };
+                // Compilers report a configuration the device cannot hold (too much shared
+                // memory) before finishing: that is a property of the configuration.
+                let status =
+                    if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
+                let reason = reason.strip_prefix("invalid config: ").unwrap_or(&reason);
+                self.finish(id, Evaluation::failed(status, truncate(reason, 4000), costs));
+            }
+        }
+    }
+
+    fn send_to_bench(&mut self) -> Result<(), BackendError> {
+        if !matches!(self.bench_state, BenchState::Idle) {
+            return Ok(());
+        }
+        let Some((id, kernel)) = self.ready.pop_front() else { return Ok(()) };
+        let best_median_ms = if self.language.early_stop_applies() { self.best_median_ms } else { None };
+        let request = ToBench::Evaluate(EvaluateRequest { id, kernel, best_median_ms });
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.sent = Some(Instant::now());
+        }
+        self.bench_state = BenchState::Busy { id };
+        self.deadline = Some(Instant::now() + self.language.launch_timeout() + EVALUATION_SLACK);
+        if let Err(error) = self.bench.send(&request) {
+            self.bench_died(&format!("could not be written to: {error}"))?;
+        }
+        Ok(())
+    }
+
+    fn on_bench_line(&mut self, text: Option<String>) -> Result<(), BackendError> {
+        let Some(text) = text else {
+            let death = self.bench.death();
+            return self.bench_died(&death);
+        };
+        let message: FromBench = serde_json::from_str(&text)
+            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")))?;
+        match (message, &self.bench_state) {
+            (FromBench::Ready { .. }, BenchState::Starting) => {
+                self.bench
+                    .send(&ToBench::Setup(self.setup.clone()))
+                    .map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+                self.bench_state = BenchState::SettingUp;
+                self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
+            }
+            (FromBench::SetupDone, BenchState::SettingUp) => {
+                self.bench_state = BenchState::Idle;
+                self.deadline = None;
+            }
+            (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
+                self.deadline =
+                    Some(Instant::now() + self.language.launch_timeout() * launches.max(1) as u32 + WAIT_SLACK);
+            }
+            (FromBench::Result(result), BenchState::Busy { id }) if *id == result.id => {
+                let lost = result.context_lost;
+                self.on_result(result);
+                self.restarts = 0;
+                self.deadline = None;
+                if lost {
+                    // The worker exits by itself; start its successor now.
+                    self.restart_bench()?;
+                } else {
+                    self.bench_state = BenchState::Idle;
+                }
+            }
+            (FromBench::Fatal { message }, _) => return Err(failed(format!("the benchmark worker failed: {message}"))),
+            (other, state) => {
+                return Err(failed(format!(
+                    "unexpected message {other:?} from the benchmark worker in state {state:?}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn on_result(&mut self, result: EvaluateResult) {
+        let Some(job) = self.jobs.get(&result.id) else { return };
+        let round_trip = job.sent.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        let costs = Costs {
+            verify_s: result.verify_s,
+            benchmark_s: result.benchmark_s,
+            framework_s: (round_trip - result.verify_s - result.benchmark_s).max(0.0),
+            ..Costs::default()
+        };
+        let mut metrics = attribute_metrics(&result);
+        // Outputs the language judges itself can still turn a measured configuration wrong.
+        let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
+            Ok(()) => (result.status, result.reason),
+            Err(reason) => (Status::InvalidOutput, Some(reason)),
+        };
+        let evaluation = match status {
+            Status::Ok | Status::EarlyStopped => {
+                let time = median(&result.samples);
+                if status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
+                    self.best_median_ms = Some(time);
+                }
+                metrics.insert("time".into(), serde_json::json!(time));
+                match self.language.objective(&job.values, time) {
+                    Ok(objective) => Evaluation {
+                        status,
+                        reason,
+                        objective: Some(objective),
+                        samples: result.samples,
+                        costs,
+                        metrics,
+                    },
+                    Err(reason) => Evaluation::failed(Status::RuntimeFailed, reason, costs),
+                }
+            }
+            status => {
+                let mut evaluation = Evaluation::failed(status, reason.unwrap_or_default(), costs);
+                evaluation.metrics = metrics;
+                evaluation.samples = result.samples;
+                evaluation
+            }
+        };
+        self.finish(result.id, evaluation);
+    }
+
+    /// The language's check of the outputs the worker wrote for evaluation `id`, where the
+    /// setup asked for them; the files are removed afterwards.
+    fn check_returned_outputs(&self, id: u32, config: &[Value], status: Status) -> Result<(), String> {
+        let Some(dir) = &self.setup.outputs_dir else { return Ok(()) };
+        let files: Vec<(usize, std::path::PathBuf)> = self
+            .setup
+            .args
+            .iter()
+            .enumerate()
+            .filter(|(_, arg)| matches!(arg, ArgSetup::Buffer { output: true, .. }))
+            .map(|(position, _)| (position, output_file(dir, id, position)))
+            .collect();
+        let outcome = if matches!(status, Status::Ok | Status::EarlyStopped) {
+            self.language.check_outputs(config, &files)
+        } else {
+            Ok(())
+        };
+        for (_, file) in &files {
+            let _ = std::fs::remove_file(file);
+        }
+        outcome
+    }
+
+    /// The benchmark worker died or hung: its configuration fails with the reason, and a
+    /// fresh worker is started.
+    fn bench_died(&mut self, how: &str) -> Result<(), BackendError> {
+        if let BenchState::Busy { id } = self.bench_state {
+            let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
+            let (status, reason) = if hung {
+                (
+                    Status::Timeout,
+                    format!(
+                        "the kernel did not finish within {:.1} s per launch; the worker was killed",
+                        self.language.launch_timeout().as_secs_f64()
+                    ),
+                )
+            } else {
+                (Status::RuntimeFailed, format!("the benchmark worker {how}"))
+            };
+            self.finish(id, Evaluation::failed(status, reason, Costs::default()));
+        }
+        self.restart_bench()
+    }
+
+    fn restart_bench(&mut self) -> Result<(), BackendError> {
+        if self.restarts >= MAX_RESTARTS {
+            return Err(failed(format!(
+                "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
+            )));
+        }
+        self.restarts += 1;
+        self.bench.kill();
+        let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
+        self.bench = Worker::spawn(&self.options.bench_worker, &bench_args(self.options.device), origin, &self.hub)
+            .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
+        self.bench_state = BenchState::Starting;
+        self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
+        Ok(())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        [self.deadline, self.pool.deadline()].into_iter().flatten().min()
+    }
+
+    fn handle(&mut self, line: Line) -> Result<(), BackendError> {
+        if line.origin == self.bench.origin {
+            return self.on_bench_line(line.text);
+        }
+        if self.pool.owns(line.origin) {
+            if let Some(outcome) = self.pool.handle(line, &self.hub) {
+                self.on_compiled(outcome);
+            }
+        }
+        Ok(())
+    }
+
+    /// The next finished evaluation, or `None` once `give_up` has passed.
+    fn next_until(&mut self, give_up: Option<Instant>) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        loop {
+            for outcome in self.pool.dispatch(&self.hub) {
+                self.on_compiled(outcome);
+            }
+            self.send_to_bench()?;
+            if let Some(done) = self.done.pop_front() {
+                return Ok(Some(done));
+            }
+            if self.jobs.is_empty() {
+                return Err(failed("next() with nothing in flight"));
+            }
+            if give_up.is_some_and(|limit| Instant::now() >= limit) {
+                return Ok(None);
+            }
+            let wake = [self.next_deadline(), give_up].into_iter().flatten().min();
+            match self.hub.next(wake) {
+                Some(line) => self.handle(line)?,
+                None => self.enforce_deadlines()?,
+            }
+        }
+    }
+
+    fn enforce_deadlines(&mut self) -> Result<(), BackendError> {
+        for outcome in self.pool.expire(&self.hub) {
+            self.on_compiled(outcome);
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            let how = match self.bench_state {
+                BenchState::Busy { .. } => "hung",
+                _ => "did not start in time",
+            };
+            self.bench.kill();
+            self.bench_died(how)?;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Pipeline<'_> {
+    /// Enough configurations in flight to keep every compiler and the GPU busy.
+    fn capacity(&self) -> usize {
+        self.pool.workers() + 2
+    }
+
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
+        let prepared = Instant::now();
+        let values: Vec<Value> = self.space.values(id).into_iter().cloned().collect();
+        let job_id = self.next_job;
+        self.next_job += 1;
+        let compile_job = self.language.compile_job(&values, &self.device);
+        let mut job = Job { config: id, values, costs: Costs::default(), sent: None };
+        job.costs.framework_s = prepared.elapsed().as_secs_f64();
+        self.jobs.insert(job_id, job);
+        match compile_job {
+            // Configurations the device cannot launch fail here, before any compile.
+            Err(reason) => self.finish(job_id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+            Ok(compile_job) => {
+                self.pool.submit(CompileRequest { id: job_id, job: compile_job });
+                for outcome in self.pool.dispatch(&self.hub) {
+                    self.on_compiled(outcome);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+        self.next_until(None)?.ok_or_else(|| failed("next() gave up with no limit"))
+    }
+
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        self.next_until(Some(Instant::now() + patience))
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// Registers, shared and local memory of the kernel and its checked run's time.
+fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_json::Value> {
+    let mut metrics = serde_json::Map::new();
+    metrics.insert("verify_kernel_ms".into(), serde_json::json!(result.verify_kernel_ms));
+    if let Some(a) = result.attributes {
+        metrics.insert("registers".into(), a.registers.into());
+        metrics.insert("static_shared_bytes".into(), a.static_shared_bytes.into());
+        metrics.insert("local_bytes".into(), a.local_bytes.into());
+    }
+    metrics
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &text[..end], text.len() - end)
+}
+
+/// Waits for the benchmark worker's next message, ignoring other workers.
+/// The benchmark worker's next message. What compile workers say meanwhile (they start
+/// alongside it) is put back for the pool.
+fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBench, BackendError> {
+    let mut others = Vec::new();
+    let answer = loop {
+        let Some(line) = hub.next(Some(deadline)) else {
+            bench.kill();
+            break Err(failed("the benchmark worker did not answer in time"));
+        };
+        if line.origin != bench.origin {
+            others.push(line);
+            continue;
+        }
+        break match line.text {
+            None => Err(failed(format!("the benchmark worker {}", bench.death()))),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}"))),
+        };
+    };
+    hub.put_back(others);
+    answer
+}
+
+/// Compiles one job through the pool and waits for it (the reference, before tuning).
+pub(crate) fn compile_now(
+    pool: &mut CompilePool,
+    hub: &Hub,
+    job: CompileJob,
+    timeout: Duration,
+) -> Result<Binary, String> {
+    pool.submit(CompileRequest { id: REFERENCE_JOB, job });
+    let deadline = Instant::now() + timeout + Duration::from_secs(5);
+    loop {
+        if let Some(CompileOutcome::Failed { reason, .. }) = pool.dispatch(hub).into_iter().next() {
+            return Err(reason);
+        }
+        let Some(line) = hub.next(Some(deadline)) else {
+            return Err("the compile did not finish in time".into());
+        };
+        if !pool.owns(line.origin) {
+            continue;
+        }
+        match pool.handle(line, hub) {
+            Some(CompileOutcome::Compiled { binary, .. }) => return Ok(binary),
+            Some(CompileOutcome::Failed { reason, .. }) => return Err(reason),
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,789 @@
+//! The benchmark worker: a child process that owns one GPU. It creates the arguments once,
+//! computes the reference outputs, and for each configuration loads the cubin, checks the
+//! device limits, runs it once on poisoned outputs and verifies them (that run is also the
+//! warm-up, never timed), then times it: an L2 flush before every timed launch, outside the
+//! events that time it; samples until the median's 95% interval is tight enough or the time
+//! cap is reached, or until it is clearly slower than the best.
+//!
+//! Anything that breaks the CUDA context ends the process after it has replied; the
+//! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
+
+use std::ffi::c_void;
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use kerntune_device::{fill, DType};
+use kerntune_store::Status;
+
+use crate::protocol::{
+    output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
+    Setup, ToBench,
+};
+use crate::timing::{Flush, Timing};
+use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
+use kerntune_device::stats::{clearly_slower, median, relative_half_width};
+use kerntune_device::verify::Comparer;
+
+/// Runs the worker on standard input and output until the input closes.
+pub fn run(ordinal: usize) -> i32 {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut reply = |message: &FromBench| {
+        let line = serde_json::to_string(message).unwrap_or_default();
+        // The supervisor going away ends the worker; nothing else can be done.
+        writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+    };
+    let context = match Context::open(ordinal) {
+        Ok(context) => context,
+        Err(error) => {
+            reply(&FromBench::Fatal { message: format!("cannot open GPU #{ordinal}: {error}") });
+            return 1;
+        }
+    };
+    if !reply(&FromBench::Ready { device: context.info.clone() }) {
+        return 1;
+    }
+    let mut worker: Option<Worker> = None;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let message: ToBench = match serde_json::from_str(&line) {
+            Ok(message) => message,
+            Err(error) => {
+                reply(&FromBench::Fatal { message: format!("bad request: {error}") });
+                return 1;
+            }
+        };
+        match message {
+            ToBench::Setup(setup) => match Worker::new(&context, setup) {
+                Ok(ready) => {
+                    worker = Some(ready);
+                    reply(&FromBench::SetupDone);
+                }
+                Err(message) => {
+                    reply(&FromBench::Fatal { message });
+                    return 1;
+                }
+            },
+            ToBench::Compare { original, candidate, sets, seed } => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "compare before setup".into() });
+                    return 1;
+                };
+                match worker.compare(&context, &original, &candidate, sets, seed, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                }) {
+                    Ok((differing, first_difference)) => {
+                        reply(&FromBench::Compared { sets, differing, first_difference })
+                    }
+                    Err(message) => {
+                        reply(&FromBench::Fatal { message });
+                        return 1;
+                    }
+                };
+            }
+            ToBench::Interleave { a, b, rounds, blocks, seed } => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "interleave before setup".into() });
+                    return 1;
+                };
+                let plan = Interleaving { rounds, blocks, seed };
+                match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                }) {
+                    Ok((a, b)) => reply(&FromBench::Interleaved { a, b }),
+                    Err(message) => {
+                        reply(&FromBench::Fatal { message });
+                        return 1;
+                    }
+                };
+            }
+            ToBench::Evaluate(request) => {
+                let Some(worker) = worker.as_mut() else {
+                    reply(&FromBench::Fatal { message: "evaluate before setup".into() });
+                    return 1;
+                };
+                let result = worker.evaluate(&context, &request, &mut |launches| {
+                    reply(&FromBench::Waiting { launches });
+                });
+                let lost = result.context_lost;
+                reply(&FromBench::Result(result));
+                if lost {
+                    return 2;
+                }
+            }
+        }
+    }
+    0
+}
+
+struct Argument {
+    dtype: DType,
+    len: usize,
+    buffer: Option<DeviceBuffer>,
+    /// The setup's contents of a floating-point input, to restore after random inputs.
+    host: Option<Vec<u8>>,
+    output: bool,
+    poison: bool,
+    /// Initial contents of an output that is restored rather than poisoned.
+    initial: Option<DeviceBuffer>,
+    reference: Option<DeviceBuffer>,
+    /// Zeroed before every launch.
+    reset: bool,
+}
+
+struct Worker {
+    arguments: Vec<Argument>,
+    /// One 8-byte slot per kernel argument: a device pointer or a scalar's bytes.
+    slots: Vec<u64>,
+    timing: Timing,
+    tolerances: Vec<(usize, f64, f64)>,
+    bitwise: bool,
+    comparer: Option<Comparer>,
+    flush: Option<DeviceBuffer>,
+    flushes: u8,
+    events: Vec<(Event, Event)>,
+    constants: Vec<(String, Bytes)>,
+    outputs_dir: Option<std::path::PathBuf>,
+}
+
+/// Why an evaluation ended early, as it will be recorded.
+struct Failure {
+    status: Status,
+    reason: String,
+    context_lost: bool,
+}
+
+impl Failure {
+    fn cuda(status: Status, doing: &str, error: CudaError) -> Failure {
+        Failure { status, reason: format!("{doing}: {error}"), context_lost: error.sticky }
+    }
+}
+
+impl Worker {
+    fn new(context: &Context, setup: Setup) -> Result<Worker, String> {
+        let mut arguments = Vec::new();
+        let mut slots = Vec::new();
+        for arg in &setup.args {
+            match arg {
+                ArgSetup::Buffer { name, dtype, len, init, output, poison, seed, reset } => {
+                    let data = fill(*dtype, *len, init, *seed).map_err(|e| format!("argument {name}: {e}"))?;
+                    let buffer = context.alloc(data.len()).map_err(|e| format!("argument {name}: {e}"))?;
+                    context.upload(&buffer, &data).map_err(|e| format!("argument {name}: {e}"))?;
+                    let initial = if *output && !*poison {
+                        let copy = context.alloc(data.len()).map_err(|e| e.to_string())?;
+                        context.upload(&copy, &data).map_err(|e| e.to_string())?;
+                        Some(copy)
+                    } else {
+                        None
+                    };
+                    slots.push(buffer.pointer());
+                    let host = (!*output && dtype.is_float()).then_some(data);
+                    arguments.push(Argument {
+                        dtype: *dtype,
+                        len: *len,
+                        buffer: Some(buffer),
+                        host,
+                        output: *output,
+                        poison: *poison,
+                        initial,
+                        reference: None,
+                        reset: *reset,
+                    });
+                }
+                ArgSetup::Scalar { bytes, .. } => {
+                    let mut slot = [0u8; 8];
+                    slot[..bytes.0.len().min(8)].copy_from_slice(&bytes.0[..bytes.0.len().min(8)]);
+                    slots.push(u64::from_le_bytes(slot));
+                    arguments.push(Argument {
+                        dtype: DType::U8,
+                        len: 0,
+                        buffer: None,
+                        host: None,
+                        output: false,
+                        poison: false,
+                        initial: None,
+                        reference: None,
+                        reset: false,
+                    });
+                }
+            }
+        }
+        let flush = match setup.timing.flush {
+            Flush::L2 => Some(context.alloc(2 * context.info.l2_bytes.max(1 << 20)).map_err(|e| e.to_string())?),
+            Flush::None => None,
+        };
+        let mut worker = Worker {
+            arguments,
+            slots,
+            timing: setup.timing,
+            tolerances: setup.tolerances,
+            bitwise: setup.bitwise,
+            comparer: None,
+            flush,
+            flushes: 0,
+            events: Vec::new(),
+            constants: setup.constants.clone(),
+            outputs_dir: setup.outputs_dir.clone(),
+        };
+        match &setup.reference {
+            Some(ReferenceSetup::Kernel(reference)) => {
+                worker.comparer = Some(Comparer::new(context)?);
+                worker.compute_reference(context, reference)?;
+            }
+            Some(ReferenceSetup::Outputs { data }) => {
+                worker.comparer = Some(Comparer::new(context)?);
+                worker.load_reference(context, data)?;
+            }
+            None => {}
+        }
+        context.synchronize().map_err(|e| e.to_string())?;
+        Ok(worker)
+    }
+
+    /// The expected outputs, given as data.
+    fn load_reference(&mut self, context: &Context, data: &[kerntune_device::Init]) -> Result<(), String> {
+        if data.len() != self.tolerances.len() {
+            return Err(format!("{} reference outputs for {} checked outputs", data.len(), self.tolerances.len()));
+        }
+        for ((position, _, _), init) in self.tolerances.clone().iter().zip(data) {
+            let argument = &mut self.arguments[*position];
+            let bytes = fill(argument.dtype, argument.len, init, 0)
+                .map_err(|e| format!("reference of output #{position}: {e}"))?;
+            let buffer = context.alloc(bytes.len()).map_err(|e| e.to_string())?;
+            context.upload(&buffer, &bytes).map_err(|e| e.to_string())?;
+            argument.reference = Some(buffer);
+        }
+        self.check_reference(context)
+    }
+
+    fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
+        let module = self.load(context, reference).map_err(|e| format!("loading the reference: {e}"))?;
+        let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
+        function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
+        self.prepare_outputs(context).map_err(|e| e.to_string())?;
+        let (mut pointers, _scratch) = self.kernel_pointers(context, reference).map_err(|e| e.to_string())?;
+        launch_image(context, &function, reference, &mut pointers)
+            .and_then(|()| context.synchronize())
+            .map_err(|e| format!("running the reference kernel: {e}"))?;
+        for (position, _, _) in self.tolerances.clone() {
+            let argument = &mut self.arguments[position];
+            let Some(buffer) = &argument.buffer else { continue };
+            let copy = context.alloc(buffer.bytes()).map_err(|e| e.to_string())?;
+            context.copy(buffer, &copy).map_err(|e| e.to_string())?;
+            argument.reference = Some(copy);
+        }
+        self.check_reference(context)
+    }
+
+    fn check_reference(&self, context: &Context) -> Result<(), String> {
+        // A reference that leaves NaN (or an unwritten element) cannot judge anything.
+        for (position, _, _) in &self.tolerances {
+            let argument = &self.arguments[*position];
+            let (Some(comparer), Some(reference)) = (&self.comparer, &argument.reference) else { continue };
+            let check = comparer
+                .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0, false)
+                .map_err(|e| e.to_string())?;
+            if check.nan > 0 {
+                return Err(format!(
+                    "the reference leaves {} NaN elements in output #{position} (first at {})",
+                    check.nan, check.first_bad
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The parameter pointers of a launch of `kernel`, and the scratch buffers (with their
+    /// pointer slots) that must live until it has run. Each pointer points at an 8-byte slot
+    /// holding the argument's value; cuLaunchKernel reads as many bytes as the parameter has.
+    fn kernel_pointers(
+        &mut self,
+        context: &Context,
+        kernel: &KernelImage,
+    ) -> Result<(Vec<*mut c_void>, Scratch), CudaError> {
+        let Some(params) = &kernel.params else {
+            return Ok((
+                self.slots.iter_mut().map(|slot| (slot as *mut u64).cast::<c_void>()).collect(),
+                Scratch::default(),
+            ));
+        };
+        let programs: u64 = kernel.geometry.grid.iter().map(|g| u64::from(*g)).product();
+        let mut scratch = Scratch { slots: Box::new([0u64; 8]), buffers: Vec::new() };
+        let mut used = 0;
+        let mut pointers = Vec::with_capacity(params.len());
+        for param in params {
+            match param {
+                ParamSource::Arg { index } => pointers.push((&mut self.slots[*index] as *mut u64).cast::<c_void>()),
+                ParamSource::Scratch { bytes_per_program } => {
+                    if *bytes_per_program > 0 {
+                        let buffer = context.alloc((bytes_per_program * programs) as usize)?;
+                        context.fill(&buffer, 0)?;
+                        scratch.slots[used] = buffer.pointer();
+                        scratch.buffers.push(buffer);
+                    }
+                    // The boxed slots do not move when `scratch` does.
+                    pointers.push((&mut scratch.slots[used] as *mut u64).cast::<c_void>());
+                    used += 1;
+                }
+            }
+        }
+        Ok((pointers, scratch))
+    }
+
+    /// Poisons outputs (all bytes 0xFF: NaN for floats) or restores in-place ones, and
+    /// zeroes the buffers reset before every launch.
+    fn prepare_outputs(&self, context: &Context) -> Result<(), CudaError> {
+        for argument in self.arguments.iter().filter(|a| a.output && !a.reset) {
+            let Some(buffer) = &argument.buffer else { continue };
+            match (&argument.initial, argument.poison) {
+                (Some(initial), false) => context.copy(initial, buffer)?,
+                _ => context.fill(buffer, 0xFF)?,
+            }
+        }
+        self.reset_buffers(context)
+    }
+
+    /// Zeroes the buffers that a kernel expects to find at zero (`reset_to_zero`).
+    fn reset_buffers(&self, context: &Context) -> Result<(), CudaError> {
+        for buffer in self.arguments.iter().filter(|a| a.reset).filter_map(|a| a.buffer.as_ref()) {
+            context.fill(buffer, 0)?;
+        }
+        Ok(())
+    }
+
+    fn evaluate(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        waiting: &mut dyn FnMut(usize),
+    ) -> EvaluateResult {
+        let mut result = EvaluateResult {
+            id: request.id,
+            status: Status::Ok,
+            reason: None,
+            samples: Vec::new(),
+            verify_s: 0.0,
+            verify_kernel_ms: 0.0,
+            benchmark_s: 0.0,
+            attributes: None,
+            context_lost: false,
+        };
+        if let Err(failure) = self.measure(context, request, &mut result, waiting) {
+            result.status = failure.status;
+            result.reason = Some(failure.reason);
+            result.context_lost = failure.context_lost;
+        }
+        result
+    }
+
+    fn measure(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        result: &mut EvaluateResult,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Failure> {
+        let kernel = &request.kernel;
+        let module =
+            self.load(context, kernel).map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
+        let function =
+            module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
+        let attributes = function
+            .attributes()
+            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the kernel's attributes", e))?;
+        result.attributes = Some(attributes);
+        check_limits(context, &attributes, &request.kernel)?;
+        let geometry = kernel.geometry;
+        function
+            .allow_dynamic_shared(geometry.shared_bytes)
+            .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
+        let (mut pointers, _scratch) = self
+            .kernel_pointers(context, kernel)
+            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
+        let launch = |pointers: &mut [*mut c_void]| launch_image(context, &function, kernel, pointers);
+
+        // The checked run, on poisoned outputs; it is also the warm-up, and never timed.
+        let verify_start = Instant::now();
+        self.prepare_outputs(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "poisoning the outputs", e))?;
+        self.ensure_events(context, 1).map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+        let (start, stop) = &self.events[0];
+        start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+        launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
+        stop.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+        waiting(1);
+        context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+        // Not a sample (the first launch after loading is never timed as one), but GPU time
+        // spent in the tuned kernel all the same.
+        result.verify_kernel_ms = start.elapsed_ms(stop).unwrap_or(0.0);
+        self.verify(context)?;
+        self.write_outputs(context, request.id)?;
+        result.verify_s = verify_start.elapsed().as_secs_f64();
+
+        let bench_start = Instant::now();
+        let timing = self.timing.clone();
+        let early_stop = timing.early_stop.zip(request.best_median_ms);
+        loop {
+            let taken = result.samples.len();
+            let chunk = if taken == 0 {
+                if early_stop.is_some() {
+                    timing.early_stop_samples.min(timing.min_samples)
+                } else {
+                    timing.min_samples
+                }
+            } else if taken < timing.min_samples {
+                timing.min_samples - taken
+            } else {
+                // Enough to move the interval, within what the time cap leaves.
+                let left = timing.time_cap.as_secs_f64() * 1e3 - result.samples.iter().sum::<f64>();
+                let affordable = (left / median(&result.samples).max(1e-6)).floor().max(1.0) as usize;
+                (taken / 2).max(4).min(affordable).min(timing.max_samples - taken)
+            };
+            self.ensure_events(context, chunk)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+            for i in 0..chunk {
+                self.flush(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "flushing L2", e))?;
+                self.reset_buffers(context)
+                    .map_err(|e| Failure::cuda(Status::RuntimeFailed, "zeroing reset_to_zero buffers", e))?;
+                let (start, stop) = &self.events[i];
+                start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+                launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
+                stop.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+            }
+            waiting(chunk);
+            context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+            for (start, stop) in &self.events[..chunk] {
+                result.samples.push(
+                    start.elapsed_ms(stop).map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading an event", e))?,
+                );
+            }
+            result.benchmark_s = bench_start.elapsed().as_secs_f64();
+            if let Some((factor, best)) = early_stop {
+                if clearly_slower(&result.samples, best, factor, timing.early_stop_samples) {
+                    return Err(Failure {
+                        status: Status::EarlyStopped,
+                        reason: format!(
+                            "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
+                            result.samples.len(),
+                            result.samples.iter().copied().fold(f64::INFINITY, f64::min)
+                        ),
+                        context_lost: false,
+                    });
+                }
+            }
+            let taken = result.samples.len();
+            let spent_ms: f64 = result.samples.iter().sum();
+            if taken >= timing.min_samples
+                && (relative_half_width(&result.samples) <= timing.ci_target
+                    || spent_ms >= timing.time_cap.as_secs_f64() * 1e3
+                    || taken >= timing.max_samples)
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    fn verify(&self, context: &Context) -> Result<(), Failure> {
+        let Some(comparer) = &self.comparer else { return Ok(()) };
+        let mut problems = Vec::new();
+        for (position, atol, rtol) in &self.tolerances {
+            let argument = &self.arguments[*position];
+            let (Some(buffer), Some(reference)) = (&argument.buffer, &argument.reference) else { continue };
+            let found = comparer
+                .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol, self.bitwise)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "comparing outputs", e))?;
+            if found.bad > 0 {
+                problems.push(format!(
+                    "output #{position}: {} of {} elements wrong ({} NaN or unwritten), first at index {}, largest error {:.3e} (atol {atol}, rtol {rtol})",
+                    found.bad, argument.len, found.nan, found.first_bad, found.max_error
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure { status: Status::InvalidOutput, reason: problems.join("; "), context_lost: false })
+        }
+    }
+
+    /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs and
+    /// compares their outputs bit for bit; returns how many sets differed and the first
+    /// difference. The setup's inputs are restored afterwards.
+    fn compare(
+        &mut self,
+        context: &Context,
+        original: &KernelImage,
+        candidate: &KernelImage,
+        sets: u32,
+        seed: u64,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(u32, Option<String>), String> {
+        let comparer = self.comparer.take().map_or_else(|| Comparer::new(context), Ok)?;
+        let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
+        self.comparer = Some(comparer);
+        for argument in &self.arguments {
+            if let (Some(buffer), Some(host)) = (&argument.buffer, &argument.host) {
+                context.upload(buffer, host).map_err(|e| e.to_string())?;
+            }
+        }
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn compare_with(
+        &mut self,
+        context: &Context,
+        comparer: &Comparer,
+        original: &KernelImage,
+        candidate: &KernelImage,
+        sets: u32,
+        seed: u64,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(u32, Option<String>), String> {
+        let text = |e: CudaError| e.to_string();
+        let filler = context
+            .load_module(
+                &kerntune_device::nvrtc::compile(
+                    kerntune_device::verify::FILL_SOURCE,
+                    "kerntune_fill",
+                    &[],
+                    &context.info.arch(),
+                )
+                .map_err(|e| e.message)?
+                .cubin,
+            )
+            .map_err(text)?;
+        let fill = filler.function("kerntune_fill").map_err(text)?;
+        let original_module = self.load(context, original).map_err(text)?;
+        let candidate_module = self.load(context, candidate).map_err(text)?;
+        let original_function = original_module.function(&original.name).map_err(text)?;
+        let candidate_function = candidate_module.function(&candidate.name).map_err(text)?;
+        for (function, image) in [(&original_function, original), (&candidate_function, candidate)] {
+            function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
+        }
+        let outputs: Vec<usize> = self.tolerances.iter().map(|(p, _, _)| *p).collect();
+        let expected: Vec<DeviceBuffer> = outputs
+            .iter()
+            .map(|p| context.alloc(self.arguments[*p].buffer.as_ref().map_or(0, DeviceBuffer::bytes)))
+            .collect::<Result<_, _>>()
+            .map_err(text)?;
+        let (mut differing, mut first) = (0u32, None);
+        for set in 0..sets {
+            if set % 100 == 0 {
+                waiting(300);
+            }
+            for (position, argument) in self.arguments.iter().enumerate() {
+                let (Some(buffer), Some(_)) = (&argument.buffer, &argument.host) else { continue };
+                let code = match argument.dtype {
+                    DType::F16 => 0,
+                    DType::Bf16 => 1,
+                    DType::F32 => 2,
+                    _ => 3,
+                };
+                let (mut pointer, mut len, mut code, mut set_seed) =
+                    (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
+                let mut args: [*mut c_void; 4] = [
+                    (&mut pointer as *mut u64).cast(),
+                    (&mut len as *mut u64).cast(),
+                    (&mut code as *mut i32).cast(),
+                    (&mut set_seed as *mut u64).cast(),
+                ];
+                let blocks = argument.len.div_ceil(256).clamp(1, 4096) as u32;
+                context.launch(&fill, [blocks, 1, 1], [256, 1, 1], 0, &mut args).map_err(text)?;
+            }
+            self.prepare_outputs(context).map_err(text)?;
+            let (mut pointers, _scratch) = self.kernel_pointers(context, original).map_err(text)?;
+            launch_image(context, &original_function, original, &mut pointers).map_err(text)?;
+            for (position, copy) in outputs.iter().zip(&expected) {
+                if let Some(buffer) = &self.arguments[*position].buffer {
+                    context.copy(buffer, copy).map_err(text)?;
+                }
+            }
+            self.prepare_outputs(context).map_err(text)?;
+            let (mut pointers, _scratch) = self.kernel_pointers(context, candidate).map_err(text)?;
+            launch_image(context, &candidate_function, candidate, &mut pointers).map_err(text)?;
+            let mut bad = false;
+            for (position, copy) in outputs.iter().zip(&expected) {
+                let argument = &self.arguments[*position];
+                let Some(buffer) = &argument.buffer else { continue };
+                let found = comparer
+                    .compare(context, buffer, copy, argument.dtype, argument.len, 0.0, 0.0, true)
+                    .map_err(text)?;
+                if found.bad > 0 && first.is_none() {
+                    first = Some(format!(
+                        "input set {set}: output #{position} differs in {} of {} elements, first at index {}",
+                        found.bad, argument.len, found.first_bad
+                    ));
+                }
+                bad |= found.bad > 0;
+            }
+            differing += u32::from(bad);
+        }
+        Ok((differing, first))
+    }
+
+    /// Times two kernels alternately, `plan.rounds` times each, with the usual flush.
+    ///
+    /// Where the driver places a module's code matters: on an H200 the same 7 µs kernel,
+    /// loaded twice, ran up to 8% faster or slower depending on which load it was, and the
+    /// advantage changed sides from one load to the next. So the rounds are split into
+    /// blocks, each of which loads both kernels afresh, the one loaded first drawn at
+    /// random, and within a block the one launched first alternates. Neither kernel then
+    /// keeps the better place for the whole comparison.
+    fn interleave(
+        &mut self,
+        context: &Context,
+        kernels: [&KernelImage; 2],
+        plan: Interleaving,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<f64>, Vec<f64>), String> {
+        let text = |e: CudaError| e.to_string();
+        let mut rng = kerntune_space::Rng::seeded(plan.seed);
+        let blocks = plan.blocks.clamp(1, plan.rounds.max(1));
+        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let chunk = 16u32;
+        self.ensure_events(context, 2 * chunk as usize).map_err(text)?;
+        for block in 0..blocks {
+            let rounds = plan.rounds / blocks + u32::from(block < plan.rounds % blocks);
+            let order: [usize; 2] = if rng.chance(0.5) { [0, 1] } else { [1, 0] };
+            let mut modules = Vec::with_capacity(2);
+            for &k in &order {
+                modules.push((k, self.load(context, kernels[k]).map_err(text)?));
+            }
+            modules.sort_by_key(|(k, _)| *k);
+            let functions = [
+                modules[0].1.function(&kernels[0].name).map_err(text)?,
+                modules[1].1.function(&kernels[1].name).map_err(text)?,
+            ];
+            for (function, image) in functions.iter().zip(kernels) {
+                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
+            }
+            let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, kernels[0]).map_err(text)?;
+            let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, kernels[1]).map_err(text)?;
+            let pointers = [&mut pointers_a, &mut pointers_b];
+            // The first launch of each after loading is not timed.
+            for k in 0..2 {
+                launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
+            }
+            let mut done = 0;
+            while done < rounds {
+                let count = chunk.min(rounds - done) as usize;
+                for round in 0..count {
+                    let first = (done as usize + round) % 2;
+                    for k in [first, 1 - first] {
+                        self.flush(context).map_err(text)?;
+                        let (start, stop) = &self.events[2 * round + k];
+                        start.record(context).map_err(text)?;
+                        launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
+                        stop.record(context).map_err(text)?;
+                    }
+                }
+                waiting(2 * count);
+                context.synchronize().map_err(text)?;
+                for round in 0..count {
+                    for (k, samples) in times.iter_mut().enumerate() {
+                        let (start, stop) = &self.events[2 * round + k];
+                        samples.push(start.elapsed_ms(stop).map_err(text)?);
+                    }
+                }
+                done += count as u32;
+            }
+        }
+        let [a, b] = times;
+        Ok((a, b))
+    }
+
+    /// Loads a kernel's module and fills its `__constant__` symbols.
+    fn load(&self, context: &Context, kernel: &KernelImage) -> Result<Module, CudaError> {
+        let module = context.load_module(&kernel.cubin.0)?;
+        for (name, bytes) in &self.constants {
+            module.write_global(name, &bytes.0)?;
+        }
+        Ok(module)
+    }
+
+    /// Writes every output buffer to the setup's outputs folder, for the supervisor's check.
+    fn write_outputs(&self, context: &Context, id: u32) -> Result<(), Failure> {
+        let Some(dir) = &self.outputs_dir else { return Ok(()) };
+        for (position, argument) in self.arguments.iter().enumerate().filter(|(_, a)| a.output) {
+            let Some(buffer) = &argument.buffer else { continue };
+            let mut bytes = vec![0u8; buffer.bytes()];
+            context
+                .download(buffer, &mut bytes)
+                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the outputs back", e))?;
+            let file = output_file(dir, id, position);
+            std::fs::write(&file, &bytes).map_err(|e| Failure {
+                status: Status::RuntimeFailed,
+                reason: format!("writing the outputs to {}: {e}", file.display()),
+                context_lost: false,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, context: &Context) -> Result<(), CudaError> {
+        let Some(buffer) = &self.flush else { return Ok(()) };
+        // A different byte each time, so no layer of the memory system can skip the writes.
+        self.flushes = self.flushes.wrapping_add(1);
+        context.fill(buffer, self.flushes)
+    }
+
+    fn ensure_events(&mut self, context: &Context, count: usize) -> Result<(), CudaError> {
+        while self.events.len() < count {
+            self.events.push((context.event()?, context.event()?));
+        }
+        Ok(())
+    }
+}
+
+/// How `interleave` times two kernels.
+#[derive(Debug, Clone, Copy)]
+struct Interleaving {
+    rounds: u32,
+    blocks: u32,
+    seed: u64,
+}
+
+/// Scratch buffers of one launch and the slots that hold their pointers.
+#[derive(Default)]
+struct Scratch {
+    slots: Box<[u64; 8]>,
+    buffers: Vec<DeviceBuffer>,
+}
+
+fn launch_image(
+    context: &Context,
+    function: &kerntune_device::driver::Function<'_>,
+    kernel: &KernelImage,
+    pointers: &mut [*mut c_void],
+) -> Result<(), CudaError> {
+    let g = &kernel.geometry;
+    if kernel.cluster_x > 1 {
+        context.launch_cluster(function, g.grid, g.block, g.shared_bytes, kernel.cluster_x, pointers)
+    } else {
+        context.launch(function, g.grid, g.block, g.shared_bytes, pointers)
+    }
+}
+
+/// Device limits that make a configuration invalid (not an error of the run).
+fn check_limits(context: &Context, attributes: &FunctionAttributes, kernel: &KernelImage) -> Result<(), Failure> {
+    let info = &context.info;
+    let threads = kernel.geometry.threads_per_block();
+    let invalid = |reason: String| Err(Failure { status: Status::InvalidConfig, reason, context_lost: false });
+    if threads > info.max_threads_per_block as u64 {
+        return invalid(format!("{threads} threads per block; the device allows {}", info.max_threads_per_block));
+    }
+    if threads > attributes.max_threads_per_block as u64 {
+        return invalid(format!(
+            "{threads} threads per block, but with {} registers per thread at most {} fit",
+            attributes.registers, attributes.max_threads_per_block
+        ));
+    }
+    let shared = attributes.static_shared_bytes as u64 + u64::from(kernel.geometry.shared_bytes);
+    if shared > info.max_shared_per_block_optin as u64 {
+        return invalid(format!(
+            "{shared} bytes of shared memory per block; the device allows {}",
+            info.max_shared_per_block_optin
+        ));
+    }
+    Ok(())
+}

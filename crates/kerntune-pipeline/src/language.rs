@@ -1,0 +1,46 @@
+//! The seam between the pipeline and a kernel language (CUDA C, Triton): how a
+//! configuration becomes a compile job, how a compiled kernel is launched and checked, and
+//! what its objective is. Everything else (workers, deadlines, timing) is the pipeline's.
+
+use std::time::Duration;
+
+use kerntune_device::DeviceInfo;
+use kerntune_space::Value;
+
+use crate::pool::Binary;
+use crate::protocol::{CompileJob, KernelImage, Setup};
+
+/// What a language contributes to the pipeline.
+pub trait Language {
+    /// The compile job of a configuration, or why the configuration cannot run on this
+    /// device (recorded `invalid_config` without compiling).
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
+
+    /// How to launch a compiled configuration; an error is a reason it is invalid.
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
+
+    /// The objective of a configuration whose median kernel time is `time_ms`.
+    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String>;
+
+    /// Whether stopping a configuration that is clearly slower in time is sound: the
+    /// objective is the time, or a function of it that no parameter changes.
+    fn early_stop_applies(&self) -> bool;
+
+    /// The benchmark worker's setup; may compile a reference through `compile`.
+    fn setup(
+        &self,
+        device: &DeviceInfo,
+        compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
+    ) -> Result<Setup, String>;
+
+    /// Checks the outputs of a configuration's checked run (files by argument position),
+    /// where the setup asked the benchmark worker for them ([`Setup::outputs_dir`]); an
+    /// error is why they are wrong.
+    fn check_outputs(&self, _config: &[Value], _outputs: &[(usize, std::path::PathBuf)]) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Timeouts of the protocol.
+    fn launch_timeout(&self) -> Duration;
+    fn compile_timeout(&self) -> Duration;
+}

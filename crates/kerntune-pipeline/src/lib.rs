@@ -1,0 +1,29 @@
+//! kerntune's GPU pipeline: compile workers running ahead of one benchmark worker, in
+//! crash-isolated processes, for any kernel language.
+//!
+//! A [`Pipeline`] is the engine's backend on a GPU: a pool of compile worker processes
+//! ([`pool`]) compiles configurations ahead of one benchmark worker process per GPU
+//! ([`bench`]), which verifies each kernel on poisoned outputs and times it under the
+//! [`Timing`] protocol. A worker that crashes or hangs is replaced and costs one
+//! configuration. A [`Language`] (implemented by `kerntune-lang-cuda` and
+//! `kerntune-lang-triton`) says how a configuration becomes a compile job and how the
+//! binary is launched. Workers talk JSON lines ([`protocol`]), so a worker can be any
+//! program that speaks it: the `kerntune` binary, or a Python process for Triton.
+//! [`schedule`] is the stage after the search: the native schedule of the best binary.
+
+mod backend;
+pub mod bench;
+pub mod compile;
+mod language;
+pub mod pool;
+pub mod process;
+pub mod protocol;
+pub mod schedule;
+mod timing;
+
+pub use backend::{Pipeline, PipelineOptions};
+pub use language::Language;
+pub use pool::Binary;
+pub use process::WorkerCommand;
+pub use protocol::Geometry;
+pub use timing::{Flush, RawTiming, Timing};

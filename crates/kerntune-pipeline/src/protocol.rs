@@ -1,0 +1,278 @@
+//! Messages between the tuner and its worker processes: one JSON object per line on the
+//! worker's standard input and output; binaries travel base64-encoded.
+
+use base64::Engine as _;
+use kerntune_device::{DType, DeviceInfo, FunctionAttributes, Init};
+use kerntune_store::Status;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::timing::Timing;
+
+/// Bytes that serialize as a base64 string.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD.decode(text).map(Bytes).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Grid and block dimensions and dynamic shared memory of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+}
+
+impl Geometry {
+    pub fn threads_per_block(&self) -> u64 {
+        self.block.iter().map(|b| u64::from(*b)).product()
+    }
+}
+
+/// Where one kernel parameter's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ParamSource {
+    /// The argument at this position of the setup.
+    Arg { index: usize },
+    /// A device buffer of this many bytes per program (block) of the launch, zeroed; a
+    /// null pointer when the size is 0 (Triton's global and profile scratch).
+    Scratch { bytes_per_program: u64 },
+}
+
+/// A compiled kernel ready to launch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KernelImage {
+    pub cubin: Bytes,
+    pub name: String,
+    pub geometry: Geometry,
+    /// The kernel's parameters in order; `None` means every argument, in order.
+    #[serde(default)]
+    pub params: Option<Vec<ParamSource>>,
+    /// Blocks per thread-block cluster along x (1: no cluster).
+    #[serde(default = "one")]
+    pub cluster_x: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ArgSetup {
+    /// `reset`: zeroed before every launch, checked and timed (Triton's `reset_to_zero`,
+    /// for counters and locks that a kernel expects to find at zero).
+    Buffer {
+        name: String,
+        dtype: DType,
+        len: usize,
+        init: Init,
+        output: bool,
+        poison: bool,
+        seed: u64,
+        #[serde(default)]
+        reset: bool,
+    },
+    Scalar {
+        name: String,
+        bytes: Bytes,
+    },
+}
+
+/// What every configuration's outputs must match.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReferenceSetup {
+    /// The outputs of this kernel, run once at setup.
+    Kernel(KernelImage),
+    /// Expected contents of each checked output, in the order of `tolerances`.
+    Outputs { data: Vec<Init> },
+}
+
+/// Everything a benchmark worker needs before it can evaluate configurations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    pub args: Vec<ArgSetup>,
+    pub timing: Timing,
+    /// `None` when outputs are not checked.
+    pub reference: Option<ReferenceSetup>,
+    /// `(argument position, atol, rtol)` of each checked output.
+    pub tolerances: Vec<(usize, f64, f64)>,
+    /// Outputs must equal the reference bit for bit (a reordered schedule changes no
+    /// arithmetic), rather than within the tolerances.
+    #[serde(default)]
+    pub bitwise: bool,
+    /// `__constant__` symbols of the kernel's module and their contents, written after
+    /// each load (Kernel Tuner's `cmem_args`).
+    #[serde(default)]
+    pub constants: Vec<(String, Bytes)>,
+    /// Where the worker writes every output buffer after each checked run, as raw bytes in
+    /// `{dir}/{id}.{position}.bin` (see [`output_file`]), for a check the supervisor runs.
+    #[serde(default)]
+    pub outputs_dir: Option<std::path::PathBuf>,
+}
+
+/// The file of one output of one evaluation under [`Setup::outputs_dir`].
+pub fn output_file(dir: &std::path::Path, id: u32, position: usize) -> std::path::PathBuf {
+    dir.join(format!("{id}.{position}.bin"))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvaluateRequest {
+    pub id: u32,
+    pub kernel: KernelImage,
+    /// The best median measured so far, for early stopping.
+    pub best_median_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToBench {
+    Setup(Setup),
+    Evaluate(EvaluateRequest),
+    /// Run both kernels on `sets` fresh sets of random inputs (floating-point buffers only;
+    /// integer buffers may hold sizes or indices and keep their data) and compare their
+    /// outputs bit for bit. The setup's inputs are restored afterwards.
+    Compare {
+        original: KernelImage,
+        candidate: KernelImage,
+        sets: u32,
+        seed: u64,
+    },
+    /// Time the two kernels alternately, `rounds` times each (A, B, A, B...), in `blocks`
+    /// blocks: each block loads both kernels afresh, in a random order drawn from `seed`.
+    Interleave {
+        a: KernelImage,
+        b: KernelImage,
+        rounds: u32,
+        blocks: u32,
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvaluateResult {
+    pub id: u32,
+    pub status: Status,
+    pub reason: Option<String>,
+    pub samples: Vec<f64>,
+    pub verify_s: f64,
+    /// Kernel time of the checked (untimed) run.
+    pub verify_kernel_ms: f64,
+    pub benchmark_s: f64,
+    pub attributes: Option<FunctionAttributes>,
+    /// The worker's context is unusable after this evaluation; it exits after replying.
+    pub context_lost: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromBench {
+    Ready {
+        device: DeviceInfo,
+    },
+    SetupDone,
+    /// About to wait for this many launches: the supervisor extends its deadline.
+    Waiting {
+        launches: usize,
+    },
+    Result(EvaluateResult),
+    /// The outcome of `Compare`: how many sets differed, and how, for the first.
+    Compared {
+        sets: u32,
+        differing: u32,
+        first_difference: Option<String>,
+    },
+    /// The samples of `Interleave`, in ms, in round order.
+    Interleaved {
+        a: Vec<f64>,
+        b: Vec<f64>,
+    },
+    /// The worker cannot go on (no device, a broken reference...).
+    Fatal {
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompileRequest {
+    pub id: u32,
+    #[serde(flatten)]
+    pub job: CompileJob,
+}
+
+/// What to compile, for the worker of each language.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CompileJob {
+    /// CUDA C through NVRTC.
+    Cuda { source: String, name: String, options: Vec<String>, arch: String },
+    /// A configuration of the Triton kernel the worker was started for: constexpr values
+    /// and compile options (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`, `ptx_options`).
+    Triton {
+        constexprs: serde_json::Map<String, serde_json::Value>,
+        options: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+/// How to launch what a Triton worker compiled, read off the compiled kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchInfo {
+    pub name: String,
+    pub shared_bytes: u32,
+    pub num_warps: u32,
+    pub num_ctas: u32,
+    pub params: Vec<ParamSource>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromCompiler {
+    Compiled {
+        id: u32,
+        cubin: Bytes,
+        seconds: f64,
+        #[serde(default)]
+        launch: Option<LaunchInfo>,
+        /// The kernel's symbol in the cubin (NVRTC's lowered name), where the compiler
+        /// reports one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        symbol: Option<String>,
+    },
+    Failed {
+        id: u32,
+        message: String,
+        seconds: f64,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binaries_round_trip_as_base64() {
+        let message = FromCompiler::Compiled {
+            id: 3,
+            cubin: Bytes(vec![0, 255, 7, 0x7f]),
+            seconds: 0.5,
+            launch: None,
+            symbol: Some("_Z1kPf".into()),
+        };
+        let line = serde_json::to_string(&message).expect("serializes");
+        assert!(line.contains("\"AP8Hfw==\""), "{line}");
+        let back: FromCompiler = serde_json::from_str(&line).expect("parses");
+        assert!(matches!(back, FromCompiler::Compiled { id: 3, ref cubin, ref symbol, .. }
+            if cubin.0 == vec![0, 255, 7, 0x7f] && symbol.as_deref() == Some("_Z1kPf")));
+    }
+}

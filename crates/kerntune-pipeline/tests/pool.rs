@@ -1,0 +1,88 @@
+//! The compile pool survives its workers: a crash or a hang fails one request, the worker
+//! is replaced, and the next request is served. Fake workers (shell scripts) stand in for
+//! the compiler so that this runs anywhere.
+
+use std::time::Duration;
+
+use kerntune_pipeline::pool::{CompileOutcome, CompilePool};
+use kerntune_pipeline::process::Hub;
+use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
+use kerntune_pipeline::WorkerCommand;
+
+/// A worker that answers "failed: fine" to each request, except that a request whose
+/// source says `crash` kills the worker and one that says `hang` never answers.
+fn fake_worker() -> WorkerCommand {
+    let script = r#"
+        while read -r line; do
+            id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            case "$line" in
+                *'"source":"crash"'*) echo 'about to crash' >&2; kill -SEGV $$ ;;
+                *'"source":"hang"'*) sleep 600 ;;
+            esac
+            printf '{"type":"failed","id":%s,"message":"fine","seconds":0.0}\n' "$id"
+        done"#;
+    // Extra arguments the pool appends ("__worker compile") land in $0 and $1, unused.
+    WorkerCommand::new("sh", vec!["-c".into(), script.into()])
+}
+
+fn request(id: u32, source: &str) -> CompileRequest {
+    CompileRequest {
+        id,
+        job: CompileJob::Cuda { source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() },
+    }
+}
+
+/// Runs the pool until every request has an outcome.
+fn drain(pool: &mut CompilePool, hub: &Hub) -> Vec<CompileOutcome> {
+    let mut outcomes = Vec::new();
+    while pool.pending() > 0 {
+        outcomes.extend(pool.dispatch(hub));
+        match hub.next(pool.deadline()) {
+            Some(line) if pool.owns(line.origin) => outcomes.extend(pool.handle(line, hub)),
+            Some(_) => {}
+            None => outcomes.extend(pool.expire(hub)),
+        }
+    }
+    outcomes
+}
+
+fn reason_of(outcomes: &[CompileOutcome], wanted: u32) -> String {
+    outcomes
+        .iter()
+        .find_map(|o| match o {
+            CompileOutcome::Failed { id, reason, .. } if *id == wanted => Some(reason.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no outcome for request {wanted}: {outcomes:?}"))
+}
+
+#[test]
+fn a_crashing_compiler_fails_one_request_and_is_replaced() {
+    let hub = Hub::default();
+    let mut pool = CompilePool::new(&fake_worker(), 1, Duration::from_secs(30), &hub, 0).expect("starts");
+    pool.submit(request(1, "ok"));
+    pool.submit(request(2, "crash"));
+    pool.submit(request(3, "ok"));
+    let outcomes = drain(&mut pool, &hub);
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!(reason_of(&outcomes, 1), "fine");
+    let crash = reason_of(&outcomes, 2);
+    assert!(crash.contains("killed by signal 11") && crash.contains("about to crash"), "{crash}");
+    assert_eq!(reason_of(&outcomes, 3), "fine", "the replacement worker serves the next request");
+}
+
+#[test]
+fn a_hanging_compile_times_out_and_the_pool_goes_on() {
+    let hub = Hub::default();
+    let mut pool = CompilePool::new(&fake_worker(), 2, Duration::from_millis(500), &hub, 0).expect("starts");
+    for (id, source) in [(1, "hang"), (2, "ok"), (3, "ok"), (4, "ok")] {
+        pool.submit(request(id, source));
+    }
+    let clock = std::time::Instant::now();
+    let outcomes = drain(&mut pool, &hub);
+    assert!(reason_of(&outcomes, 1).contains("did not finish within"), "{outcomes:?}");
+    for id in 2..=4 {
+        assert_eq!(reason_of(&outcomes, id), "fine");
+    }
+    assert!(clock.elapsed() < Duration::from_secs(10));
+}
