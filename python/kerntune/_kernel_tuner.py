@@ -361,13 +361,10 @@ class _Call:
         if self.verify is not None:
             outputs_dir = os.path.join(self.workdir, "outputs")
             os.makedirs(outputs_dir)
-        from kerntune._tune import default_budget
-
         job["tune"] = {
-            "strategy": strategy, "strategy_options": options, "max_fevals": default_budget(strategy, max_fevals,
-                                                                                           time_limit, None),
-            "time_limit": time_limit, "seed": int(seed or 0), "device": device, "cache": document,
-            "outputs_dir": outputs_dir,
+            "search": {"strategy": strategy, "strategy_options": options, "max_fevals": max_fevals,
+                       "time_limit": time_limit, "seed": int(seed or 0)},
+            "device": device, "cache": document, "outputs_dir": outputs_dir,
         }
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
                                            self._check if self.verify is not None else None, self.constants)

@@ -68,8 +68,8 @@ class TuneResult:
             best_config=config,
             best_objective=best.get("objective"),
             best_time_ms=best.get("time_ms"),
-            objective=data["objective"]["name"],
-            higher_is_better=data["objective"]["higher_is_better"],
+            objective=data["objective"],
+            higher_is_better=data["higher_is_better"],
             evaluations=data["evaluations"],
             failed=data["failed"],
             from_store=data["from_store"],
@@ -80,6 +80,7 @@ class TuneResult:
             trace=data["trace"],
             costs=data["costs"],
             failure=data.get("failure"),
+            verified=data["verified"],
         )
 
     def __repr__(self) -> str:

@@ -105,14 +105,6 @@ def worker_command(extra: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "kerntune._worker", *extra]
 
 
-def default_budget(strategy, max_fevals, time_limit, target):
-    """100 evaluations unless the caller bounds the search otherwise; brute force takes
-    the whole space."""
-    if max_fevals is not None or time_limit is not None or target is not None or strategy == "brute_force":
-        return max_fevals
-    return 100
-
-
 def _grid_function(grid, call_args: Mapping[str, Any], names: Sequence[str]):
     """Turns the user's grid (a callable of META, a tuple, or an expression string) into a
     function of a configuration's values."""
@@ -349,7 +341,7 @@ def compile(
         job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
-        text = _kerntune.compile_triton(json.dumps(job), compile_workers or os.cpu_count() or 4, db)
+        text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db)
     return json.loads(text)
 
 
@@ -558,29 +550,33 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     objective = search["objective"]
     if objective is not None:
         job["objective"] = {"name": objective[0], "expression": objective[1], "values": scalars}
-    strategy, db, time_limit, target = search["strategy"], search["db"], search["time_limit"], search["target"]
+    request = {
+        "search": {
+            "strategy": search["strategy"],
+            "strategy_options": dict(search["strategy_options"] or {}),
+            "max_fevals": search["max_fevals"],
+            "time_limit": search["time_limit"],
+            "target": search["target"],
+            "seed": search["seed"],
+        },
+        "db": search["db"],
+        "fresh": search["fresh"],
+        "device": device,
+        "compile_workers": search["compile_workers"],
+        "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
+    }
     bar = _Progress() if search["progress"] else None
     try:
-        text = _kerntune.tune_triton(
-            json.dumps(job), grid_fn, strategy, json.dumps(dict(search["strategy_options"] or {})),
-            default_budget(strategy, search["max_fevals"], time_limit, target),
-            time_limit, target, search["seed"], db, search["fresh"], search["compile_workers"] or os.cpu_count() or 4,
-            device, bar,
-        )
+        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar)
     finally:
         if bar:
             bar.close()
     result = TuneResult.from_json(text)
     phases["tune_s"] = time.perf_counter() - clock - phases["prepare_s"] - phases["reference_s"]
     result.phases = phases
-    result.verified = reference is not None
     if result.failure is not None:
         raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
-    best = json.loads(text).get("best")
-    if search["schedule"] and best is not None:
-        options = json.dumps(dict(search["schedule_options"] or {}))
-        report = _kerntune.tune_schedule_triton(json.dumps(job), grid_fn, json.dumps(best["config"]), options, db, device)
-        result.schedule = json.loads(report)
+    result.schedule = json.loads(text).get("schedule")
     return result
 
 

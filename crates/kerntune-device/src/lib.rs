@@ -12,6 +12,7 @@ pub mod data;
 pub mod driver;
 pub mod nvrtc;
 pub mod stats;
+mod target;
 pub mod verify;
 
 pub use data::{f16_to_f32, f32_to_bf16, f32_to_f16, fill, scalar_bytes, DType, Init};

@@ -13,6 +13,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::{Binary, Geometry, Language};
 use kerntune_space::{Expression, Space, Value};
+use kerntune_store::TuningInfo;
 
 use crate::spec::{ArgKind, KernelSpec, Reference};
 
@@ -152,6 +153,27 @@ impl<'a> CudaLanguage<'a> {
 }
 
 impl Language for CudaLanguage<'_> {
+    fn kernel_name(&self) -> &str {
+        &self.spec.kernel_name
+    }
+
+    fn tuning_info(&self, device: &str) -> TuningInfo {
+        self.spec.tuning_info(device)
+    }
+
+    fn verifies(&self) -> bool {
+        self.spec.verify.is_some() || self.check.is_some()
+    }
+
+    fn preflight(&self) -> Result<(), String> {
+        if !kerntune_device::nvrtc_available() {
+            return Err("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it \
+                 (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"
+                .into());
+        }
+        kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags())
+    }
+
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         let Instance { source, name, geometry } = self.instance(config)?;
         check_device_limits(&geometry, device)?;

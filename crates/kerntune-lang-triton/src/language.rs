@@ -7,7 +7,7 @@ use kerntune_device::{DeviceInfo, Init};
 use kerntune_pipeline::protocol::{ArgSetup, CompileJob, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::{Binary, Geometry, Language, Timing};
 use kerntune_space::{Expression, Param, Value};
-use kerntune_store::Objective;
+use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
 
 use crate::job::{JobError, TritonArg, TritonJob, OPTION_NAMES};
@@ -66,6 +66,18 @@ impl<'a> TritonLanguage<'a> {
 }
 
 impl Language for TritonLanguage<'_> {
+    fn kernel_name(&self) -> &str {
+        &self.job.kernel_name
+    }
+
+    fn tuning_info(&self, device: &str) -> TuningInfo {
+        self.job.tuning_info(device, self.params.clone(), self.objective.clone())
+    }
+
+    fn verifies(&self) -> bool {
+        self.job.reference.is_some()
+    }
+
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         let num_warps = self.option_int(config, "num_warps", 4);
         let threads = 32 * num_warps;

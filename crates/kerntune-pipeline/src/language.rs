@@ -6,12 +6,28 @@ use std::time::Duration;
 
 use kerntune_device::DeviceInfo;
 use kerntune_space::Value;
+use kerntune_store::TuningInfo;
 
 use crate::pool::Binary;
 use crate::protocol::{CompileJob, KernelImage, Setup};
 
 /// What a language contributes to the pipeline.
 pub trait Language {
+    /// The kernel's name, as users call it.
+    fn kernel_name(&self) -> &str;
+
+    /// The tuning's identity in the results store on the GPU named `device`.
+    fn tuning_info(&self, device: &str) -> TuningInfo;
+
+    /// Whether outputs are checked against a reference (a run without one says so).
+    fn verifies(&self) -> bool;
+
+    /// Checks, before any work, that the tools this language compiles with are there and
+    /// accept the run's settings; an error says what is missing.
+    fn preflight(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The compile job of a configuration, or why the configuration cannot run on this
     /// device (recorded `invalid_config` without compiling).
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;

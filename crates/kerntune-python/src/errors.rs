@@ -62,3 +62,17 @@ pub fn tune(error: kerntune_engine::TuneError) -> PyErr {
         other => backend(other),
     }
 }
+
+/// A run that could not be done, by kind.
+pub fn run(error: kerntune_run::RunError) -> PyErr {
+    use kerntune_run::RunError;
+    match error {
+        RunError::NoGpu(message) => NoGpuError::new_err(message),
+        RunError::EmptySpace => SpaceError::new_err(error.to_string()),
+        RunError::Search(e) => strategy(e),
+        RunError::Store(e) => StoreError::new_err(e.to_string()),
+        RunError::Tune(e) => tune(e),
+        RunError::Arch(_) => SpecError::new_err(error.to_string()),
+        other => BackendError::new_err(other.to_string()),
+    }
+}

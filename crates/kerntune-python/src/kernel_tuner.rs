@@ -5,27 +5,21 @@
 //! `verify`, when given, judges the outputs the benchmark worker wrote back, in the
 //! calling process. Both are called with the GIL taken back for the call only.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kerntune_lang_cuda::KernelSpec;
-use kerntune_lang_cuda::{check_device_limits, CheckFn, CudaLanguage, Instance, InstanceFn, OutputCheck};
-use kerntune_pipeline::pool::{CompileOutcome, CompilePool};
-use kerntune_pipeline::process::Hub;
-use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
+use kerntune_engine::SearchOptions;
+use kerntune_lang_cuda::{CheckFn, CudaLanguage, Instance, InstanceFn, KernelSpec, OutputCheck};
 use kerntune_pipeline::Geometry;
-use kerntune_pipeline::PipelineOptions;
-use kerntune_space::{Space, Value};
-use kerntune_store::{config_key, Costs, Evaluation, Landscape, Status, Store, TuningId};
+use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Tuning, Workers};
+use kerntune_space::Value;
+use kerntune_store::{config_key, Landscape, Store, TuningId};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use serde::Deserialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::errors;
-use crate::tuning::{
-    compile_interruptibly, compile_only_device, keep_interrupt, py_value, require_gpu, run, search, worker_command,
-};
+use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, require_gpu, run, worker_command, WITHOUT_GPU};
 
 /// What `kerntune.tune_kernel` asks for, as JSON.
 #[derive(Debug, Deserialize)]
@@ -52,15 +46,8 @@ struct Job {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TuneSettings {
-    strategy: String,
     #[serde(default)]
-    strategy_options: Map<String, Json>,
-    #[serde(default)]
-    max_fevals: Option<usize>,
-    #[serde(default)]
-    time_limit: Option<f64>,
-    #[serde(default)]
-    seed: u64,
+    search: SearchOptions,
     #[serde(default)]
     device: usize,
     /// A Kernel Tuner cache document whose entries count as measured (`cache=`).
@@ -94,46 +81,36 @@ pub fn tune_kernel_tuner(
     let (job, spec) = Job::parse(job)?;
     let settings = job.tune.as_ref().ok_or_else(|| errors::spec("the job has no tuning settings"))?;
     let space = spec.space().map_err(errors::space)?;
-    let options = serde_json::to_string(&settings.strategy_options).map_err(errors::strategy)?;
-    let search = search(
-        &settings.strategy,
-        &options,
-        settings.max_fevals,
-        settings.time_limit,
-        None,
-        settings.seed,
-        job.db.clone(),
-        false,
-    )?;
-    let device_info = require_gpu(settings.device)?;
-    if !kerntune_device::nvrtc_available() {
-        return Err(errors::backend(
-            "NVRTC is not installed (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)",
-        ));
-    }
-    let mut command = worker_command(&job.worker)?;
-    command.env = job.worker_env.clone();
-    let pipeline = PipelineOptions {
-        bench_worker: command.clone(),
-        compile_worker: command,
-        device: settings.device,
-        compile_workers: job.compile_workers.max(1),
-    };
-    let info = spec.tuning_info(&device_info.name);
+    let mut worker = worker_command(&job.worker)?;
+    worker.env = job.worker_env.clone();
+    let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
     if let Some(cache) = &settings.cache {
-        let store = Store::open(&search.db).map_err(errors::store)?;
-        let tuning = store.tuning(&info).map_err(errors::store)?;
+        let device = require_gpu(settings.device)?;
+        let store = Store::open(&db).map_err(errors::store)?;
+        let tuning = store.tuning(&spec.tuning_info(&device.name)).map_err(errors::store)?;
         import_cache(&store, tuning, cache).map_err(errors::store)?;
     }
-    let mut result = py.detach(|| {
-        let mut frontend =
+    let result = py.detach(|| {
+        let mut language =
             CudaLanguage::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
         if let (Some(verify), Some(dir)) = (&verify, &settings.outputs_dir) {
-            frontend = frontend.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
+            language = language.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
         }
-        run(&frontend, &space, &info, &search, pipeline, None)
+        let tuning = Tuning {
+            language: &language,
+            space: &space,
+            search: settings.search.clone(),
+            // Kernel Tuner's own default.
+            default_strategy: "brute_force",
+            db,
+            fresh: false,
+            device: settings.device,
+            workers: Workers { bench: worker.clone(), compile: worker, compile_workers: Some(job.compile_workers) },
+            schedule: None,
+            without_gpu: WITHOUT_GPU,
+        };
+        run(tuning, None)
     })?;
-    result["device"] = serde_json::to_value(&device_info).map_err(errors::backend)?;
     Ok(result.to_string())
 }
 
@@ -145,125 +122,43 @@ pub fn tune_kernel_tuner(
 pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> PyResult<String> {
     let (job, spec) = Job::parse(job)?;
     let arch = job.arch.clone().ok_or_else(|| errors::spec("the job names no architecture"))?;
-    if !kerntune_device::nvrtc_available() {
-        return Err(errors::backend("NVRTC (libnvrtc) is not installed: pip install nvidia-cuda-nvrtc"));
-    }
     let space = spec.space().map_err(errors::space)?;
-    let command = worker_command(&job.worker)?;
+    let mut worker = worker_command(&job.worker)?;
+    worker.env = job.worker_env.clone();
     let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
-    let outcomes = py.detach(|| -> PyResult<Vec<Json>> {
+    let rows = py.detach(|| -> PyResult<Vec<Json>> {
         let store = Store::open(&db).map_err(errors::store)?;
         let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {arch}"))).map_err(errors::store)?;
-        let compile = CompileOnly { spec: &spec, space: &space, store: &store, tuning, arch: &arch };
-        let mut command = command.clone();
-        command.env = job.worker_env.clone();
-        compile.run(&instances(&instance), &command, job.compile_workers)
-    })?;
-    Ok(Json::Array(outcomes).to_string())
-}
-
-/// One compile-only run of a spec's space.
-struct CompileOnly<'a> {
-    spec: &'a KernelSpec,
-    space: &'a Space,
-    store: &'a Store,
-    tuning: TuningId,
-    arch: &'a str,
-}
-
-impl CompileOnly<'_> {
-    fn run(
-        &self,
-        instance: &InstanceFn<'_>,
-        command: &kerntune_pipeline::WorkerCommand,
-        workers: usize,
-    ) -> PyResult<Vec<Json>> {
-        let (store, tuning) = (self.store, self.tuning);
-        let compiled: HashMap<String, Json> = store
-            .artifacts(tuning, "cubin")
-            .map_err(errors::store)?
-            .into_iter()
-            .map(|a| (config_key(&a.config), serde_json::from_str(&a.provenance).unwrap_or(Json::Null)))
-            .collect();
-        let failed: HashMap<String, Evaluation> = store
-            .evaluations(tuning)
-            .map_err(errors::store)?
-            .into_iter()
-            .map(|row| (config_key(&row.config), row.evaluation))
-            .collect();
-        let device = compile_only_device();
-        let ids: Vec<_> = self.space.ids().collect();
-        let mut outcomes = vec![Json::Null; ids.len()];
-        let mut requests = Vec::new();
-        for (index, id) in ids.iter().enumerate() {
-            let config = self.space.config_json(*id);
-            let key = config_key(&config);
-            if let Some(provenance) = compiled.get(&key) {
-                outcomes[index] = outcome(config, "compiled", None, provenance.get("symbol"), true);
-                continue;
-            }
-            if let Some(evaluation) = failed.get(&key) {
-                outcomes[index] = outcome(config, evaluation.status.as_str(), evaluation.reason.as_deref(), None, true);
-                continue;
-            }
-            let values: Vec<Value> = self.space.values(*id).into_iter().cloned().collect();
-            match instance(&values).and_then(|i| check_device_limits(&i.geometry, &device).map(|()| i)) {
-                Ok(Instance { source, name, .. }) => {
-                    let options = self.spec.options_for(&values);
-                    let job = CompileJob::Cuda { source, name, options, arch: self.arch.to_string() };
-                    requests.push(CompileRequest { id: index as u32, job });
-                }
-                Err(reason) => {
-                    let evaluation = Evaluation::failed(Status::InvalidConfig, reason.clone(), Costs::default());
-                    store.record(tuning, &config, &evaluation).map_err(errors::store)?;
-                    outcomes[index] = outcome(config, Status::InvalidConfig.as_str(), Some(&reason), None, false);
-                }
-            }
-        }
-        let hub = Hub::default();
-        let timeout = self.spec.timing.compile_timeout;
-        let mut pool = CompilePool::new(command, workers.max(1), timeout, &hub, 0).map_err(errors::backend)?;
-        let mut record = |compiled: CompileOutcome| -> Result<(), String> {
-            let (index, entry) = match compiled {
-                CompileOutcome::Compiled { id, binary, seconds } => {
-                    let config = self.space.config_json(ids[id as usize]);
-                    let provenance = json!({"symbol": binary.symbol, "arch": self.arch, "seconds": seconds});
-                    store
-                        .save_artifact(tuning, &config, "cubin", &binary.cubin, &provenance.to_string())
-                        .map_err(|e| e.to_string())?;
-                    (id, outcome(config, "compiled", None, provenance.get("symbol"), false))
-                }
-                CompileOutcome::Failed { id, reason, seconds } => {
-                    let Some(config_id) = ids.get(id as usize) else { return Ok(()) };
-                    let config = self.space.config_json(*config_id);
-                    let costs = Costs { compile_s: seconds, ..Costs::default() };
-                    let evaluation = Evaluation::failed(Status::CompileFailed, reason.clone(), costs);
-                    store.record(tuning, &config, &evaluation).map_err(|e| e.to_string())?;
-                    (id, outcome(config, Status::CompileFailed.as_str(), Some(&reason), None, false))
-                }
-            };
-            if let Some(slot) = outcomes.get_mut(index as usize) {
-                *slot = entry;
-            }
-            Ok(())
+        let language = CudaLanguage::new(&spec, &space).with_instances(instances(&instance));
+        let compile = CompileOnly {
+            language: &language,
+            space: &space,
+            arch: &arch,
+            worker,
+            compile_workers: Some(job.compile_workers),
+            timeout: spec.timing.compile_timeout,
+            store: Some((&store, tuning)),
+            resume: true,
         };
-        compile_interruptibly(&mut pool, &hub, requests, &mut record)?;
-        Ok(outcomes)
-    }
+        let report = compile_interruptibly(&compile)?;
+        Ok(report.configs.iter().map(kernel_tuner_row).collect())
+    })?;
+    Ok(Json::Array(rows).to_string())
 }
 
-fn outcome(
-    mut config: Map<String, Json>,
-    status: &str,
-    reason: Option<&str>,
-    symbol: Option<&Json>,
-    from_store: bool,
-) -> Json {
-    config.insert("status".into(), json!(status));
-    config.insert("symbol".into(), symbol.cloned().unwrap_or(Json::Null));
-    config.insert("reason".into(), json!(reason));
-    config.insert("from_store".into(), json!(from_store));
-    Json::Object(config)
+/// A compiled configuration as `tune_kernel(..., compile_only=True)` lists it: the
+/// parameters, then `status`, `symbol`, `reason` and `from_store`.
+fn kernel_tuner_row(compiled: &CompiledConfig) -> Json {
+    let mut row = compiled.config.clone();
+    let (status, symbol, reason) = match &compiled.outcome {
+        Compilation::Compiled { symbol, .. } => ("compiled", symbol.clone(), None),
+        Compilation::Failed { status, reason } => (status.as_str(), None, Some(reason.clone())),
+    };
+    row.insert("status".into(), json!(status));
+    row.insert("symbol".into(), json!(symbol));
+    row.insert("reason".into(), json!(reason));
+    row.insert("from_store".into(), json!(compiled.from_store));
+    Json::Object(row)
 }
 
 /// Records the entries of a Kernel Tuner cache document that the store lacks, so that the

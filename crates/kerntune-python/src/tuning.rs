@@ -1,5 +1,6 @@
 //! Tuning calls: a Triton job, and compiling a Triton space without a GPU (the CUDA C
-//! kernels of Kernel Tuner's `tune_kernel` are in [`crate::kernel_tuner`]).
+//! kernels of Kernel Tuner's `tune_kernel` are in [`crate::kernel_tuner`]). Each is a call
+//! of `kerntune_run`, the one run path every front shares.
 //! Each releases the GIL while it runs and takes it back only to call the user's grid
 //! function, to report progress and to check for Ctrl-C after every evaluation.
 
@@ -7,21 +8,20 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use kerntune_device::driver_available;
-use kerntune_engine::{Budget, Event, Lazy, Summary, Tuner};
+use kerntune_engine::{Event, SearchOptions, DEFAULT_STRATEGY};
 use kerntune_lang_triton::{TritonJob, TritonLanguage};
-use kerntune_pipeline::pool::{compile_all, CompileOutcome, CompilePool};
-use kerntune_pipeline::process::Hub;
-use kerntune_pipeline::protocol::CompileRequest;
-use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
-use kerntune_search::build_strategy;
-use kerntune_space::{params_from_json, ConfigId, Space, Value};
-use kerntune_store::{Evaluation, Objective, Store, TuningInfo};
+use kerntune_pipeline::protocol::Bytes;
+use kerntune_pipeline::schedule::ScheduleOptions;
+use kerntune_pipeline::WorkerCommand;
+use kerntune_run::{report, CompileOnly, CompileReport, Progress, Tuning, Workers};
+use kerntune_space::{params_from_json, Space, Value};
+use kerntune_store::{Objective, Store};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use serde_json::{json, Map, Value as Json};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
 
 use crate::errors;
 
@@ -32,45 +32,37 @@ pub fn space_of(params: &str, restrictions: &[String]) -> PyResult<Space> {
     Space::new(params, restrictions).map_err(errors::space)
 }
 
-/// Search settings, as the Python API passes them.
-pub(crate) struct Search {
-    strategy: String,
-    strategy_options: Map<String, Json>,
-    budget: Budget,
-    seed: u64,
-    pub(crate) db: PathBuf,
+/// What every tuning call from Python asks for besides its kernel: one JSON object.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunRequest {
+    #[serde(default)]
+    pub search: SearchOptions,
+    /// The results database; default `$KERNTUNE_DB`, else the user's cache.
+    #[serde(default)]
+    pub db: Option<PathBuf>,
     /// Measure everything again instead of answering from the store.
-    fresh: bool,
+    #[serde(default)]
+    pub fresh: bool,
+    #[serde(default)]
+    pub device: usize,
+    /// Default: one per core.
+    #[serde(default)]
+    pub compile_workers: Option<usize>,
+    /// Then tune the native schedule of the best configuration.
+    #[serde(default)]
+    pub schedule: Option<ScheduleOptions>,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn search(
-    strategy: &str,
-    strategy_options: &str,
-    max_fevals: Option<usize>,
-    time_limit: Option<f64>,
-    target: Option<f64>,
-    seed: u64,
-    db: Option<String>,
-    fresh: bool,
-) -> PyResult<Search> {
-    let strategy_options: Map<String, Json> = serde_json::from_str(strategy_options).map_err(errors::strategy)?;
-    build_strategy(strategy, &strategy_options).map_err(errors::strategy)?;
-    let time_limit = time_limit
-        .map(|s| {
-            std::time::Duration::try_from_secs_f64(s)
-                .map_err(|_| errors::strategy(format!("time_limit {s} is not a duration")))
-        })
-        .transpose()?;
-    Ok(Search {
-        strategy: strategy.to_string(),
-        strategy_options,
-        budget: Budget { max_fevals, time_limit, target },
-        seed,
-        db: db.map_or_else(Store::default_path, PathBuf::from),
-        fresh,
-    })
+impl RunRequest {
+    pub(crate) fn db(&self) -> PathBuf {
+        self.db.clone().unwrap_or_else(Store::default_path)
+    }
 }
+
+/// What Python offers without a GPU, said when there is none.
+pub(crate) const WITHOUT_GPU: &str =
+    "kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one";
 
 pub(crate) fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
     let (program, args) = argv.split_first().ok_or_else(|| errors::backend("an empty worker command"))?;
@@ -86,22 +78,11 @@ pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
     })
 }
 
-/// Runs one tuning with a frontend: the store, the strategy, the lazily started pipeline,
-/// progress and Ctrl-C. Called with the GIL released.
-pub(crate) fn run(
-    frontend: &dyn Language,
-    space: &Space,
-    info: &TuningInfo,
-    search: &Search,
-    options: PipelineOptions,
-    progress: Option<&Py<PyAny>>,
-) -> PyResult<Json> {
-    let clock = Instant::now();
-    let store = Store::open(&search.db).map_err(errors::store)?;
-    let tuning = store.tuning(info).map_err(errors::store)?;
-    let strategy = build_strategy(&search.strategy, &search.strategy_options).map_err(errors::strategy)?;
-    let workers = options.compile_workers;
-    let mut backend = Lazy::new(workers + 2, || Pipeline::start(frontend, space, options));
+/// Runs one tuning through the run facade with Python's Ctrl-C and progress callback.
+/// Called with the GIL released.
+pub(crate) fn run(tuning: Tuning<'_>, progress: Option<&Py<PyAny>>) -> PyResult<Json> {
+    let space_len = tuning.space.len();
+    let prepared = tuning.prepare().map_err(errors::run)?;
     // Ctrl-C: Python runs its signal handlers when asked, on this (the main) thread, and
     // the tuner asks about every 0.1 s. Python may also run them inside any Python code the
     // run calls (a grid function, a destructor) and lose the KeyboardInterrupt there, so a
@@ -121,82 +102,29 @@ pub(crate) fn run(
         }
         interruption.borrow().is_some()
     };
-    let mut results = Vec::new();
-    let total = search.budget.max_fevals.unwrap_or(space.len()).min(space.len());
-    let mut on_event = |event: Event<'_>| {
-        let Event::Evaluated { point, evaluation } = event else { return };
-        results.push(result_json(space, point.id, evaluation, point.from_store));
-        if let Some(progress) = progress {
-            // A failing progress callback must not end the run; Ctrl-C must.
-            Python::attach(|py| {
-                if let Err(error) = progress.call1(py, (point.feval, total, point.best)) {
-                    keep_interrupt(py, &error);
-                }
-            });
-        }
+    let total = prepared.search.budget.max_fevals.unwrap_or(space_len).min(space_len);
+    let mut on_progress = |event: Progress<'_>| {
+        let (Some(progress), Progress::Search(Event::Evaluated { point, .. })) = (progress, event) else { return };
+        // A failing progress callback must not end the run; Ctrl-C must.
+        Python::attach(|py| {
+            if let Err(error) = progress.call1(py, (point.feval, total, point.best)) {
+                keep_interrupt(py, &error);
+            }
+        });
     };
-    let summary = Tuner {
-        space,
-        strategy,
-        backend: &mut backend,
-        store: Some((&store, tuning)),
-        reuse_stored: !search.fresh,
-        objective: info.objective.clone(),
-        budget: search.budget.clone(),
-        seed: search.seed,
-        interrupt: Some(&interrupted),
-    }
-    .run(&mut on_event);
+    let summary = prepared.run(&mut on_progress, &interrupted);
     if let Some(registration) = registration {
         signal_hook::low_level::unregister(registration);
     }
-    let summary = summary.map_err(errors::tune)?;
+    let summary = summary.map_err(errors::run)?;
     if let Some(error) = interruption.into_inner() {
         return Err(error);
     }
-    Ok(summary_json(&summary, space, &info.objective, results, clock.elapsed().as_secs_f64(), &search.db))
-}
-
-fn result_json(space: &Space, id: ConfigId, evaluation: &Evaluation, from_store: bool) -> Json {
-    json!({
-        "config": space.config_json(id),
-        "status": evaluation.status.as_str(),
-        "reason": evaluation.reason,
-        "objective": evaluation.objective,
-        "time_ms": evaluation.metrics.get("time"),
-        "samples": evaluation.samples,
-        "costs": evaluation.costs,
-        "from_store": from_store,
-    })
-}
-
-fn summary_json(
-    summary: &Summary,
-    space: &Space,
-    objective: &Objective,
-    results: Vec<Json>,
-    wall: f64,
-    db: &std::path::Path,
-) -> Json {
-    let best = summary.best.as_ref().map(|b| {
-        let time =
-            results.iter().find(|r| r["config"] == Json::Object(b.config.clone())).and_then(|r| r["time_ms"].as_f64());
-        json!({"config": b.config, "objective": b.objective, "time_ms": time, "description": space.describe(b.id)})
-    });
-    json!({
-        "best": best,
-        "objective": objective,
-        "evaluations": summary.evaluations,
-        "failed": summary.failed,
-        "from_store": summary.from_store,
-        "stop": summary.stop,
-        "wall_s": wall,
-        "costs": summary.costs,
-        "db": db.display().to_string(),
-        "results": results,
-        "trace": summary.trace,
-        "failure": summary.failure_message(),
-    })
+    let mut out = report::tuning_json(&summary);
+    if let Some(cubin) = summary.schedule.as_ref().and_then(|s| s.cubin.clone()) {
+        out["schedule"]["cubin"] = serde_json::to_value(Bytes(cubin)).map_err(errors::backend)?;
+    }
+    Ok(out)
 }
 
 /// The properties of GPU `device`, as JSON.
@@ -216,42 +144,41 @@ pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo
         .map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
 }
 
-/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`). `grid` maps a
-/// configuration (a list of parameter values) to the launch grid in programs. Returns the
-/// result as JSON.
+/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`) as `request`
+/// (JSON, a [`RunRequest`]) asks. `grid` maps a configuration (a list of parameter values)
+/// to the launch grid in programs. Returns the run's summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (job, grid, strategy, strategy_options, max_fevals, time_limit, target, seed, db, fresh, compile_workers, device, progress))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (job, request, grid, progress))]
 pub fn tune_triton(
     py: Python<'_>,
     job: &str,
+    request: &str,
     grid: Py<PyAny>,
-    strategy: &str,
-    strategy_options: &str,
-    max_fevals: Option<usize>,
-    time_limit: Option<f64>,
-    target: Option<f64>,
-    seed: u64,
-    db: Option<String>,
-    fresh: bool,
-    compile_workers: usize,
-    device: usize,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
-    let search = search(strategy, strategy_options, max_fevals, time_limit, target, seed, db, fresh)?;
-    let device_info = require_gpu(device)?;
-    let options = PipelineOptions {
-        bench_worker: job.worker(&job.bench_worker).map_err(errors::spec)?,
-        compile_worker: job.worker(&job.compile_worker).map_err(errors::spec)?,
-        device,
-        compile_workers: compile_workers.max(1),
+    let request: RunRequest = serde_json::from_str(request).map_err(errors::spec)?;
+    let workers = Workers {
+        bench: job.worker(&job.bench_worker).map_err(errors::spec)?,
+        compile: job.worker(&job.compile_worker).map_err(errors::spec)?,
+        compile_workers: request.compile_workers,
     };
     let result = py.detach(|| -> PyResult<Json> {
-        let frontend = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
-        let space = job.space(frontend.params().to_vec()).map_err(errors::space)?;
-        let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
-        run(&frontend, &space, &info, &search, options, progress.as_ref())
+        let language = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
+        let space = job.space(language.params().to_vec()).map_err(errors::space)?;
+        let tuning = Tuning {
+            language: &language,
+            space: &space,
+            search: request.search.clone(),
+            default_strategy: DEFAULT_STRATEGY,
+            db: request.db(),
+            fresh: request.fresh,
+            device: request.device,
+            workers,
+            schedule: request.schedule.clone(),
+            without_gpu: WITHOUT_GPU,
+        };
+        run(tuning, progress.as_ref())
     })?;
     Ok(result.to_string())
 }
@@ -259,149 +186,46 @@ pub fn tune_triton(
 /// Compiles every configuration of a Triton job for `arch` with no GPU, keeping the cubins
 /// in `db` when given. Returns, per configuration, what the compile produced.
 #[pyfunction]
-#[pyo3(signature = (job, compile_workers, db = None))]
-pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Option<String>) -> PyResult<String> {
+#[pyo3(signature = (job, arch, compile_workers = None, db = None))]
+pub fn compile_triton(
+    py: Python<'_>,
+    job: &str,
+    arch: &str,
+    compile_workers: Option<usize>,
+    db: Option<String>,
+) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
     let space = job.space(params.clone()).map_err(errors::space)?;
     let timing = job.timing().map_err(errors::spec)?;
-    let command = job.worker(&job.compile_worker).map_err(errors::spec)?;
-    let outcomes = py.detach(|| -> PyResult<Vec<Json>> {
+    let worker = job.worker(&job.compile_worker).map_err(errors::spec)?;
+    let rows = py.detach(|| -> PyResult<Vec<Json>> {
         let store = db.map(|path| Store::open(std::path::Path::new(&path))).transpose().map_err(errors::store)?;
+        let language = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?;
         let info = job.tuning_info("compile-only", params.clone(), Objective::time());
-        let tuning = store.as_ref().map(|s| s.tuning(&info)).transpose().map_err(errors::store)?;
-        let hub = Hub::default();
-        let mut pool = CompilePool::new(&command, compile_workers.max(1), timing.compile_timeout, &hub, 0).map_err(errors::backend)?;
-        // The frontend's compile jobs need a device only for its limits; compiling for a
-        // named architecture checks none.
-        let device = compile_only_device();
-        let frontend = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?;
-        let ids: Vec<ConfigId> = space.ids().collect();
-        let mut requests = Vec::new();
-        let mut outcomes: Vec<Json> = vec![Json::Null; ids.len()];
-        for (index, id) in ids.iter().enumerate() {
-            let values: Vec<Value> = space.values(*id).into_iter().cloned().collect();
-            match frontend.compile_job(&values, &device) {
-                Ok(job) => requests.push(CompileRequest { id: index as u32, job }),
-                Err(reason) => outcomes[index] = json!({"config": space.config_json(*id), "status": "invalid_config", "reason": reason}),
-            }
-        }
-        // A reply for an id that was never asked is the worker's fault, not a reason to panic.
-        let config_of = |id: u32| {
-            ids.get(id as usize)
-                .map(|id| space.config_json(*id))
-                .ok_or_else(|| format!("a compile worker answered for configuration #{id}, which was not asked"))
+        let tuning = store.as_ref().map(|s| s.tuning(&info).map(|t| (s, t))).transpose().map_err(errors::store)?;
+        let compile = CompileOnly {
+            language: &language,
+            space: &space,
+            arch,
+            worker,
+            compile_workers,
+            timeout: timing.compile_timeout,
+            store: tuning,
+            resume: false,
         };
-        let mut record = |outcome: CompileOutcome| -> Result<(), String> {
-            let (index, entry) = match outcome {
-                CompileOutcome::Compiled { id, binary, seconds } => {
-                    let (cubin, launch) = (binary.cubin, binary.launch);
-                    let config = config_of(id)?;
-                    if let (Some(store), Some(tuning)) = (&store, tuning) {
-                        store.save_artifact(tuning, &config, "cubin", &cubin, "triton").map_err(|e| e.to_string())?;
-                    }
-                    let cubin_b64 = kerntune_pipeline::protocol::Bytes(cubin);
-                    (id, json!({"config": config, "status": "compiled", "seconds": seconds, "launch": launch, "cubin": cubin_b64}))
-                }
-                CompileOutcome::Failed { id, reason, seconds } => {
-                    let status = if reason.starts_with("invalid config: ") { "invalid_config" } else { "compile_failed" };
-                    (id, json!({"config": config_of(id)?, "status": status, "reason": reason, "seconds": seconds}))
-                }
-            };
-            if let Some(slot) = outcomes.get_mut(index as usize) {
-                *slot = entry;
-            }
-            Ok(())
-        };
-        compile_interruptibly(&mut pool, &hub, requests, &mut record)?;
-        Ok(outcomes)
+        let report = compile_interruptibly(&compile)?;
+        Ok(report.configs.iter().map(report::compiled_json).collect())
     })?;
-    Ok(Json::Array(outcomes).to_string())
+    Ok(Json::Array(rows).to_string())
 }
 
-/// Compiles every request through the pool, handing each outcome to `record`; Ctrl-C
-/// stops it and is raised once the pool has stopped.
-pub(crate) fn compile_interruptibly(
-    pool: &mut CompilePool,
-    hub: &Hub,
-    requests: Vec<CompileRequest>,
-    record: &mut dyn FnMut(CompileOutcome) -> Result<(), String>,
-) -> PyResult<()> {
+/// Runs a compile-only run; Ctrl-C stops it and is raised once the pool has stopped.
+pub(crate) fn compile_interruptibly(compile: &CompileOnly<'_>) -> PyResult<CompileReport> {
     let stop = || Python::attach(|py| py.check_signals().is_err());
-    compile_all(pool, hub, requests, record, &stop).map_err(errors::backend)?;
-    Python::attach(|py| py.check_signals())
-}
-
-/// Stand-in device limits for compiling without a GPU: Hopper's.
-pub(crate) fn compile_only_device() -> kerntune_device::DeviceInfo {
-    kerntune_device::DeviceInfo {
-        ordinal: 0,
-        name: "compile-only".into(),
-        compute_capability: (9, 0),
-        multiprocessors: 132,
-        l2_bytes: 50 << 20,
-        max_threads_per_block: 1024,
-        max_shared_per_block: 48 << 10,
-        max_shared_per_block_optin: 232_448,
-        max_registers_per_block: 65_536,
-        clock_khz: 0,
-        memory_bytes: 0,
-    }
-}
-
-/// Tunes the native schedule of one configuration of a Triton job (`config`: JSON object
-/// of the tuned parameters). Returns the report as JSON, with the kept cubin in base64 when
-/// a faster, bit-for-bit equivalent schedule was found; stores it in `db`.
-#[pyfunction]
-#[pyo3(signature = (job, grid, config, options, db, device))]
-pub fn tune_schedule_triton(
-    py: Python<'_>,
-    job: &str,
-    grid: Py<PyAny>,
-    config: &str,
-    options: &str,
-    db: Option<String>,
-    device: usize,
-) -> PyResult<String> {
-    use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions};
-    let job = TritonJob::from_json(job).map_err(errors::spec)?;
-    let options: ScheduleOptions = serde_json::from_str(options).map_err(errors::spec)?;
-    let config_json: Map<String, Json> = serde_json::from_str(config).map_err(errors::spec)?;
-    let device_info = require_gpu(device)?;
-    let pipeline = PipelineOptions {
-        bench_worker: job.worker(&job.bench_worker).map_err(errors::spec)?,
-        compile_worker: job.worker(&job.compile_worker).map_err(errors::spec)?,
-        device,
-        compile_workers: 1,
-    };
-    let db = db.map_or_else(Store::default_path, PathBuf::from);
-    let report = py.detach(|| -> PyResult<Json> {
-        let frontend = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
-        let values: Vec<Value> = frontend
-            .params()
-            .iter()
-            .map(|p| {
-                config_json
-                    .get(p.name())
-                    .and_then(Value::from_json)
-                    .ok_or_else(|| errors::spec(format!("the configuration has no value for '{}'", p.name())))
-            })
-            .collect::<PyResult<_>>()?;
-        let (report, original) =
-            schedule_config(&frontend, &values, &device_info, &pipeline, &options).map_err(errors::backend)?;
-        let store = Store::open(&db).map_err(errors::store)?;
-        let info = job.tuning_info(&device_info.name, frontend.params().to_vec(), frontend.objective().clone());
-        let tuning = store.tuning(&info).map_err(errors::store)?;
-        let provenance = serde_json::to_string(&report).map_err(errors::store)?;
-        let kept = report.cubin.clone().unwrap_or_else(|| original.cubin.0.clone());
-        store.save_artifact(tuning, &config_json, "schedule", &kept, &provenance).map_err(errors::store)?;
-        let mut out = serde_json::to_value(&report).map_err(errors::store)?;
-        out["cubin"] = report
-            .cubin
-            .map_or(Json::Null, |c| serde_json::to_value(kerntune_pipeline::protocol::Bytes(c)).unwrap_or(Json::Null));
-        Ok(out)
-    })?;
-    Ok(report.to_string())
+    let report = compile.run(&mut |_| {}, &stop).map_err(errors::run)?;
+    Python::attach(|py| py.check_signals())?;
+    Ok(report)
 }
 
 /// Python runs pending signal handlers whenever it runs code, so Ctrl-C can surface as a

@@ -12,7 +12,6 @@ mod tune;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kerntune_engine::{Search, SearchOptions, DEFAULT_STRATEGY};
 
 use crate::args::{Cli, Command};
 
@@ -29,10 +28,4 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sass(command) => sass::run(command),
         Command::CompareStrategies(args) => compare::run(args),
     }
-}
-
-/// The search the flags ask for, with the spec's suggestions (`defaults`) where a flag is
-/// left out, then kerntune's defaults.
-pub fn search_setup(args: &SearchOptions, defaults: &SearchOptions) -> Result<Search> {
-    Ok(args.clone().or(defaults).resolve(DEFAULT_STRATEGY)?)
 }

@@ -1,0 +1,231 @@
+//! Compiling every configuration for an architecture, with no GPU: what `kerntune tune
+//! --compile-only`, `kerntune.compile` and `tune_kernel(..., compile_only=True)` do.
+//! Cubins go to the store; configurations an earlier run compiled or saw fail are not
+//! compiled again when resuming.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use kerntune_device::DeviceInfo;
+use kerntune_pipeline::pool::{compile_all, CompileOutcome, CompilePool};
+use kerntune_pipeline::process::Hub;
+use kerntune_pipeline::protocol::{CompileJob, CompileRequest, LaunchInfo};
+use kerntune_pipeline::{Language, WorkerCommand};
+use kerntune_space::{ConfigId, Space, Value};
+use kerntune_store::{config_key, Costs, Evaluation, Status, Store, TuningId};
+use serde_json::{json, Map, Value as Json};
+
+use crate::{default_compile_workers, RunError};
+
+/// A compile-only run.
+pub struct CompileOnly<'a> {
+    pub language: &'a dyn Language,
+    pub space: &'a Space,
+    /// `sm_90`, `sm_90a`...
+    pub arch: &'a str,
+    pub worker: WorkerCommand,
+    /// Default: one per core.
+    pub compile_workers: Option<usize>,
+    pub timeout: std::time::Duration,
+    /// Where cubins and failures are kept.
+    pub store: Option<(&'a Store, TuningId)>,
+    /// Skip what the store already holds for this tuning.
+    pub resume: bool,
+}
+
+/// What became of one configuration.
+#[derive(Debug, Clone)]
+pub struct CompiledConfig {
+    pub id: ConfigId,
+    pub config: Map<String, Json>,
+    pub outcome: Compilation,
+    pub seconds: f64,
+    /// Answered by the store (an earlier run compiled it, or saw it fail).
+    pub from_store: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Compilation {
+    /// Compiled now: the cubin, and what the compiler says of launching it. From the store,
+    /// the cubin stays there and only the symbol is known.
+    Compiled {
+        cubin: Option<Vec<u8>>,
+        symbol: Option<String>,
+        launch: Option<LaunchInfo>,
+    },
+    Failed {
+        status: Status,
+        reason: String,
+    },
+}
+
+/// Every configuration's outcome, in the order of the space.
+#[derive(Debug, Clone)]
+pub struct CompileReport {
+    pub configs: Vec<CompiledConfig>,
+    pub wall_s: f64,
+    /// Compile time summed over the workers.
+    pub compile_s: f64,
+    pub workers: usize,
+    pub interrupted: bool,
+}
+
+impl CompileReport {
+    pub fn compiled(&self) -> usize {
+        self.configs.iter().filter(|c| matches!(c.outcome, Compilation::Compiled { .. })).count()
+    }
+
+    pub fn from_store(&self) -> usize {
+        self.configs.iter().filter(|c| c.from_store).count()
+    }
+
+    pub fn failures(&self) -> impl Iterator<Item = (&CompiledConfig, &str)> {
+        self.configs.iter().filter_map(|c| match &c.outcome {
+            Compilation::Failed { reason, .. } => Some((c, reason.as_str())),
+            Compilation::Compiled { .. } => None,
+        })
+    }
+
+    /// An error when nothing compiled (and the run was not interrupted): the kernel, not a
+    /// configuration, is at fault.
+    pub fn require_some(&self, arch: &str) -> Result<(), RunError> {
+        if self.compiled() > 0 || self.interrupted {
+            return Ok(());
+        }
+        let reason = self.failures().next().map_or("", |(_, reason)| reason);
+        Err(RunError::NothingCompiled {
+            arch: arch.to_string(),
+            reason: reason.lines().next().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+impl CompileOnly<'_> {
+    /// Compiles what the store does not answer; `on_done` hears of each configuration as it
+    /// finishes (for a progress bar), `stop` ends the run early (Ctrl-C).
+    pub fn run(
+        &self,
+        on_done: &mut dyn FnMut(&CompiledConfig),
+        stop: &dyn Fn() -> bool,
+    ) -> Result<CompileReport, RunError> {
+        let clock = Instant::now();
+        let target = DeviceInfo::compile_target(self.arch).map_err(|_| RunError::Arch(self.arch.to_string()))?;
+        self.language.preflight().map_err(RunError::Toolchain)?;
+        let known = self.known()?;
+        let ids: Vec<ConfigId> = self.space.ids().collect();
+        let mut slots: Vec<Option<CompiledConfig>> = vec![None; ids.len()];
+        let mut requests = Vec::new();
+        for (index, id) in ids.iter().enumerate() {
+            let config = self.space.config_json(*id);
+            if let Some(outcome) = known.get(&config_key(&config)) {
+                let done = CompiledConfig { id: *id, config, outcome: outcome.clone(), seconds: 0.0, from_store: true };
+                on_done(&done);
+                slots[index] = Some(done);
+                continue;
+            }
+            let values: Vec<Value> = self.space.values(*id).into_iter().cloned().collect();
+            match self.language.compile_job(&values, &target) {
+                Ok(mut job) => {
+                    if let CompileJob::Cuda { arch, .. } = &mut job {
+                        arch.clone_from(&self.arch.to_string());
+                    }
+                    requests.push(CompileRequest { id: index as u32, job });
+                }
+                Err(reason) => {
+                    let failed = Compilation::Failed { status: Status::InvalidConfig, reason };
+                    let done = self.keep(*id, config, failed, 0.0)?;
+                    on_done(&done);
+                    slots[index] = Some(done);
+                }
+            }
+        }
+        let workers = self.compile_workers.unwrap_or_else(default_compile_workers).max(1);
+        let hub = Hub::default();
+        let mut pool = CompilePool::new(&self.worker, workers, self.timeout, &hub, 0)
+            .map_err(|e| RunError::Backend(e.to_string()))?;
+        let mut compile_s = 0.0;
+        let mut record = |outcome: CompileOutcome| -> Result<(), String> {
+            let (index, compilation, seconds) = match outcome {
+                CompileOutcome::Compiled { id, binary, seconds } => {
+                    let compiled = Compilation::Compiled {
+                        cubin: Some(binary.cubin),
+                        symbol: binary.symbol,
+                        launch: binary.launch,
+                    };
+                    (id, compiled, seconds)
+                }
+                CompileOutcome::Failed { id, reason, seconds } => {
+                    let status = if reason.starts_with("invalid config: ") {
+                        Status::InvalidConfig
+                    } else {
+                        Status::CompileFailed
+                    };
+                    (id, Compilation::Failed { status, reason }, seconds)
+                }
+            };
+            compile_s += seconds;
+            // A reply for an id that was never asked is the worker's fault, not a reason to panic.
+            let id = *ids
+                .get(index as usize)
+                .ok_or_else(|| format!("a compile worker answered for configuration #{index}, which was not asked"))?;
+            let done = self.keep(id, self.space.config_json(id), compilation, seconds).map_err(|e| e.to_string())?;
+            on_done(&done);
+            slots[index as usize] = Some(done);
+            Ok(())
+        };
+        compile_all(&mut pool, &hub, requests, &mut record, stop).map_err(RunError::Backend)?;
+        Ok(CompileReport {
+            configs: slots.into_iter().flatten().collect(),
+            wall_s: clock.elapsed().as_secs_f64(),
+            compile_s,
+            workers,
+            interrupted: stop(),
+        })
+    }
+
+    /// Outcomes the store holds for this tuning, by configuration.
+    fn known(&self) -> Result<HashMap<String, Compilation>, RunError> {
+        let mut known = HashMap::new();
+        let Some((store, tuning)) = self.store.filter(|_| self.resume) else { return Ok(known) };
+        for row in store.evaluations(tuning)? {
+            let reason = row.evaluation.reason.clone().unwrap_or_default();
+            known.insert(config_key(&row.config), Compilation::Failed { status: row.evaluation.status, reason });
+        }
+        for artifact in store.artifacts(tuning, "cubin")? {
+            let provenance: Json = serde_json::from_str(&artifact.provenance).unwrap_or(Json::Null);
+            let symbol = provenance.get("symbol").and_then(Json::as_str).map(str::to_string);
+            known.insert(config_key(&artifact.config), Compilation::Compiled { cubin: None, symbol, launch: None });
+        }
+        Ok(known)
+    }
+
+    /// Keeps an outcome in the store: a cubin as an artefact, a failure as an evaluation.
+    fn keep(
+        &self,
+        id: ConfigId,
+        config: Map<String, Json>,
+        outcome: Compilation,
+        seconds: f64,
+    ) -> Result<CompiledConfig, RunError> {
+        if let Some((store, tuning)) = self.store {
+            match &outcome {
+                Compilation::Compiled { cubin: Some(cubin), symbol, .. } => {
+                    let provenance = json!({"symbol": symbol, "arch": self.arch, "seconds": seconds});
+                    store.save_artifact(tuning, &config, "cubin", cubin, &provenance.to_string())?;
+                }
+                Compilation::Compiled { cubin: None, .. } => {}
+                Compilation::Failed { status, reason } => {
+                    let costs = Costs { compile_s: seconds, ..Costs::default() };
+                    store.record(tuning, &config, &Evaluation::failed(*status, reason.clone(), costs))?;
+                }
+            }
+        }
+        Ok(CompiledConfig { id, config, outcome, seconds, from_store: false })
+    }
+}
+
+impl std::fmt::Debug for CompileOnly<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileOnly").field("kernel", &self.language.kernel_name()).field("arch", &self.arch).finish()
+    }
+}

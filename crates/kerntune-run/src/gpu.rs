@@ -1,0 +1,219 @@
+//! A tuning on the GPU: pre-flight, then the search over the pipeline, then the schedule
+//! stage, each step in one place for every front and language.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use kerntune_device::{driver_available, DeviceInfo};
+use kerntune_engine::{Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
+use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
+use kerntune_space::{Space, Value};
+use kerntune_store::{Store, TuningId, TuningInfo};
+use serde_json::{Map, Value as Json};
+
+use crate::summary::{RunFacts, Tally};
+use crate::{default_compile_workers, RunError, RunSummary};
+
+/// The worker programs of a run and how many compilers run ahead of the GPU.
+#[derive(Debug, Clone)]
+pub struct Workers {
+    /// Runs `<args> __worker bench --device N`.
+    pub bench: WorkerCommand,
+    /// Runs `<args> __worker compile`.
+    pub compile: WorkerCommand,
+    /// Default: one per core.
+    pub compile_workers: Option<usize>,
+}
+
+/// What a front asks for when it tunes a kernel on a GPU.
+pub struct Tuning<'a> {
+    pub language: &'a dyn Language,
+    pub space: &'a Space,
+    pub search: SearchOptions,
+    /// The strategy when `search` names none (each front's convention).
+    pub default_strategy: &'a str,
+    pub db: PathBuf,
+    /// Measure everything again instead of answering from the store.
+    pub fresh: bool,
+    pub device: usize,
+    pub workers: Workers,
+    /// Then tune the native schedule of the best configuration.
+    pub schedule: Option<ScheduleOptions>,
+    /// What the front offers without a GPU, said when there is none.
+    pub without_gpu: &'a str,
+}
+
+/// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
+/// open. Fronts print what it found before they [`Prepared::run`] it.
+pub struct Prepared<'a> {
+    pub device: DeviceInfo,
+    pub search: Search,
+    pub store: Store,
+    pub tuning_id: TuningId,
+    request: Tuning<'a>,
+    info: TuningInfo,
+    options: PipelineOptions,
+    clock: Instant,
+}
+
+/// Progress of a run, for fronts to render.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    Search(Event<'a>),
+    /// The schedule stage starts.
+    Schedule(&'a ScheduleOptions),
+}
+
+impl<'a> Tuning<'a> {
+    /// Checks everything that can be checked before any work: a driver and the GPU, the
+    /// language's tools, a non-empty space, the search settings, the store.
+    pub fn prepare(self) -> Result<Prepared<'a>, RunError> {
+        let clock = Instant::now();
+        if !driver_available() {
+            return Err(RunError::NoGpu(format!(
+                "no NVIDIA driver on this machine: tuning needs a GPU. {}",
+                self.without_gpu
+            )));
+        }
+        let (_, device) = kerntune_device::driver::probe(self.device)
+            .map_err(|e| RunError::NoGpu(format!("GPU #{}: {e}", self.device)))?;
+        self.language.preflight().map_err(RunError::Toolchain)?;
+        if self.space.is_empty() {
+            return Err(RunError::EmptySpace);
+        }
+        let search = self.search.resolve(self.default_strategy)?;
+        let store = Store::open(&self.db)?;
+        let info = self.language.tuning_info(&device.name);
+        let tuning_id = store.tuning(&info)?;
+        let options = PipelineOptions {
+            bench_worker: self.workers.bench.clone(),
+            compile_worker: self.workers.compile.clone(),
+            device: self.device,
+            compile_workers: self.workers.compile_workers.unwrap_or_else(default_compile_workers).max(1),
+        };
+        Ok(Prepared { device, search, store, tuning_id, request: self, info, options, clock })
+    }
+}
+
+impl Prepared<'_> {
+    /// Runs the search, then the schedule stage when asked for (not after an interruption).
+    pub fn run(
+        self,
+        on_progress: &mut dyn FnMut(Progress<'_>),
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<RunSummary, RunError> {
+        let Prepared { device, search, store, tuning_id, request, info, options, clock } = self;
+        let (language, space) = (request.language, request.space);
+        let workers = options.compile_workers;
+        let start = || Pipeline::start(language, space, options.clone());
+        let mut backend = Lazy::new(workers + 2, start);
+        let mut tally = Tally::default();
+        let mut on_event = |event: Event<'_>| {
+            if let Event::Evaluated { point, evaluation } = &event {
+                tally.add(space, point.id, evaluation, point.from_store);
+            }
+            on_progress(Progress::Search(event));
+        };
+        let summary = Tuner {
+            space,
+            strategy: search.strategy,
+            backend: &mut backend,
+            store: Some((&store, tuning_id)),
+            reuse_stored: !request.fresh,
+            objective: info.objective.clone(),
+            budget: search.budget,
+            seed: search.seed,
+            interrupt: Some(interrupt),
+        }
+        .run(&mut on_event)?;
+        let wall_s = clock.elapsed().as_secs_f64();
+        let compile_workers = backend.started().map(Pipeline::compile_workers);
+        drop(backend);
+        let facts = RunFacts {
+            kernel: language.kernel_name().to_string(),
+            device,
+            objective: &info.objective,
+            strategy: search.strategy_name,
+            seed: search.seed,
+            verified: language.verifies(),
+            wall_s,
+            compile_workers,
+            db: request.db.display().to_string(),
+        };
+        let mut run = RunSummary::new(summary, space, tally, facts);
+        if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
+            if run.stop != StopReason::Interrupted {
+                on_progress(Progress::Schedule(schedule));
+                let values = config_values(space, &best.config)?;
+                let stage =
+                    ScheduleStage { language, device: &run.device, options: &options, store: &store, tuning_id };
+                run.schedule = Some(stage.run(&values, &best.config, schedule)?.0);
+            }
+        }
+        Ok(run)
+    }
+}
+
+/// The schedule stage of one configuration: its native schedule searched on the GPU, and
+/// the kept cubin (the winner, or the original) stored with the report as its provenance.
+/// `values` are `config`'s in parameter order. Returns the report and the kept cubin.
+#[allow(clippy::too_many_arguments)]
+pub fn schedule_stage(
+    language: &dyn Language,
+    device: &DeviceInfo,
+    options: &PipelineOptions,
+    store: &Store,
+    tuning_id: TuningId,
+    values: &[Value],
+    config: &Map<String, Json>,
+    schedule: &ScheduleOptions,
+) -> Result<(ScheduleReport, Vec<u8>), RunError> {
+    ScheduleStage { language, device, options, store, tuning_id }.run(values, config, schedule)
+}
+
+struct ScheduleStage<'a> {
+    language: &'a dyn Language,
+    device: &'a DeviceInfo,
+    options: &'a PipelineOptions,
+    store: &'a Store,
+    tuning_id: TuningId,
+}
+
+impl ScheduleStage<'_> {
+    fn run(
+        &self,
+        values: &[Value],
+        config: &Map<String, Json>,
+        schedule: &ScheduleOptions,
+    ) -> Result<(ScheduleReport, Vec<u8>), RunError> {
+        let (report, original) = schedule_config(self.language, values, self.device, self.options, schedule)
+            .map_err(|e| RunError::Backend(e.to_string()))?;
+        let provenance = serde_json::to_string(&report).map_err(|e| RunError::Backend(e.to_string()))?;
+        let kept = report.cubin.clone().unwrap_or(original.cubin.0);
+        self.store.save_artifact(self.tuning_id, config, "schedule", &kept, &provenance)?;
+        Ok((report, kept))
+    }
+}
+
+/// A configuration's values in parameter order, from its JSON object.
+fn config_values(space: &Space, config: &Map<String, Json>) -> Result<Vec<Value>, RunError> {
+    space
+        .params()
+        .iter()
+        .map(|p| config.get(p.name()).and_then(Value::from_json))
+        .collect::<Option<_>>()
+        .ok_or_else(|| RunError::Backend("the best configuration is not in the space".into()))
+}
+
+impl std::fmt::Debug for Tuning<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tuning").field("kernel", &self.language.kernel_name()).field("search", &self.search).finish()
+    }
+}
+
+impl std::fmt::Debug for Prepared<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("request", &self.request).field("device", &self.device.name).finish()
+    }
+}

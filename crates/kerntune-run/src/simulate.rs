@@ -1,0 +1,65 @@
+//! A tuning on a recorded landscape, replayed as if it were a device: no GPU, each
+//! evaluation returns its recorded outcome and advances a simulated clock by its cost.
+
+use kerntune_engine::{Event, SearchOptions, SimBackend, Summary, Tuner, DEFAULT_STRATEGY};
+use kerntune_space::Space;
+use kerntune_store::{Landscape, Store};
+
+use crate::RunError;
+
+/// What `kerntune simulate` asks for.
+#[derive(Debug)]
+pub struct Simulation<'a> {
+    pub landscape: &'a Landscape,
+    pub space: &'a Space,
+    pub search: SearchOptions,
+    /// Evaluations found there are reused and a stopped run resumes; without it nothing
+    /// is kept.
+    pub store: Option<&'a Store>,
+    /// Replay each evaluation's recorded cost in real time, this many times faster.
+    pub realtime: Option<f64>,
+}
+
+/// The run's summary with the settings it ran with.
+#[derive(Debug)]
+pub struct SimulationSummary {
+    pub summary: Summary,
+    pub strategy: String,
+    pub seed: u64,
+}
+
+impl Simulation<'_> {
+    /// The settled search's strategy name and budget, for fronts to show before the run.
+    pub fn search(&self) -> Result<kerntune_engine::Search, RunError> {
+        if let Some(speed) = self.realtime.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(RunError::Backend(format!("--realtime needs a positive speed, not {speed}")));
+        }
+        Ok(self.search.resolve(DEFAULT_STRATEGY)?)
+    }
+
+    pub fn run(
+        &self,
+        on_event: &mut dyn FnMut(Event<'_>),
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<SimulationSummary, RunError> {
+        let search = self.search()?;
+        let store = self.store.map(|s| s.tuning(&self.landscape.tuning()).map(|t| (s, t))).transpose()?;
+        let mut backend = SimBackend::new(self.landscape, self.space).map_err(|e| RunError::Backend(e.to_string()))?;
+        if let Some(speed) = self.realtime {
+            backend = backend.with_realtime_speed(speed);
+        }
+        let summary = Tuner {
+            space: self.space,
+            strategy: search.strategy,
+            backend: &mut backend,
+            store,
+            reuse_stored: true,
+            objective: self.landscape.objective.clone(),
+            budget: search.budget,
+            seed: search.seed,
+            interrupt: Some(interrupt),
+        }
+        .run(on_event)?;
+        Ok(SimulationSummary { summary, strategy: search.strategy_name, seed: search.seed })
+    }
+}

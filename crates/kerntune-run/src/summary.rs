@@ -1,0 +1,179 @@
+//! What a tuning run found and what it cost, as every front reports it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kerntune_device::stats::median;
+use kerntune_device::DeviceInfo;
+use kerntune_engine::{StopReason, Summary, TracePoint};
+use kerntune_pipeline::schedule::ScheduleReport;
+use kerntune_space::{ConfigId, Space};
+use kerntune_store::{Costs, Evaluation, Objective, Status};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+/// A tuning run's result. Its JSON is what `kerntune tune --json` prints and what the
+/// Python package reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub kernel: String,
+    pub device: DeviceInfo,
+    /// The objective's name (`time`, or the user's).
+    pub objective: String,
+    pub higher_is_better: bool,
+    pub strategy: String,
+    pub seed: u64,
+    pub best: Option<BestSummary>,
+    /// Whether outputs were checked against a reference before any configuration counted.
+    pub verified: bool,
+    pub evaluations: usize,
+    pub failed: usize,
+    pub from_store: usize,
+    /// Evaluations by status.
+    pub statuses: BTreeMap<&'static str, usize>,
+    pub stop: StopReason,
+    /// When every configuration failed, why (with a hint where one is known).
+    pub failure: Option<String>,
+    pub wall_s: f64,
+    pub costs: Costs,
+    /// Compile workers used; `None` when nothing was compiled.
+    pub compile_workers: Option<usize>,
+    /// Median time the benchmark worker spent on a configuration beyond the kernel's own.
+    pub framework_median_ms: Option<f64>,
+    /// Shares of the benchmark worker's time the GPU spent in the tuned kernels: in timed
+    /// runs only, and in timed plus checked runs.
+    pub gpu_busy_timed_runs: Option<f64>,
+    pub gpu_busy_tuned_kernels: Option<f64>,
+    pub db: String,
+    pub trace: Vec<TracePoint>,
+    pub results: Vec<ResultRow>,
+    pub schedule: Option<ScheduleReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BestSummary {
+    pub config: Map<String, Json>,
+    pub objective: f64,
+    /// Median kernel time (ms) and the number of timed runs it is the median of.
+    pub time_ms: Option<f64>,
+    pub samples: usize,
+    pub description: String,
+}
+
+/// One evaluation as it arrived.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultRow {
+    pub config: Map<String, Json>,
+    pub status: &'static str,
+    pub reason: Option<String>,
+    pub objective: Option<f64>,
+    pub time_ms: Option<Json>,
+    pub samples: Vec<f64>,
+    pub costs: Costs,
+    pub from_store: bool,
+}
+
+/// Per-evaluation figures gathered while the run goes.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    statuses: BTreeMap<&'static str, usize>,
+    framework_ms: Vec<f64>,
+    /// Summed kernel time of all timing samples, seconds.
+    measured_s: f64,
+    /// Summed kernel time of the checked (untimed) runs, seconds.
+    checked_s: f64,
+    /// Summed time the benchmark worker spent per configuration, seconds.
+    bench_round_trip_s: f64,
+    /// Median kernel time (ms) and sample count of each measured configuration.
+    timings: HashMap<ConfigId, (f64, usize)>,
+    results: Vec<ResultRow>,
+}
+
+impl Tally {
+    pub(crate) fn add(&mut self, space: &Space, id: ConfigId, evaluation: &Evaluation, from_store: bool) {
+        *self.statuses.entry(evaluation.status.as_str()).or_default() += 1;
+        self.results.push(ResultRow {
+            config: space.config_json(id),
+            status: evaluation.status.as_str(),
+            reason: evaluation.reason.clone(),
+            objective: evaluation.objective,
+            time_ms: evaluation.metrics.get("time").cloned(),
+            samples: evaluation.samples.clone(),
+            costs: evaluation.costs,
+            from_store,
+        });
+        if !evaluation.samples.is_empty() {
+            self.timings.insert(id, (median(&evaluation.samples), evaluation.samples.len()));
+        }
+        if from_store {
+            return;
+        }
+        let costs = &evaluation.costs;
+        if evaluation.status != Status::CompileFailed {
+            self.framework_ms.push(costs.framework_s * 1e3);
+        }
+        self.measured_s += evaluation.samples.iter().sum::<f64>() / 1e3;
+        self.checked_s += evaluation.metrics.get("verify_kernel_ms").and_then(Json::as_f64).unwrap_or(0.0) / 1e3;
+        self.bench_round_trip_s += costs.verify_s + costs.benchmark_s + costs.framework_s;
+    }
+
+    fn gpu_busy(&self) -> Option<(f64, f64)> {
+        (self.bench_round_trip_s > 0.0).then(|| {
+            (self.measured_s / self.bench_round_trip_s, (self.measured_s + self.checked_s) / self.bench_round_trip_s)
+        })
+    }
+}
+
+/// What the summary needs to know of the run beyond the tuner's own summary.
+pub(crate) struct RunFacts<'a> {
+    pub kernel: String,
+    pub device: DeviceInfo,
+    pub objective: &'a Objective,
+    pub strategy: String,
+    pub seed: u64,
+    pub verified: bool,
+    pub wall_s: f64,
+    pub compile_workers: Option<usize>,
+    pub db: String,
+}
+
+impl RunSummary {
+    pub(crate) fn new(summary: Summary, space: &Space, tally: Tally, facts: RunFacts<'_>) -> RunSummary {
+        let best = summary.best.as_ref().map(|best| {
+            let (time_ms, samples) = tally.timings.get(&best.id).map_or((None, 0), |(ms, n)| (Some(*ms), *n));
+            BestSummary {
+                config: best.config.clone(),
+                objective: best.objective,
+                time_ms,
+                samples,
+                description: space.describe(best.id),
+            }
+        });
+        let busy = tally.gpu_busy();
+        RunSummary {
+            kernel: facts.kernel,
+            device: facts.device,
+            objective: facts.objective.name.clone(),
+            higher_is_better: facts.objective.higher_is_better,
+            strategy: facts.strategy,
+            seed: facts.seed,
+            best,
+            verified: facts.verified,
+            evaluations: summary.evaluations,
+            failed: summary.failed,
+            from_store: summary.from_store,
+            statuses: tally.statuses,
+            stop: summary.stop,
+            failure: summary.failure_message(),
+            wall_s: facts.wall_s,
+            costs: summary.costs,
+            compile_workers: facts.compile_workers,
+            framework_median_ms: (!tally.framework_ms.is_empty()).then(|| median(&tally.framework_ms)),
+            gpu_busy_timed_runs: busy.map(|b| b.0),
+            gpu_busy_tuned_kernels: busy.map(|b| b.1),
+            db: facts.db,
+            trace: summary.trace,
+            results: tally.results,
+            schedule: None,
+        }
+    }
+}
