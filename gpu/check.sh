@@ -10,11 +10,20 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
 mkdir -p "$OUT"
 export KERNTUNE=$PWD/.device/kerntune KERNTUNE_BIN=$PWD/.device/kerntune KERNTUNE_REPO=$PWD
-# The Python package, from the wheel built here (the GPU machine has no Rust toolchain).
-if ! python3 -m pip install -q --upgrade --no-deps --no-index --target /tmp/kerntune-site .device/kerntune-*.whl; then
+# The Python package, from the one wheel gpu/prepare.sh built (the GPU machine has no Rust
+# toolchain), into a fresh folder: nothing of an earlier install can be imported instead.
+wheels=(.device/kerntune-*.whl)
+if [ ${#wheels[@]} -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
+    echo "expected exactly one kerntune wheel in .device (run gpu/prepare.sh), found: ${wheels[*]}" >&2
+    exit 1
+fi
+rm -rf /tmp/kerntune-site
+if ! python3 -m pip install -q --no-deps --no-index --target /tmp/kerntune-site "${wheels[0]}"; then
     echo "installing the kerntune wheel failed" >&2
     exit 1
 fi
+# A skipped GPU test on the GPU machine is a failure, not a pass (tests/python/conftest.py).
+export KERNTUNE_REQUIRE_GPU=1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
 stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit}
 summary=()
@@ -51,7 +60,7 @@ for stage in $stages; do
         ;;
     pytest)
         echo "=== Python GPU tests"
-        step pytest python3 -m pytest -q -p no:cacheprovider tests/python ${PYTEST_ARGS:-}
+        step pytest python3 -m pytest -q -rs -p no:cacheprovider tests/python ${PYTEST_ARGS:-}
         summary+=("python tests: $(tail -1 "$OUT/pytest.log")")
         ;;
     triton)

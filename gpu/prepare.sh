@@ -4,14 +4,20 @@
 # and the Python wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p kerntune-cli
-cargo test --release -q -p kerntune-cli --test gpu --no-run 2>/dev/null
-cargo build --release -q -p kerntune-sass --example single_moves
+# Whatever an earlier prepare left goes first: if a step below fails, the script stops
+# (set -e) and check.sh finds nothing to run, never a stale binary or wheel.
+rm -f .device/kerntune .device/gpu-tests .device/single_moves .device/*.whl
 mkdir -p .device
+cargo build --release -q -p kerntune-cli
+# The test binary's path, as cargo reports it, not the newest file of target/release/deps.
+test_binary=$(cargo test --release -q -p kerntune-cli --test gpu --no-run --message-format json-render-diagnostics \
+    | python3 -c 'import json, sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")])')
+[ -x "$test_binary" ] || { echo "gpu/prepare.sh: no GPU test binary built (got '$test_binary')" >&2; exit 1; }
+cargo build --release -q -p kerntune-sass --example single_moves
 strip -o .device/kerntune target/release/kerntune
-test_binary=$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)
 strip -o .device/gpu-tests "$test_binary"
 strip -o .device/single_moves target/release/examples/single_moves
-rm -f .device/*.whl
 maturin build --release -q -o .device
+wheels=(.device/kerntune-*.whl)
+[ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "gpu/prepare.sh: expected one wheel in .device, found: ${wheels[*]}" >&2; exit 1; }
 ls -la .device

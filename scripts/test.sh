@@ -10,11 +10,26 @@ venv=${KERNTUNE_VENV:-.venv}
 # shellcheck disable=SC1091
 source "$venv/bin/activate"  # python3 is the venv's from here on, for the Rust tests too
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
-# Tests that read ../shared (recorded landscapes) or need NVRTC note their skip on standard
-# error, which cargo test hides for passing tests; say it here once. CI sets
-# KERNTUNE_REQUIRE_SHARED and KERNTUNE_REQUIRE_NVRTC, which turn such a skip into a failure.
+# Tests that read ../shared (recorded landscapes) or need NVRTC skip themselves when it is
+# missing and say so ("skipped: ...") on standard error, which cargo test hides for passing
+# tests; Python's GPU tests skip without a GPU. Both are counted and listed at the end, so a
+# run that passed by skipping says so. KERNTUNE_REQUIRE_SHARED=1 and KERNTUNE_REQUIRE_NVRTC=1
+# (CI sets both) turn those Rust skips into failures; KERNTUNE_REQUIRE_GPU=1 (gpu/check.sh
+# sets it) does the same for the Python GPU tests.
 [ -d ../shared/data/landscapes ] || echo "note: ../shared/data/landscapes is missing: the tests that compare against those landscapes skip them" >&2
 python3 -c "import nvidia.cu13" 2>/dev/null || echo "note: NVRTC (pip nvidia-cuda-nvrtc) is missing: the CUDA compile tests skip" >&2
-cargo test --workspace
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+# --show-output keeps what passing tests printed, so that their skip notes can be counted.
+cargo test --workspace -- --show-output 2>&1 | tee "$logs/cargo.log"
 python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
-python3 -m pytest -q -p no:cacheprovider tests/python
+python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$logs/pytest.log"
+# A Rust test's captured output follows a "---- NAME stdout ----" line.
+rust_skips=$(awk '/^---- .* stdout ----$/ { name = $2 } /^skipped: / { print "  " name ": " substr($0, 10) }' "$logs/cargo.log")
+python_skips=$(grep -E '^SKIPPED ' "$logs/pytest.log" || true)
+echo
+echo "=== skipped for a missing requirement"
+echo "Rust: $(printf '%s' "$rust_skips" | grep -c . || true) tests"
+[ -z "$rust_skips" ] || printf '%s\n' "$rust_skips"
+echo "Python: $(sed -nE 's/^(.*[^0-9])?([0-9]+) skipped.*/\2/p' "$logs/pytest.log" | tail -1 | grep . || echo 0) tests"
+[ -z "$python_skips" ] || printf '%s\n' "$python_skips" | sed 's/^/  /'

@@ -24,6 +24,9 @@ def _gpu_available() -> bool:
 def pytest_collection_modifyitems(config, items):
     if _gpu_available():
         return
+    if os.environ.get("KERNTUNE_REQUIRE_GPU"):
+        # Set on the GPU machine (gpu/check.sh): there a skipped GPU test is a failure.
+        raise pytest.UsageError("KERNTUNE_REQUIRE_GPU is set, but torch finds no CUDA GPU")
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU and torch")
     for item in items:
         if "gpu" in item.keywords:

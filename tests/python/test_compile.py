@@ -3,6 +3,7 @@ cubin is checked against the cubin itself (cuobjdump, from Triton's wheel) for i
 name and parameter count, and its shared memory against what the configuration needs."""
 
 import base64
+import math
 import os
 import re
 import subprocess
@@ -55,7 +56,7 @@ def test_matmul_cubins_have_the_right_name_parameters_and_shared_memory(tmp_path
     params = {"BLOCK_SIZE_M": [64, 128], "BLOCK_SIZE_N": [64, 128], "BLOCK_SIZE_K": [32, 64], "GROUP_SIZE_M": [8], "num_stages": [3], "num_warps": [4]}
     outcomes = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)
     compiled = check_compiled(outcomes, "matmul_kernel", 16, tmp_path)
-    assert len(compiled) == 8
+    assert len(compiled) == len(outcomes) == 2 * 2 * 2, [o["status"] for o in outcomes]
     for outcome in compiled:
         config, launch = outcome["config"], outcome["launch"]
         # Specialized like Triton's JIT: the unit strides are constants, not parameters.
@@ -71,6 +72,7 @@ def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
 
     params = {"BLOCK_SIZE_M": [256], "BLOCK_SIZE_N": [256], "BLOCK_SIZE_K": [128, 256], "GROUP_SIZE_M": [8], "num_stages": [5], "num_warps": [8]}
     outcomes = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)
+    assert sorted(o["config"]["BLOCK_SIZE_K"] for o in outcomes) == [128, 256], outcomes
     for outcome in outcomes:
         assert outcome["status"] == "invalid_config", outcome
         assert "shared memory" in outcome["reason"]
@@ -95,7 +97,11 @@ def test_every_example_compiles_for_sm90(tmp_path):
     ]
     for kernel, args, params, count in cases:
         name = kerntune._tune.jit_function(kernel).__name__
-        check_compiled(kerntune.compile(kernel, args, params, compile_workers=2), name, count, tmp_path)
+        outcomes = kerntune.compile(kernel, args, params, compile_workers=2)
+        # One outcome per configuration of the space, and every one compiles.
+        configurations = math.prod(len(values) for values in params.values())
+        assert len(outcomes) == configurations, (name, outcomes)
+        assert len(check_compiled(outcomes, name, count, tmp_path)) == configurations, (name, [o["status"] for o in outcomes])
 
 
 def test_a_configuration_that_does_not_compile_fails_alone(tmp_path):

@@ -4,12 +4,28 @@ device machine)."""
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
 import kerntune
 
 pytestmark = pytest.mark.gpu
+
+
+def check_best_is_the_fastest_verified(result):
+    """The counts of a TuneResult add up, and its best is the fastest configuration whose
+    output verified (status ok), not merely some configuration of the space."""
+    assert len(result.results) == result.evaluations, result
+    statuses = Counter(r["status"] for r in result.results)
+    assert result.failed == sum(n for s, n in statuses.items() if s not in ("ok", "early_stopped")), statuses
+    assert statuses["invalid_output"] == 0, [r for r in result.results if r["status"] == "invalid_output"][:3]
+    ok = [r for r in result.results if r["status"] == "ok"]
+    assert ok, statuses
+    fastest = min(ok, key=lambda r: r["objective"])
+    assert result.best_objective == fastest["objective"], (result.best_objective, fastest)
+    assert result.best_config == {k: fastest["config"][k] for k in result.best_config}, (result.best_config, fastest)
+    return statuses
 
 
 def test_matmul_tunes_verifies_and_its_best_config_runs(db):
@@ -22,14 +38,14 @@ def test_matmul_tunes_verifies_and_its_best_config_runs(db):
     c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                            answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
-    assert result.evaluations == 24 and result.best_config is not None, result
-    statuses = {r["status"] for r in result.results}
-    assert "invalid_output" not in statuses, result.results
+    assert result.evaluations == 24 and result.verified, result
+    check_best_is_the_fastest_verified(result)
     matmul.matmul_kernel.jit[matmul.grid](**matmul.arguments(a, b, c), **result.best_config)
     torch.testing.assert_close(c, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
     again = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                           answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
     assert again.from_store == 24 and again.best_config == result.best_config
+    assert again.best_objective == result.best_objective, "the stored answer is the measured one"
 
 
 def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
@@ -47,6 +63,9 @@ def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
     statuses = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["status"] for r in result.results}
     assert all(statuses[(b, 1)] == "invalid_output" for b in (256, 512, 1024)), statuses
     assert all(statuses[(b, 0)] in ("ok", "early_stopped") for b in (256, 512, 1024)), statuses
+    assert len(statuses) == 6 and result.failed == 3, result.results
+    ok = [r for r in result.results if r["status"] == "ok"]
+    assert ok and result.best_objective == min(r["objective"] for r in ok), result.results
     assert result.best_config["BUGGY"] == 0
 
 
@@ -120,9 +139,11 @@ extern "C" __global__ void vector_add(float *c, const float *a, const float *b, 
     c = np.zeros_like(a)
     results, env = kerntune.tune_kernel("vector_add", source, n, [c, a, b, n], {"block_size_x": [64, 128, 256, 512, 1024]},
                                         answer=[a + b, None, None, None], strategy="brute_force", db=db)
-    assert len(results) == 5
-    assert all(isinstance(r["time"], float) for r in results), results
-    assert env["best"]["config"]["block_size_x"] in (64, 128, 256, 512, 1024)
+    assert [r["block_size_x"] for r in results] == [64, 128, 256, 512, 1024]
+    assert all(r["status"] in ("ok", "early_stopped") and isinstance(r["time"], float) for r in results), results
+    fastest = min(results, key=lambda r: r["time"])
+    assert env["best_config"]["block_size_x"] == fastest["block_size_x"], (env["best_config"], results)
+    assert env["best"]["config"]["block_size_x"] == fastest["block_size_x"], env["best"]
 
 
 @pytest.mark.parametrize("example, sizes", [
@@ -134,9 +155,8 @@ def test_each_triton_example_tunes_and_verifies(example, sizes, db, monkeypatch)
     monkeypatch.setenv("KERNTUNE_DB", db)
     module = __import__(example)
     result = module.main(**sizes, strategy="random_sample", max_fevals=8)
-    assert result.evaluations == 8 and result.best_config is not None, result
-    statuses = {r["status"] for r in result.results}
-    assert "invalid_output" not in statuses, result.results
+    assert result.evaluations == 8 and result.verified, result
+    check_best_is_the_fastest_verified(result)
 
 
 def test_num_ctas_launches_clusters_like_triton(db):
@@ -156,6 +176,7 @@ def test_num_ctas_launches_clusters_like_triton(db):
                            answer={"y_ptr": x * 2.0}, strategy="brute_force", db=db, progress=False)
     statuses = {r["config"]["num_ctas"]: r["status"] for r in result.results}
     assert set(statuses) == {1, 2} and set(statuses.values()) <= {"ok", "early_stopped"}, result.results
+    check_best_is_the_fastest_verified(result)
 
 
 def test_ctrl_c_keeps_what_was_measured_and_the_next_run_resumes(db, tmp_path):
@@ -234,7 +255,8 @@ def test_reset_to_zero_buffers_are_zero_before_every_launch(db):
     tuned[lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)](x, total, x.numel())
     assert tuned.result.evaluations == 3 and tuned.result.failed == 0, tuned.result.results
     torch.testing.assert_close(total, x.sum().reshape(1), atol=1e-2, rtol=1e-3)
-    assert tuned.best_config.kwargs["BLOCK"] in (256, 1024, 4096) and tuned.cache
+    check_best_is_the_fastest_verified(tuned.result)
+    assert tuned.best_config.kwargs["BLOCK"] == tuned.result.best_config["BLOCK"] and tuned.cache
 
 
 def test_a_run_where_every_configuration_fails_raises_with_the_reason(db):

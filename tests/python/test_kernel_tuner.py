@@ -87,6 +87,7 @@ def test_compiling_again_answers_from_the_store(db):
     space = {"block_size_x": [64, 128]}
     first, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), space)
     again, _ = compile_only(db, "vector_add", VECTOR_ADD, 4096, vector_args(), space)
+    assert [r["block_size_x"] for r in first] == [r["block_size_x"] for r in again] == [64, 128]
     assert not any(r["from_store"] for r in first)
     assert all(r["from_store"] for r in again)
     assert [r["symbol"] for r in again] == [r["symbol"] for r in first]

@@ -52,6 +52,7 @@ def test_each_example_tunes_every_configuration_and_verifies_it(example, db):
 
 def test_a_metric_is_computed_for_every_configuration(db):
     results, _ = tune("matmul", db)
+    assert len(results) == valid_count(kernel_tuner_example("matmul").problem(**SMALL["matmul"])), results[:3]
     assert all(r["GFLOP/s"] > 0 for r in results)
 
 

@@ -58,3 +58,21 @@ proptest! {
         check(&document.to_string());
     }
 }
+
+/// The properties above are only as good as their inputs: generated documents must also
+/// build spaces, not only be refused, for `build` to be exercised past its checks.
+#[test]
+fn the_generated_documents_reach_a_built_space() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    let mut runner = TestRunner::deterministic();
+    let strategy = document();
+    let built = (0..256)
+        .filter(|_| {
+            let document = strategy.new_tree(&mut runner).expect("generates").current();
+            serde_json::from_str::<SpaceSpec>(&document.to_string()).is_ok_and(|spec| spec.build().is_ok())
+        })
+        .count();
+    assert!(built >= 16, "{built} of 256 generated documents built a space");
+}
