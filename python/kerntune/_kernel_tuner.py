@@ -319,7 +319,7 @@ class _Call:
             "base": self.workdir,
             "worker": [sys.executable, "-m", "kerntune._worker"],
             "worker_env": list(worker_env().items()),
-            "compile_workers": workers or os.cpu_count() or 4,
+            "compile_workers": workers,
             "db": None if db is None else os.fspath(db),
         }
 

@@ -13,12 +13,13 @@ def use_schedule(kernel, args: Mapping[str, Any], grid, config: Mapping[str, Any
     compiled kernel, which Triton's cache returns for every such call."""
     from triton.runtime import driver
 
+    from kerntune._space import launch_options
     from kerntune._tune import jit_function
 
     if isinstance(cubin, str):
         cubin = base64.b64decode(cubin)
     fn = jit_function(kernel)
-    launch = {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
+    launch = launch_options(config)
     compiled = fn.warmup(**args, **launch, grid=grid)
     compiled._init_handles()
     device = driver.active.get_current_device()

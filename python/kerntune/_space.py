@@ -8,16 +8,23 @@ turns into a space of exactly those configurations.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Optional, Sequence
 
+from kerntune import _kerntune
 from kerntune._errors import ArgumentError, ArgumentTypeError
 
-#: Compile options of a Triton launch that are tuned like constexprs.
-OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options")
+_OPTIONS = json.loads(_kerntune.triton_options())  # declared once, in Rust
 
-#: What a ``triton.Config`` that does not set an option means by it (``maxnreg`` 0 and
-#: ``ptx_options`` "": the compiler's choice).
-OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": 0, "ptx_options": ""}
+#: Compile options of a Triton launch that are tuned like constexprs.
+OPTION_NAMES = tuple(_OPTIONS["names"])
+
+#: What a ``triton.Config`` that does not set an option means by it.
+OPTION_DEFAULTS = _OPTIONS["defaults"]
+
+#: Option values that mean "the compiler's choice" (``maxnreg`` 0, ``ptx_options`` ""),
+#: which a launch spells by leaving the option out.
+COMPILERS_CHOICE = _OPTIONS["compilers_choice"]
 
 
 def values_of(name: str, values, argument: str = "params") -> list:
@@ -132,7 +139,7 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
 def launch_options(config: Mapping[str, Any]) -> dict:
     """A configuration as a Triton launch's keyword arguments: ``maxnreg = 0`` and an empty
     ``ptx_options`` mean "the compiler's choice", which a launch spells by leaving them out."""
-    return {k: v for k, v in config.items() if not (k == "maxnreg" and v == 0) and not (k == "ptx_options" and v == "")}
+    return {k: v for k, v in config.items() if not (k in COMPILERS_CHOICE and v == COMPILERS_CHOICE[k])}
 
 
 def space_of(params: Optional[Mapping[str, Sequence]], configs, defaults: Mapping[str, Any]):

@@ -3,15 +3,13 @@
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
 //! the CPU; [`data`] makes the host contents of buffers (element types, seeded fills);
-//! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`stats`] holds
-//! the statistics of timing samples. The driver and NVRTC are loaded when first used, so
+//! [`verify`] compares a kernel's outputs with the reference's on the GPU. The driver and NVRTC are loaded when first used, so
 //! a machine without them still runs everything that needs neither:
 //! [`driver_available`] and [`nvrtc_available`] probe first.
 
 pub mod data;
 pub mod driver;
 pub mod nvrtc;
-pub mod stats;
 mod target;
 pub mod verify;
 

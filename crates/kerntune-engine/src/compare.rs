@@ -5,15 +5,13 @@
 //! recorded optimum the search got: the mean over landscapes of the median over seeds of
 //! `optimum / best found` (1.0 = the optimum was found), the share of runs within 2% of
 //! the optimum, and the evaluations used. [`ContenderResult::curve`] holds best-so-far
-//! against evaluations, which [`plot::svg`] draws.
+//! against evaluations, which `kerntune_run::report::plot` draws.
 //!
 //! Each (landscape, contender, seed) runs once, at the largest budget, and the smaller
 //! budgets are read from its trace. That is exact because a strategy never looks at the
 //! budget ([`kerntune_search::Context::remaining`]): a run stopped at 50 evaluations makes
 //! the same proposals as the first 50 of a run stopped at 200. The strategy tests check
 //! that property for every strategy.
-
-pub mod plot;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +23,7 @@ use kerntune_store::Landscape;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+use crate::stats::median;
 use crate::{Budget, SimBackend, TuneError, Tuner};
 
 /// A run counts as a hit when its best is at least this share of the optimum.
@@ -237,16 +236,6 @@ fn run_one(case: &Prepared<'_>, contender: &Contender, seed: u64, budget: usize)
     })
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[middle],
-        _ => (values[middle - 1] + values[middle]) / 2.0,
-    }
-}
-
 /// `runs` holds one contender's runs, landscape by landscape, seeds in order.
 fn summarise(
     contender: &Contender,
@@ -262,7 +251,7 @@ fn summarise(
         .map(|&budget| {
             let per_landscape: Vec<f64> = runs
                 .chunks(seeds)
-                .map(|seeded| median(&mut seeded.iter().map(|run| run.ratio_at(budget)).collect::<Vec<_>>()))
+                .map(|seeded| median(&seeded.iter().map(|run| run.ratio_at(budget)).collect::<Vec<_>>()))
                 .collect();
             let hits = runs.iter().filter(|run| run.ratio_at(budget) >= WITHIN).count();
             let used: usize = runs.iter().map(|run| run.ratios.len().min(budget)).sum();
@@ -289,12 +278,6 @@ fn summarise(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut [0.9, 0.1, 1.0]), 0.9);
-    }
 
     #[test]
     fn a_short_run_holds_its_last_ratio() {

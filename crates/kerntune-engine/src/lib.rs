@@ -14,6 +14,7 @@ mod budget;
 pub mod compare;
 mod search_options;
 mod sim;
+pub mod stats;
 mod tuner;
 
 pub use backend::{Backend, BackendError, Lazy};

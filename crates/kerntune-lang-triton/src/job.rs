@@ -13,6 +13,29 @@ use serde_json::{Map, Value as Json};
 /// Parameters that are compile options rather than constexpr arguments of the kernel.
 pub const OPTION_NAMES: [&str; 5] = ["num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options"];
 
+/// What a configuration that leaves a compile option out means: Triton 3.6's default. The
+/// Python package reads these (and [`is_compilers_choice`]) from here.
+pub fn option_default(name: &str) -> Option<Json> {
+    Some(match name {
+        "num_warps" => Json::from(4),
+        "num_stages" => Json::from(3),
+        "num_ctas" => Json::from(1),
+        "maxnreg" => Json::from(0),
+        "ptx_options" => Json::from(""),
+        _ => return None,
+    })
+}
+
+/// `maxnreg` 0 and an empty `ptx_options` mean "the compiler's choice", which a launch and a
+/// compile spell by leaving the option out.
+pub fn is_compilers_choice(name: &str, value: &Json) -> bool {
+    match name {
+        "maxnreg" => value.as_i64() == Some(0),
+        "ptx_options" => value.as_str() == Some(""),
+        _ => false,
+    }
+}
+
 /// One parameter of the kernel, in the kernel's order.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

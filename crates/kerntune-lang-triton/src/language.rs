@@ -10,7 +10,7 @@ use kerntune_space::{Expression, Param, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
 
-use crate::job::{JobError, TritonArg, TritonJob, OPTION_NAMES};
+use crate::job::{is_compilers_choice, JobError, TritonArg, TritonJob, OPTION_NAMES};
 
 /// The launch grid of a configuration (in programs, before `num_ctas`): the user's grid
 /// function or expression.
@@ -95,12 +95,9 @@ impl Language for TritonLanguage<'_> {
         let mut options = Map::new();
         for (param, value) in self.params.iter().zip(config) {
             let json = value.to_json();
-            // maxnreg 0 and an empty ptx_options mean "compiler's choice": left out.
-            let compilers_choice = (param.name() == "maxnreg" && value.as_int() == Some(0))
-                || (param.name() == "ptx_options" && value.source_text().is_empty());
             if !OPTION_NAMES.contains(&param.name()) {
                 constexprs.insert(param.name().to_string(), json);
-            } else if !compilers_choice {
+            } else if !is_compilers_choice(param.name(), &json) {
                 options.insert(param.name().to_string(), json);
             }
         }

@@ -11,5 +11,7 @@
 mod job;
 mod language;
 
-pub use job::{JobError, ObjectiveSpec, ReferenceOutput, TritonArg, TritonJob, OPTION_NAMES};
+pub use job::{
+    is_compilers_choice, option_default, JobError, ObjectiveSpec, ReferenceOutput, TritonArg, TritonJob, OPTION_NAMES,
+};
 pub use language::{GridFn, TritonLanguage};

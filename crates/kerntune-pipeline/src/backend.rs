@@ -15,8 +15,8 @@ use kerntune_engine::{Backend, BackendError};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{Costs, Evaluation, Status};
 
-use kerntune_device::stats::median;
 use kerntune_device::DeviceInfo;
+use kerntune_engine::stats::median;
 
 use crate::language::Language;
 use crate::pool::{Binary, CompileOutcome, CompilePool};

@@ -21,8 +21,8 @@ use crate::protocol::{
 };
 use crate::timing::{Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
-use kerntune_device::stats::{clearly_slower, median, relative_half_width};
 use kerntune_device::verify::Comparer;
+use kerntune_engine::stats::{clearly_slower, median, relative_half_width};
 
 /// Runs the worker on standard input and output until the input closes.
 pub fn run(ordinal: usize) -> i32 {

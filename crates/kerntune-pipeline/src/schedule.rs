@@ -24,8 +24,8 @@ use crate::process::{Hub, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
 };
-use kerntune_device::stats::{block_medians, median, median_interval};
 use kerntune_device::DeviceInfo;
+use kerntune_engine::stats::{block_medians, median, median_interval};
 
 /// How the schedule search runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]

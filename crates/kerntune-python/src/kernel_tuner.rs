@@ -33,7 +33,9 @@ struct Job {
     worker: Vec<String>,
     #[serde(default)]
     worker_env: Vec<(String, String)>,
-    compile_workers: usize,
+    /// Default: one per core.
+    #[serde(default)]
+    compile_workers: Option<usize>,
     #[serde(default)]
     db: Option<String>,
     #[serde(default)]
@@ -105,7 +107,7 @@ pub fn tune_kernel_tuner(
             db,
             fresh: false,
             device: settings.device,
-            workers: Workers { bench: worker.clone(), compile: worker, compile_workers: Some(job.compile_workers) },
+            workers: Workers { bench: worker.clone(), compile: worker, compile_workers: job.compile_workers },
             schedule: None,
             without_gpu: WITHOUT_GPU,
         };
@@ -135,7 +137,7 @@ pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> P
             space: &space,
             arch: &arch,
             worker,
-            compile_workers: Some(job.compile_workers),
+            compile_workers: job.compile_workers,
             timeout: spec.timing.compile_timeout,
             store: Some((&store, tuning)),
             resume: true,

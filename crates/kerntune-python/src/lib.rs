@@ -45,6 +45,22 @@ fn valid_configs(params: &str, restrictions: Vec<String>, limit: Option<usize>) 
     Ok(serde_json::Value::Array(configs).to_string())
 }
 
+/// Triton's compile options as kerntune tunes them, declared once (in Rust): `names`, the
+/// `defaults` a configuration that leaves one out gets, and the `compilers_choice` values a
+/// launch spells by leaving the option out. JSON.
+#[pyfunction]
+fn triton_options() -> String {
+    use kerntune_lang_triton::{is_compilers_choice, option_default, OPTION_NAMES};
+    let defaults: serde_json::Map<String, serde_json::Value> =
+        OPTION_NAMES.iter().filter_map(|name| Some((name.to_string(), option_default(name)?))).collect();
+    let compilers_choice: serde_json::Map<String, serde_json::Value> = defaults
+        .iter()
+        .filter(|(name, value)| is_compilers_choice(name, value))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    serde_json::json!({"names": OPTION_NAMES, "defaults": defaults, "compilers_choice": compilers_choice}).to_string()
+}
+
 #[pymodule]
 fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
@@ -52,6 +68,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_compile_worker, m)?)?;
     m.add_function(wrap_pyfunction!(default_db, m)?)?;
     m.add_function(wrap_pyfunction!(valid_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_options, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kerntune_device::stats::median;
 use kerntune_device::DeviceInfo;
+use kerntune_engine::stats::median;
 use kerntune_engine::{StopReason, Summary, TracePoint};
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_space::{ConfigId, Space};

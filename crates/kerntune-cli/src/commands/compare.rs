@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _, Result};
-use kerntune_engine::compare::{plot, WITHIN};
+use kerntune_engine::compare::WITHIN;
 use kerntune_engine::{compare_strategies, Comparison, Contender, NamedLandscape};
+use kerntune_run::report::plot;
 use kerntune_search::STRATEGIES;
 use kerntune_store::Landscape;
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Comparison;
+use kerntune_engine::Comparison;
 
 const WIDTH: f64 = 860.0;
 const HEIGHT: f64 = 520.0;
@@ -104,7 +104,7 @@ mod tests {
     use serde_json::Map;
 
     use super::*;
-    use crate::compare::ContenderResult;
+    use kerntune_engine::compare::ContenderResult;
 
     #[test]
     fn draws_one_line_and_one_legend_entry_per_contender() {
