@@ -232,14 +232,13 @@ def tune_kerntune(matmul, a, b, c, answer, size):
 
 
 def tune_triton(matmul, a, b, c, size):
+    import torch
     import triton
 
     kernel = triton.autotune(configs=tutorial_configs(), key=["M", "N", "K"])(triton.jit(matmul.matmul_kernel.jit.fn))
     grid = lambda META: (triton.cdiv(size, META["BLOCK_SIZE_M"]) * triton.cdiv(size, META["BLOCK_SIZE_N"]),)  # noqa: E731
     start = time.perf_counter()
     kernel[grid](a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    import torch
-
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
     best = kernel.best_config
