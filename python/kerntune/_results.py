@@ -46,6 +46,9 @@ class TuneResult:
     results: list = field(default_factory=list)
     trace: list = field(default_factory=list)
     costs: dict = field(default_factory=dict)
+    #: The finalists timed again after the search (their configurations, the search's best
+    #: first, and the interleaved ratios with the A/A control and the verdict), else None.
+    finalists: Optional[dict] = None
     #: The schedule stage's report (``tune(..., schedule=True)``), else None.
     schedule: Optional[dict] = None
     #: Whether every configuration's outputs were checked against a reference.

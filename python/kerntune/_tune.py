@@ -371,6 +371,7 @@ def tune(
     compile_workers: Optional[int] = None,
     device: Optional[int] = None,
     progress: bool = True,
+    finalists: int = 4,
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
@@ -404,6 +405,12 @@ def tune(
     arguments and ``time`` in ms. Ctrl-C stops within a fraction of a second, keeping
     every recorded result (evaluations still in flight are dropped). ``fresh=True`` measures everything again instead of answering from the
     store (the new results replace the stored ones).
+
+    After the search, the best ``finalists`` configurations (those within 5% of the best) are
+    timed again, each interleaved with the best in rounds over several reloads, and the best
+    against a copy of itself (an A/A control); one replaces the best only when it is faster
+    beyond that control's noise. ``result.finalists`` holds the report; ``finalists=1`` takes
+    the search's best as it is.
 
     ``schedule=True`` then tunes the native instruction schedule (SASS) of the best
     configuration: legal reorderings of its memory instructions, each checked to compute
@@ -447,6 +454,7 @@ def tune(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
+                finalists=finalists,
             ),
         )
     finally:
@@ -563,6 +571,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "fresh": search["fresh"],
         "device": device,
         "compile_workers": search["compile_workers"],
+        "retime": {"finalists": int(search["finalists"]), "seed": search["seed"]} if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
     }
     bar = _Progress() if search["progress"] else None
@@ -576,7 +585,9 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     result.phases = phases
     if result.failure is not None:
         raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
-    result.schedule = json.loads(text).get("schedule")
+    data = json.loads(text)
+    result.schedule = data.get("schedule")
+    result.finalists = data.get("finalists")
     return result
 
 

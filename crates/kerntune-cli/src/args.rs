@@ -174,6 +174,11 @@ pub struct TuneArgs {
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// After the search, time the best N (those within 5% of the best) again, interleaved
+    /// with the best and against a copy of it (an A/A control); one replaces the best only
+    /// when it is faster beyond that control's noise. 1 takes the search's best as it is.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub finalists: usize,
     /// Then tune the native instruction schedule (SASS) of the best configuration.
     #[arg(long)]
     pub schedule: bool,

@@ -9,11 +9,14 @@
 //! `kerntune-lang-triton`) says how a configuration becomes a compile job and how the
 //! binary is launched. Workers talk JSON lines ([`protocol`]), so a worker can be any
 //! program that speaks it: the `kerntune` binary, or a Python process for Triton.
-//! [`schedule`] is the stage after the search: the native schedule of the best binary.
+//! After the search, [`finalists`] times the best few again, interleaved with an A/A
+//! control, before one is called the winner; [`schedule`] is the stage after that: the
+//! native schedule of the best binary.
 
 mod backend;
 pub mod bench;
 pub mod compile;
+pub mod finalists;
 mod language;
 pub mod pool;
 pub mod process;

@@ -108,6 +108,9 @@ pub fn tune_kernel_tuner(
             fresh: false,
             device: settings.device,
             workers: Workers { bench: worker.clone(), compile: worker, compile_workers: job.compile_workers },
+            // Kernel Tuner reports the best of its results list; kerntune's finalists are
+            // not re-timed here, so that both answer the same.
+            retime: None,
             schedule: None,
             without_gpu: WITHOUT_GPU,
         };

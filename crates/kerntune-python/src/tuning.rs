@@ -12,6 +12,7 @@ use std::sync::Arc;
 use kerntune_device::driver_available;
 use kerntune_engine::{Event, SearchOptions, DEFAULT_STRATEGY};
 use kerntune_lang_triton::{TritonJob, TritonLanguage};
+use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
@@ -49,9 +50,16 @@ pub(crate) struct RunRequest {
     /// Default: one per core.
     #[serde(default)]
     pub compile_workers: Option<usize>,
+    /// Time the search's best few again before calling one the winner (`null`: do not).
+    #[serde(default = "retime_by_default")]
+    pub retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
     #[serde(default)]
     pub schedule: Option<ScheduleOptions>,
+}
+
+fn retime_by_default() -> Option<RetimeOptions> {
+    Some(RetimeOptions::default())
 }
 
 impl RunRequest {
@@ -175,6 +183,7 @@ pub fn tune_triton(
             fresh: request.fresh,
             device: request.device,
             workers,
+            retime: request.retime.clone(),
             schedule: request.schedule.clone(),
             without_gpu: WITHOUT_GPU,
         };

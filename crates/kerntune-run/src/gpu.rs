@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
 use kerntune_engine::{Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{Space, Value};
 use kerntune_store::{Store, TuningId, TuningInfo};
 use serde_json::{Map, Value as Json};
 
-use crate::summary::{RunFacts, Tally};
+use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::{default_compile_workers, RunError, RunSummary};
 
 /// The worker programs of a run and how many compilers run ahead of the GPU.
@@ -38,6 +39,9 @@ pub struct Tuning<'a> {
     pub fresh: bool,
     pub device: usize,
     pub workers: Workers,
+    /// Time the search's best few again before calling one the winner; `None` takes the
+    /// search's best as it is.
+    pub retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
     pub schedule: Option<ScheduleOptions>,
     /// What the front offers without a GPU, said when there is none.
@@ -61,6 +65,8 @@ pub struct Prepared<'a> {
 #[derive(Debug)]
 pub enum Progress<'a> {
     Search(Event<'a>),
+    /// The search's best few are timed again.
+    Finalists(&'a RetimeOptions),
     /// The schedule stage starts.
     Schedule(&'a ScheduleOptions),
 }
@@ -142,6 +148,14 @@ impl Prepared<'_> {
             db: request.db.display().to_string(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
+        if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
+            // Times rank configurations only when the objective is the time, or a function
+            // of it that no parameter changes.
+            if language.early_stop_applies() {
+                on_progress(Progress::Finalists(retime));
+                retime_finalists(&mut run, language, space, &options, retime)?;
+            }
+        }
         if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
             if run.stop != StopReason::Interrupted {
                 on_progress(Progress::Schedule(schedule));
@@ -153,6 +167,30 @@ impl Prepared<'_> {
         }
         Ok(run)
     }
+}
+
+/// Times the search's best few again (see `kerntune_pipeline::finalists`) and, when one of
+/// them is faster beyond the run's noise, makes it the best.
+fn retime_finalists(
+    run: &mut RunSummary,
+    language: &dyn Language,
+    space: &Space,
+    options: &PipelineOptions,
+    retime: &RetimeOptions,
+) -> Result<(), RunError> {
+    let contenders: Vec<ResultRow> = run.contenders(retime.finalists, retime.within).into_iter().cloned().collect();
+    if contenders.len() < 2 {
+        return Ok(());
+    }
+    let values: Vec<Vec<Value>> =
+        contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
+    let report = retime_configs(language, &values, &run.device, options, retime)
+        .map_err(|e| RunError::Backend(e.to_string()))?;
+    if report.winner != 0 {
+        run.replace_best(&contenders[report.winner], space);
+    }
+    run.finalists = Some(Finalists { configs: contenders.iter().map(|r| r.config.clone()).collect(), report });
+    Ok(())
 }
 
 /// The schedule stage of one configuration: its native schedule searched on the GPU, and

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 use kerntune_engine::{StopReason, Summary, TracePoint};
+use kerntune_pipeline::finalists::RetimeReport;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_space::{ConfigId, Space};
 use kerntune_store::{Costs, Evaluation, Objective, Status};
@@ -46,11 +47,22 @@ pub struct RunSummary {
     pub db: String,
     pub trace: Vec<TracePoint>,
     pub results: Vec<ResultRow>,
+    /// The search's best few timed again against each other (see `finalists`).
+    pub finalists: Option<Finalists>,
     pub schedule: Option<ScheduleReport>,
+}
+
+/// The finalists that were timed again, the search's best first, and what that found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finalists {
+    pub configs: Vec<Map<String, Json>>,
+    pub report: RetimeReport,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BestSummary {
+    #[serde(skip)]
+    pub id: ConfigId,
     pub config: Map<String, Json>,
     pub objective: f64,
     /// Median kernel time (ms) and the number of timed runs it is the median of.
@@ -62,6 +74,8 @@ pub struct BestSummary {
 /// One evaluation as it arrived.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResultRow {
+    #[serde(skip)]
+    pub id: ConfigId,
     pub config: Map<String, Json>,
     pub status: &'static str,
     pub reason: Option<String>,
@@ -92,6 +106,7 @@ impl Tally {
     pub(crate) fn add(&mut self, space: &Space, id: ConfigId, evaluation: &Evaluation, from_store: bool) {
         *self.statuses.entry(evaluation.status.as_str()).or_default() += 1;
         self.results.push(ResultRow {
+            id,
             config: space.config_json(id),
             status: evaluation.status.as_str(),
             reason: evaluation.reason.clone(),
@@ -141,6 +156,7 @@ impl RunSummary {
         let best = summary.best.as_ref().map(|best| {
             let (time_ms, samples) = tally.timings.get(&best.id).map_or((None, 0), |(ms, n)| (Some(*ms), *n));
             BestSummary {
+                id: best.id,
                 config: best.config.clone(),
                 objective: best.objective,
                 time_ms,
@@ -173,7 +189,39 @@ impl RunSummary {
             db: facts.db,
             trace: summary.trace,
             results: tally.results,
+            finalists: None,
             schedule: None,
         }
+    }
+}
+
+impl RunSummary {
+    /// The configurations to time again: the best `count` that worked, ranked by the
+    /// objective, whose objective is within `within` (a fraction) of the best's.
+    pub(crate) fn contenders(&self, count: usize, within: f64) -> Vec<&ResultRow> {
+        let mut ok: Vec<&ResultRow> =
+            self.results.iter().filter(|r| r.status == Status::Ok.as_str() && r.objective.is_some()).collect();
+        let sign = if self.higher_is_better { -1.0 } else { 1.0 };
+        let key = |r: &ResultRow| sign * r.objective.unwrap_or(f64::NAN);
+        ok.sort_by(|a, b| key(a).total_cmp(&key(b)));
+        ok.dedup_by_key(|r| r.id);
+        let Some(best) = ok.first().and_then(|r| r.objective) else { return Vec::new() };
+        ok.into_iter()
+            .take(count)
+            .filter(|r| r.objective.is_some_and(|o| (o - best).abs() <= within * best.abs()))
+            .collect()
+    }
+
+    /// Makes `row` the best configuration (re-timing found it faster).
+    pub(crate) fn replace_best(&mut self, row: &ResultRow, space: &Space) {
+        let timing = (!row.samples.is_empty()).then(|| (median(&row.samples), row.samples.len()));
+        self.best = row.objective.map(|objective| BestSummary {
+            id: row.id,
+            config: row.config.clone(),
+            objective,
+            time_ms: timing.map(|t| t.0),
+            samples: timing.map_or(0, |t| t.1),
+            description: space.describe(row.id),
+        });
     }
 }

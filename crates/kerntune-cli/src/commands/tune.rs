@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use kerntune_engine::{Event, DEFAULT_STRATEGY};
 use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
+use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
 use kerntune_run::{report, CompileOnly, Progress, RunError, Tuning, Workers};
@@ -70,6 +71,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         fresh: args.fresh,
         device: args.device,
         workers: workers(args.compile_workers)?,
+        retime: (args.finalists > 1).then(|| RetimeOptions {
+            finalists: args.finalists,
+            seed: args.search.seed.unwrap_or(0),
+            ..RetimeOptions::default()
+        }),
         schedule: args.schedule.then(|| ScheduleOptions {
             budget: args.schedule_budget,
             method: args.schedule_method.clone(),
@@ -102,6 +108,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         }
         Progress::Search(Event::Evaluated { point, .. }) => render::advance(&bar, &objective, point.feval, point.best),
         Progress::Search(Event::Started { .. }) => {}
+        Progress::Finalists(_) => bar.finish_and_clear(),
         Progress::Schedule(options) => {
             bar.finish_and_clear();
             if !json {

@@ -8,12 +8,13 @@ pub mod plot;
 use std::time::Duration;
 
 use kerntune_engine::StopReason;
+use kerntune_pipeline::finalists::Verdict;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_space::Space;
 use kerntune_store::{Costs, Landscape, Objective};
 use serde_json::{json, Value as Json};
 
-use crate::{Compilation, CompileReport, RunSummary, SimulationSummary};
+use crate::{Compilation, CompileReport, Finalists, RunSummary, SimulationSummary};
 
 /// Appends one line to a report.
 macro_rules! say {
@@ -85,6 +86,53 @@ pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
     out.join("\n")
 }
 
+/// What re-timing the finalists found, as lines.
+pub fn finalists_text(finalists: &Finalists) -> String {
+    let mut out = String::new();
+    let report = &finalists.report;
+    let control = &report.control;
+    say!(
+        out,
+        "The best {} timed again, each against the search's best in {} interleaved rounds over {} reloads; \
+         control, the best against a copy of itself: {:.4} (95% CI {:.4} to {:.4}).",
+        finalists.configs.len(),
+        report.rounds,
+        report.blocks,
+        control.ratio,
+        control.low,
+        control.high
+    );
+    for (config, ratio) in finalists.configs.iter().skip(1).zip(&report.contenders) {
+        say!(
+            out,
+            "  {}: {:.4} of the best's time (95% CI {:.4} to {:.4})",
+            describe(config),
+            ratio.ratio,
+            ratio.low,
+            ratio.high
+        );
+    }
+    say!(
+        out,
+        "{}",
+        match report.verdict {
+            Verdict::LeadHolds => "The search's best holds its lead beyond the control's noise.".to_string(),
+            Verdict::Tie => "A tie within noise: the search's best is kept.".to_string(),
+            Verdict::Overtaken => format!(
+                "{} is faster beyond the control's noise and becomes the best.",
+                describe(&finalists.configs[report.winner])
+            ),
+        }
+    );
+    out
+}
+
+/// A configuration as `name=value name=value`, as `Space::describe` writes it.
+fn describe(config: &serde_json::Map<String, Json>) -> String {
+    let parts: Vec<String> = config.iter().map(|(name, value)| format!("{name}={value}")).collect();
+    parts.join(" ")
+}
+
 /// The line that opens the schedule stage.
 pub fn schedule_start_text(options: &kerntune_pipeline::schedule::ScheduleOptions) -> String {
     format!(
@@ -140,6 +188,9 @@ pub fn tuning_text(run: &RunSummary) -> String {
             all * 100.0,
             timed * 100.0
         );
+    }
+    if let Some(finalists) = &run.finalists {
+        out.push_str(&finalists_text(finalists));
     }
     if run.stop == StopReason::Interrupted {
         say!(out, "Interrupted: every finished evaluation is stored; run the same command again to resume.");

@@ -1,0 +1,176 @@
+//! The search's best few configurations timed again, interleaved, before one is called the
+//! winner. A search ranks configurations by single medians measured minutes apart, with the
+//! GPU's clocks and temperature drifting between them; a lead of a few percent there is
+//! within noise. Here the leader is timed against each close contender in alternating
+//! rounds, in blocks that reload both kernels, and against a copy of itself (the A/A
+//! control, which shows how far apart two identical kernels measure). A contender
+//! replaces the leader only when its whole interval lies below the control's.
+
+use kerntune_device::DeviceInfo;
+use kerntune_engine::stats::{block_medians, median, median_interval};
+use kerntune_engine::BackendError;
+use kerntune_space::Value;
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{compile_now, PipelineOptions};
+use crate::language::Language;
+use crate::pool::CompilePool;
+use crate::process::Hub;
+use crate::protocol::KernelImage;
+use crate::schedule::BenchSession;
+
+/// How finalists are chosen and timed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetimeOptions {
+    /// Most configurations timed again, the search's best included; below 2 nothing is.
+    pub finalists: usize,
+    /// Contenders are those whose search median is within this fraction of the best's.
+    pub within: f64,
+    /// Interleaved rounds per pair.
+    pub rounds: u32,
+    /// Blocks the rounds are split into (both kernels reloaded for each); the interval is
+    /// taken over the blocks' medians, so at least 5.
+    pub blocks: u32,
+    pub seed: u64,
+}
+
+impl Default for RetimeOptions {
+    fn default() -> Self {
+        RetimeOptions { finalists: 4, within: 0.05, rounds: 60, blocks: 6, seed: 0 }
+    }
+}
+
+/// A time ratio (contender / leader) with its 95% interval over the blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// What re-timing concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every contender's interval lies above the control's: the leader's lead holds.
+    LeadHolds,
+    /// A contender's interval lies wholly below the control's: it is faster, and wins.
+    Overtaken,
+    /// Some contender cannot be told apart from the leader: the leader (the simpler, the
+    /// search's choice) is kept, and results say it is a tie within noise.
+    Tie,
+}
+
+/// The re-timing of the leader (index 0 of the finalists) against each contender.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetimeReport {
+    pub rounds: u32,
+    pub blocks: u32,
+    /// The leader against a copy of itself.
+    pub control: Ratio,
+    /// Each contender (finalists 1, 2, ...) against the leader.
+    pub contenders: Vec<Ratio>,
+    /// The leader's median time (ms) over all its interleaved rounds.
+    pub leader_median_ms: f64,
+    /// Index among the finalists of the winner (0: the search's best).
+    pub winner: usize,
+    pub verdict: Verdict,
+}
+
+/// Times `finalists[0]` (the search's best) against each of the others and against itself.
+pub fn retime(
+    session: &mut BenchSession,
+    finalists: &[KernelImage],
+    options: &RetimeOptions,
+) -> Result<RetimeReport, BackendError> {
+    let leader = finalists.first().ok_or_else(|| BackendError("no finalist to time again".into()))?;
+    let blocks = options.blocks.max(5);
+    let rounds = options.rounds.max(blocks);
+    let mut leader_times = Vec::new();
+    let mut pair = |other: &KernelImage, seed: u64| -> Result<Ratio, BackendError> {
+        let (a, b) = session.interleave(leader.clone(), other.clone(), rounds, blocks, seed)?;
+        leader_times.extend_from_slice(&a);
+        let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
+        let per_block = block_medians(&ratios, blocks as usize);
+        let (low, high) = median_interval(&per_block);
+        Ok(Ratio { ratio: median(&per_block), low, high })
+    };
+    let control = pair(leader, options.seed)?;
+    let mut contenders = Vec::new();
+    for (index, contender) in finalists.iter().enumerate().skip(1) {
+        contenders.push(pair(contender, options.seed.wrapping_add(index as u64))?);
+    }
+    let (winner, verdict) = decide(&control, &contenders);
+    Ok(RetimeReport { rounds, blocks, control, contenders, leader_median_ms: median(&leader_times), winner, verdict })
+}
+
+/// Compiles the finalists of any language (values in parameter order, the search's best
+/// first), sets a benchmark worker up as the tuning did, and re-times them.
+pub fn retime_configs(
+    language: &dyn Language,
+    finalists: &[Vec<Value>],
+    device: &DeviceInfo,
+    pipeline: &PipelineOptions,
+    options: &RetimeOptions,
+) -> Result<RetimeReport, BackendError> {
+    let failed = |what: &str, e: String| BackendError(format!("re-timing the finalists: {what}: {e}"));
+    let hub = Hub::default();
+    let timeout = language.compile_timeout();
+    let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));
+    let mut pool = CompilePool::new(&pipeline.compile_worker, workers, timeout, &hub, 1)
+        .map_err(|e| failed("starting a compile worker", e.to_string()))?;
+    let mut images = Vec::with_capacity(finalists.len());
+    for values in finalists {
+        let job = language.compile_job(values, device).map_err(|e| failed("a finalist", e))?;
+        let binary = compile_now(&mut pool, &hub, job, timeout).map_err(|e| failed("compiling a finalist", e))?;
+        images.push(language.kernel_image(values, binary).map_err(|e| failed("a finalist", e))?);
+    }
+    let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
+    let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
+    let mut session = BenchSession::start(&pipeline.bench_worker, pipeline.device, setup, language.launch_timeout())?;
+    retime(&mut session, &images, options)
+}
+
+/// The winner among the finalists (0: the leader) and why: a contender wins only when its
+/// whole interval lies below the control's (and below 1); among several, the lowest ratio.
+pub fn decide(control: &Ratio, contenders: &[Ratio]) -> (usize, Verdict) {
+    let faster = contenders
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.high < control.low.min(1.0))
+        .min_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio));
+    if let Some((index, _)) = faster {
+        return (index + 1, Verdict::Overtaken);
+    }
+    if contenders.iter().all(|c| c.low > control.high.max(1.0)) {
+        (0, Verdict::LeadHolds)
+    } else {
+        (0, Verdict::Tie)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ratio(ratio: f64, low: f64, high: f64) -> Ratio {
+        Ratio { ratio, low, high }
+    }
+
+    #[test]
+    fn a_contender_wins_only_below_the_control() {
+        let control = ratio(1.0, 0.99, 1.01);
+        assert_eq!(decide(&control, &[ratio(1.04, 1.02, 1.06), ratio(1.1, 1.08, 1.12)]), (0, Verdict::LeadHolds));
+        assert_eq!(decide(&control, &[ratio(0.97, 0.96, 0.98), ratio(0.95, 0.94, 0.96)]), (2, Verdict::Overtaken));
+        assert_eq!(decide(&control, &[ratio(0.99, 0.97, 1.0)]), (0, Verdict::Tie), "overlaps the control");
+        assert_eq!(decide(&control, &[ratio(1.005, 1.0, 1.01)]), (0, Verdict::Tie));
+        assert_eq!(decide(&control, &[]), (0, Verdict::LeadHolds), "no contender: nothing to doubt");
+    }
+
+    #[test]
+    fn a_noisy_control_protects_the_leader() {
+        let noisy = ratio(1.0, 0.95, 1.05);
+        assert_eq!(decide(&noisy, &[ratio(0.97, 0.96, 0.98)]), (0, Verdict::Tie), "3% is within this run's noise");
+    }
+}
