@@ -41,6 +41,7 @@ mod deps;
 mod disasm;
 mod elf;
 mod error;
+mod legality;
 mod listing;
 pub mod moves;
 mod nvinfo;

@@ -1,16 +1,11 @@
 //! Recorded tuning landscapes: every configuration of a brute-force run with its outcome
-//! and what it cost, read from a Kernel Tuner cache file or a T4 file (plain or gzipped).
-//! The simulation backend replays one as a device.
+//! and what it cost, as the readers of `formats` give them from a Kernel Tuner cache
+//! file or a T4 file (plain or gzipped). The simulation backend replays one as a device.
 
-use std::io::Read;
-use std::path::Path;
-
-use flate2::read::GzDecoder;
 use kerntune_space::{Param, Space};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
-use crate::formats::{kernel_tuner, t4};
-use crate::{fingerprint, Evaluation, Objective, StoreError, TuningInfo};
+use crate::{fingerprint, Evaluation, Objective, TuningInfo};
 
 /// The file format a landscape came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,73 +34,6 @@ pub struct Landscape {
 }
 
 impl Landscape {
-    pub fn read(path: &Path) -> Result<Landscape, StoreError> {
-        let origin = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: origin.clone(), source })?;
-        let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("landscape");
-        let stem = stem.trim_end_matches(".gz").trim_end_matches(".json");
-        Landscape::parse(&bytes, &origin, stem)
-    }
-
-    /// Parses file contents; `origin` names the file in errors and `name_hint` stands in
-    /// for the kernel name where the format has none (T4).
-    pub fn parse(bytes: &[u8], origin: &str, name_hint: &str) -> Result<Landscape, StoreError> {
-        let text = if bytes.starts_with(&[0x1f, 0x8b]) {
-            let mut text = String::new();
-            GzDecoder::new(bytes)
-                .read_to_string(&mut text)
-                .map_err(|e| StoreError::format(origin, format!("not a valid gzip file ({e})")))?;
-            text
-        } else {
-            String::from_utf8(bytes.to_vec()).map_err(|_| StoreError::format(origin, "not a text file"))?
-        };
-        let json: Json = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Json { path: origin.to_string(), message: e.to_string() })?;
-        let Json::Object(document) = json else {
-            return Err(StoreError::format(origin, "expected a JSON object"));
-        };
-        let landscape = if document.contains_key("cache") {
-            kernel_tuner::parse(&document, origin)?
-        } else if document.contains_key("results") {
-            t4::parse(&document, origin, name_hint)?
-        } else {
-            return Err(StoreError::format(
-                origin,
-                "neither a Kernel Tuner cache file (no \"cache\") nor a T4 file (no \"results\")",
-            ));
-        };
-        landscape.check_times(origin)?;
-        Ok(landscape)
-    }
-
-    /// Refuses a recorded time that cannot be one (zero or negative): replayed, it would
-    /// be reported as the best build (`Best: -1.000 ms`) and draw every strategy to it.
-    /// Samples are times whatever the objective; the objective is one when it is `time`.
-    fn check_times(&self, origin: &str) -> Result<(), StoreError> {
-        let objective_is_time = self.objective.name.eq_ignore_ascii_case("time");
-        for record in &self.records {
-            let evaluation = &record.evaluation;
-            let objective = evaluation.valid_objective().filter(|_| objective_is_time);
-            let times = objective.into_iter().chain(evaluation.samples.iter().copied());
-            if let Some(time) = times.into_iter().find(|time| *time <= 0.0) {
-                let config: Vec<String> = self
-                    .params
-                    .iter()
-                    .zip(&record.config)
-                    .map(|(param, index)| format!("{}={}", param.name(), param.values()[*index].source_text()))
-                    .collect();
-                return Err(StoreError::format(
-                    origin,
-                    format!(
-                        "configuration {{{}}} records a time of {time} ms; times must be positive",
-                        config.join(", ")
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// The search space of a landscape: exactly the configurations it records.
     pub fn space(&self) -> Result<Space, kerntune_space::SpaceError> {
         Space::from_configs(self.params.clone(), self.records.iter().map(|r| r.config.clone()))
@@ -134,73 +62,5 @@ impl Landscape {
                 best
             }
         })
-    }
-}
-
-/// A config's value indexes from a JSON object of `name: value`.
-pub(crate) fn config_indexes(
-    params: &[Param],
-    config: &Map<String, Json>,
-    origin: &str,
-    what: &str,
-) -> Result<Vec<usize>, StoreError> {
-    params
-        .iter()
-        .map(|param| {
-            let json = config
-                .get(param.name())
-                .ok_or_else(|| StoreError::format(origin, format!("{what} has no value for '{}'", param.name())))?;
-            kerntune_space::Value::from_json(json).and_then(|v| param.index_of(&v)).ok_or_else(|| {
-                StoreError::format(origin, format!("{what}: {json} is not a listed value of '{}'", param.name()))
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn neither_format_is_an_error_naming_the_file() {
-        let error = Landscape::parse(b"{\"x\": 1}", "f.json", "f").unwrap_err();
-        assert!(error.to_string().starts_with("f.json: neither"), "{error}");
-        let error = Landscape::parse(b"{\"cache\": ", "g.json", "g").unwrap_err();
-        assert!(error.to_string().starts_with("g.json: not valid JSON"), "{error}");
-        let error = Landscape::parse(&[0x1f, 0x8b, 0, 1], "h.json.gz", "h").unwrap_err();
-        assert!(error.to_string().contains("gzip"), "{error}");
-    }
-
-    fn kernel_tuner_cache(entry: &str) -> String {
-        format!(
-            r#"{{"tune_params_keys": ["a", "b"], "tune_params": {{"a": [1, 2], "b": [8]}}, "objective": "time",
-                 "cache": {{"1,8": {{"a": 1, "b": 8, "time": 0.5, "times": [0.5]}}, "2,8": {entry}}}}}"#
-        )
-    }
-
-    #[test]
-    fn zero_or_negative_times_are_refused_naming_the_configuration() {
-        let cases = [
-            (r#"{"a": 2, "b": 8, "time": -1.0, "times": [1.0]}"#, "a time of -1 ms"),
-            (r#"{"a": 2, "b": 8, "time": 0, "times": [1.0]}"#, "a time of 0 ms"),
-            (r#"{"a": 2, "b": 8, "time": 1.0, "times": [1.0, -2.5]}"#, "a time of -2.5 ms"),
-        ];
-        for (entry, expected) in cases {
-            let error = Landscape::parse(kernel_tuner_cache(entry).as_bytes(), "k.json", "k").unwrap_err();
-            let message = error.to_string();
-            assert!(message.starts_with("k.json: configuration {a=2, b=8} records"), "{message}");
-            assert!(message.contains(expected), "{message}");
-        }
-        let t4 = r#"{"schema_version": "1.0.0", "results": [{"configuration": {"a": 1}, "invalidity": "correct",
-            "measurements": [{"name": "time", "value": -3, "unit": "ms"}], "times": {"runtimes": [1.0]}}]}"#;
-        let error = Landscape::parse(t4.as_bytes(), "t.json", "t").unwrap_err();
-        assert!(error.to_string().contains("configuration {a=1} records a time of -3 ms"), "{error}");
-    }
-
-    #[test]
-    fn positive_times_and_failed_entries_are_accepted() {
-        let failed = r#"{"a": 2, "b": 8, "time": "CompilationFailedConfig", "times": []}"#;
-        let landscape = Landscape::parse(kernel_tuner_cache(failed).as_bytes(), "k.json", "k").expect("parses");
-        assert_eq!(landscape.optimum(), Some(0.5));
     }
 }

@@ -8,8 +8,8 @@
 use kerntune_space::{ConfigId, Neighbourhood};
 
 use crate::options::Neighbours;
-use crate::support::descent::Descent;
-use crate::support::{cost, fresh, metropolis, moves, Stepwise};
+use crate::support::climbs::{Climbs, Next};
+use crate::support::{fresh, metropolis, moves, Stepwise};
 use crate::{options, Context};
 
 options! {
@@ -27,27 +27,25 @@ options! {
 #[derive(Debug)]
 pub(crate) struct Basinhopping {
     options: BasinhoppingOptions,
-    descent: Option<Descent>,
+    climbs: Climbs,
     /// The bottom of the basin the search is in.
     basin: Option<(ConfigId, f64)>,
-    start: Option<ConfigId>,
 }
 
 impl Basinhopping {
     pub(crate) fn new(options: BasinhoppingOptions) -> Basinhopping {
-        Basinhopping { options, descent: None, basin: None, start: None }
+        let climbs = Climbs::new(Neighbourhood::from(options.neighbourhood));
+        Basinhopping { options, climbs, basin: None }
     }
 }
 
 impl Stepwise for Basinhopping {
     fn propose(&mut self, context: &mut Context<'_>, n: usize) -> Vec<ConfigId> {
-        if let Some(descent) = &mut self.descent {
-            let batch = descent.propose(context, n);
-            if !batch.is_empty() {
-                return batch;
-            }
-            let bottom = (descent.centre(), descent.cost());
-            self.descent = None;
+        let ended = match self.climbs.propose(context, n) {
+            Next::Neighbours(batch) => return batch,
+            Next::Start { ended } => ended,
+        };
+        if let Some(bottom) = ended {
             let accepted = match self.basin {
                 None => true,
                 Some(basin) => metropolis(context.rng, bottom.1, basin.1, self.options.temperature),
@@ -56,27 +54,19 @@ impl Stepwise for Basinhopping {
                 self.basin = Some(bottom);
             }
         }
-        self.start = match self.basin {
+        let start = match self.basin {
             Some((basin, _)) => Some(moves::kick(context.space, context.rng, basin, self.options.hop_size)),
             None => fresh(context, &[]),
         };
-        self.start.into_iter().collect()
+        start.into_iter().collect()
     }
 
     fn learn(&mut self, context: &mut Context<'_>, proposed: &[ConfigId], scores: &[Option<f64>]) {
-        match &mut self.descent {
-            Some(descent) => descent.learn(context, proposed, scores),
-            None => {
-                if let (Some(start), Some(score)) = (self.start.take(), scores.first()) {
-                    let kind = Neighbourhood::from(self.options.neighbourhood);
-                    self.descent = Some(Descent::new(context, start, cost(*score), kind));
-                }
-            }
-        }
+        self.climbs.learn(context, proposed, scores);
     }
 
     fn restart(&mut self, _context: &mut Context<'_>) {
-        self.descent = None;
+        self.climbs.abandon();
         self.basin = None;
     }
 }

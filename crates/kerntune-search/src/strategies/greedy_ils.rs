@@ -6,8 +6,8 @@
 use kerntune_space::{ConfigId, Neighbourhood};
 
 use crate::options::Neighbours;
-use crate::support::descent::Descent;
-use crate::support::{cost, fresh, moves, Stepwise};
+use crate::support::climbs::{Climbs, Next};
+use crate::support::{fresh, moves, Stepwise};
 use crate::{options, Context};
 
 options! {
@@ -26,17 +26,16 @@ options! {
 #[derive(Debug)]
 pub(crate) struct GreedyIls {
     options: GreedyIlsOptions,
-    descent: Option<Descent>,
+    climbs: Climbs,
     /// The best local optimum of this restart, which kicks start from.
     incumbent: Option<(ConfigId, f64)>,
     failed_kicks: usize,
-    /// The configuration the next climb starts from.
-    start: Option<ConfigId>,
 }
 
 impl GreedyIls {
     pub(crate) fn new(options: GreedyIlsOptions) -> GreedyIls {
-        GreedyIls { options, descent: None, incumbent: None, failed_kicks: 0, start: None }
+        let climbs = Climbs::new(Neighbourhood::from(options.neighbourhood));
+        GreedyIls { options, climbs, incumbent: None, failed_kicks: 0 }
     }
 
     fn next_start(&mut self, context: &mut Context<'_>) -> Option<ConfigId> {
@@ -57,13 +56,11 @@ impl GreedyIls {
 
 impl Stepwise for GreedyIls {
     fn propose(&mut self, context: &mut Context<'_>, n: usize) -> Vec<ConfigId> {
-        if let Some(descent) = &mut self.descent {
-            let batch = descent.propose(context, n);
-            if !batch.is_empty() {
-                return batch;
-            }
-            let optimum = (descent.centre(), descent.cost());
-            self.descent = None;
+        let ended = match self.climbs.propose(context, n) {
+            Next::Neighbours(batch) => return batch,
+            Next::Start { ended } => ended,
+        };
+        if let Some(optimum) = ended {
             if self.incumbent.is_none_or(|best| optimum.1 < best.1) {
                 self.incumbent = Some(optimum);
                 self.failed_kicks = 0;
@@ -71,24 +68,15 @@ impl Stepwise for GreedyIls {
                 self.failed_kicks += 1;
             }
         }
-        self.start = self.next_start(context);
-        self.start.into_iter().collect()
+        self.next_start(context).into_iter().collect()
     }
 
     fn learn(&mut self, context: &mut Context<'_>, proposed: &[ConfigId], scores: &[Option<f64>]) {
-        match &mut self.descent {
-            Some(descent) => descent.learn(context, proposed, scores),
-            None => {
-                if let (Some(start), Some(score)) = (self.start.take(), scores.first()) {
-                    let kind = Neighbourhood::from(self.options.neighbourhood);
-                    self.descent = Some(Descent::new(context, start, cost(*score), kind));
-                }
-            }
-        }
+        self.climbs.learn(context, proposed, scores);
     }
 
     fn restart(&mut self, _context: &mut Context<'_>) {
-        self.descent = None;
+        self.climbs.abandon();
         self.incumbent = None;
         self.failed_kicks = 0;
     }

@@ -7,8 +7,8 @@
 use kerntune_space::{ConfigId, Neighbourhood};
 
 use crate::options::Neighbours;
-use crate::support::descent::Descent;
-use crate::support::{cost, fresh, Stepwise};
+use crate::support::climbs::{Climbs, Next};
+use crate::support::{fresh, Stepwise};
 use crate::{options, Context};
 
 options! {
@@ -21,41 +21,28 @@ options! {
 
 #[derive(Debug)]
 pub(crate) struct Mls {
-    options: MlsOptions,
-    descent: Option<Descent>,
+    climbs: Climbs,
 }
 
 impl Mls {
     pub(crate) fn new(options: MlsOptions) -> Mls {
-        Mls { options, descent: None }
+        Mls { climbs: Climbs::new(Neighbourhood::from(options.neighbourhood)) }
     }
 }
 
 impl Stepwise for Mls {
     fn propose(&mut self, context: &mut Context<'_>, n: usize) -> Vec<ConfigId> {
-        if let Some(descent) = &mut self.descent {
-            let batch = descent.propose(context, n);
-            if !batch.is_empty() {
-                return batch;
-            }
-            self.descent = None;
+        match self.climbs.propose(context, n) {
+            Next::Neighbours(batch) => batch,
+            Next::Start { .. } => fresh(context, &[]).into_iter().collect(),
         }
-        fresh(context, &[]).into_iter().collect()
     }
 
     fn learn(&mut self, context: &mut Context<'_>, proposed: &[ConfigId], scores: &[Option<f64>]) {
-        match &mut self.descent {
-            Some(descent) => descent.learn(context, proposed, scores),
-            None => {
-                if let (Some(start), Some(score)) = (proposed.first(), scores.first()) {
-                    let kind = Neighbourhood::from(self.options.neighbourhood);
-                    self.descent = Some(Descent::new(context, *start, cost(*score), kind));
-                }
-            }
-        }
+        self.climbs.learn(context, proposed, scores);
     }
 
     fn restart(&mut self, _context: &mut Context<'_>) {
-        self.descent = None;
+        self.climbs.abandon();
     }
 }

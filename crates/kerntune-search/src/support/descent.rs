@@ -1,5 +1,5 @@
-//! First-improvement hill climbing, one step at a time: the local search inside
-//! `mls`, `greedy_ils` and `basinhopping`.
+//! First-improvement hill climbing, one step at a time: the local search that
+//! [`Climbs`](super::climbs::Climbs) restarts for `mls`, `greedy_ils` and `basinhopping`.
 
 use kerntune_space::{ConfigId, Neighbourhood};
 

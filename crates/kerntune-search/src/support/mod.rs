@@ -1,9 +1,11 @@
 //! Small pieces the strategies share: running a step's proposals as a batch
 //! ([`Stepper`]), drawing configurations nobody has evaluated yet ([`fresh`]), moves in
-//! the space of value indexes ([`moves`]) and hill climbing ([`descent`]).
+//! the space of value indexes ([`moves`]), hill climbing ([`descent`]) and climbs restarted
+//! one after another ([`climbs`]).
 
 mod batch;
-pub(crate) mod descent;
+pub(crate) mod climbs;
+mod descent;
 mod fresh;
 pub(crate) mod moves;
 

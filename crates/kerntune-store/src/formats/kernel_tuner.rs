@@ -7,9 +7,9 @@ use serde_json::{json, Map, Value as Json};
 
 use kerntune_space::{params_from_json, Value};
 
-use super::{ms, seconds};
-use crate::landscape::{config_indexes, Format, Landscape, Record};
+use super::{config_indexes, ms, seconds};
 use crate::{Costs, Evaluation, Objective, Status, StoreError, StoredEvaluation, TuningInfo};
+use crate::{Format, Landscape, Record};
 
 const KNOWN_FIELDS: [&str; 8] = [
     "times",

@@ -7,9 +7,9 @@ use serde_json::{json, Map, Value as Json};
 
 use kerntune_space::{Param, Value};
 
-use super::{ms, seconds};
-use crate::landscape::{config_indexes, Format, Landscape, Record};
+use super::{config_indexes, ms, seconds};
 use crate::{Costs, Evaluation, Objective, Status, StoreError, StoredEvaluation, TuningInfo};
+use crate::{Format, Landscape, Record};
 
 pub(crate) fn parse(document: &Map<String, Json>, origin: &str, name_hint: &str) -> Result<Landscape, StoreError> {
     let Some(Json::Array(results)) = document.get("results") else {
