@@ -47,6 +47,7 @@ pub mod moves;
 mod nvinfo;
 mod opcodes;
 mod operands;
+mod random;
 mod registers;
 mod schedule;
 pub mod search;
@@ -62,7 +63,6 @@ pub use disasm::{
 };
 pub use elf::Cubin;
 pub use error::SassError;
-pub use kerntune_space::Rng;
 pub use listing::{strip_reuse, Instruction, KernelListing, INSTRUCTION_BYTES};
 pub use moves::{Direction, Move, Refusal};
 pub use opcodes::{FenceKind, LatencyTable, MemoryAccess, Role, Spaces};
@@ -73,6 +73,6 @@ pub use search::{
     anneal, hill_climb, AnnealingOptions, Candidate, HillClimbOptions, ScheduleObjective, SearchOutcome, LEADERS,
 };
 pub use show::{show, InstructionReport, KernelReport};
-pub use shuffle::{random_legal_move, random_moves, shuffle, Shuffled};
+pub use shuffle::{random_moves, shuffle, Shuffled};
 pub use syntax::{Guard, Syntax};
 pub use verify::{verify_permutation, Verifier};

@@ -4,8 +4,8 @@
 use crate::disasm::Nvdisasm;
 use crate::error::SassError;
 use crate::moves::Move;
+use crate::random::Random;
 use crate::schedule::Schedule;
-use crate::Rng;
 
 /// The result of [`shuffle`].
 #[derive(Clone, Debug)]
@@ -19,12 +19,14 @@ pub struct Shuffled {
 }
 
 /// Applies up to `moves` random legal moves to `schedule`, each drawn
-/// uniformly from the legal moves of the current schedule. Returns the moves
-/// applied; stops early when no move is legal.
-pub fn random_moves(schedule: &mut Schedule, moves: usize, rng: &mut Rng) -> Result<Vec<Move>, SassError> {
+/// uniformly from the legal moves of the current schedule; the same schedule
+/// and seed always give the same moves. Returns the moves applied; stops early
+/// when no move is legal.
+pub fn random_moves(schedule: &mut Schedule, moves: usize, seed: u64) -> Result<Vec<Move>, SassError> {
+    let mut random = Random::seeded(seed);
     let mut applied = Vec::with_capacity(moves);
     for _ in 0..moves {
-        let Some(chosen) = random_legal_move(schedule, rng) else {
+        let Some(chosen) = random_legal_move(schedule, &mut random) else {
             break;
         };
         schedule.apply(&chosen)?;
@@ -37,7 +39,7 @@ pub fn random_moves(schedule: &mut Schedule, moves: usize, rng: &mut Rng) -> Res
 /// direction) are drawn uniformly and illegal ones rejected, which is uniform
 /// over the legal ones and much cheaper than listing them all. After many
 /// rejections the full list decides, so that "no legal move" is exact.
-pub fn random_legal_move(schedule: &Schedule, rng: &mut Rng) -> Option<Move> {
+pub(crate) fn random_legal_move(schedule: &Schedule, random: &mut Random) -> Option<Move> {
     let movable: Vec<usize> = schedule
         .listing()
         .instructions()
@@ -50,14 +52,14 @@ pub fn random_legal_move(schedule: &Schedule, rng: &mut Rng) -> Option<Move> {
         return None;
     }
     for _ in 0..8 * movable.len() {
-        let index = movable[rng.below(movable.len())];
-        let candidate = if rng.below(2) == 0 { Move::up(index) } else { Move::down(index) };
+        let index = movable[random.below(movable.len())];
+        let candidate = if random.below(2) == 0 { Move::up(index) } else { Move::down(index) };
         if schedule.check(&candidate).is_ok() {
             return Some(candidate);
         }
     }
     let legal = schedule.legal_moves();
-    (!legal.is_empty()).then(|| legal[rng.below(legal.len())])
+    (!legal.is_empty()).then(|| legal[random.below(legal.len())])
 }
 
 /// Applies `moves` random legal moves to one kernel of a cubin; the same
@@ -70,7 +72,6 @@ pub fn shuffle(
     nvdisasm: &Nvdisasm,
 ) -> Result<Shuffled, SassError> {
     let mut schedule = Schedule::from_cubin(cubin, kernel, nvdisasm)?;
-    let mut rng = Rng::seeded(seed);
-    let moves = random_moves(&mut schedule, moves, &mut rng)?;
+    let moves = random_moves(&mut schedule, moves, seed)?;
     Ok(Shuffled { cubin: schedule.to_cubin()?, moves, permutation: schedule.permutation() })
 }

@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
+use crate::random::Random;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
-use crate::Rng;
 
 /// The annealing schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ pub fn anneal<O: ScheduleObjective>(
     options: &AnnealingOptions,
     seed: u64,
 ) -> Result<SearchOutcome, SassError> {
-    let mut rng = Rng::seeded(seed);
+    let mut random = Random::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
     let baseline = evaluator.baseline();
     let mut current = start.clone();
@@ -48,12 +48,12 @@ pub fn anneal<O: ScheduleObjective>(
     for _ in 0..options.steps {
         let mut candidate = current.clone();
         for _ in 0..options.moves_per_step.max(1) {
-            let Some(chosen) = random_legal_move(&candidate, &mut rng) else {
+            let Some(chosen) = random_legal_move(&candidate, &mut random) else {
                 break;
             };
             candidate.apply(&chosen)?;
         }
-        let draw = rng.unit();
+        let draw = random.unit();
         if let Some(energy) = evaluator.energy(&candidate)? {
             let worse_by = (energy - current_energy) / current_energy.abs().max(f64::MIN_POSITIVE);
             let accept = worse_by <= 0.0 || (temperature > 0.0 && draw < (-worse_by / temperature).exp());

@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Evaluator, ScheduleObjective, SearchOutcome};
 use crate::error::SassError;
+use crate::random::Random;
 use crate::schedule::Schedule;
 use crate::shuffle::random_legal_move;
-use crate::Rng;
 
 /// The hill-climbing budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ pub fn hill_climb<O: ScheduleObjective>(
     options: &HillClimbOptions,
     seed: u64,
 ) -> Result<SearchOutcome, SassError> {
-    let mut rng = Rng::seeded(seed);
+    let mut random = Random::seeded(seed);
     let mut evaluator = Evaluator::new(objective, start)?;
     let baseline = evaluator.baseline();
     let mut best_schedule = start.clone();
@@ -52,7 +52,7 @@ pub fn hill_climb<O: ScheduleObjective>(
         let mut current = best_schedule.clone();
         if restart > 0 {
             for _ in 0..options.perturbation {
-                let Some(chosen) = random_legal_move(&current, &mut rng) else {
+                let Some(chosen) = random_legal_move(&current, &mut random) else {
                     break;
                 };
                 current.apply(&chosen)?;
@@ -63,7 +63,7 @@ pub fn hill_climb<O: ScheduleObjective>(
         };
         let mut stale = 0;
         while stale < options.patience && evaluator.evaluations.len() < options.evaluations {
-            let Some(chosen) = random_legal_move(&current, &mut rng) else {
+            let Some(chosen) = random_legal_move(&current, &mut random) else {
                 break;
             };
             let mut neighbour = current.clone();

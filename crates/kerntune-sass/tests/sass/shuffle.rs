@@ -2,7 +2,7 @@
 //! kernel of the corpus, each result verified with nvdisasm to be exactly the
 //! intended permutation of the original.
 
-use kerntune_sass::{random_moves, shuffle, Rng, Verifier};
+use kerntune_sass::{random_moves, shuffle, Verifier};
 
 use crate::corpus::corpus;
 
@@ -19,7 +19,7 @@ fn shuffle_and_verify(kernel: &str) -> usize {
     let mut applied = 0;
     for (seed, &count) in MOVE_COUNTS.iter().enumerate() {
         let mut schedule = corpus.schedule(kernel);
-        let moves = random_moves(&mut schedule, count, &mut Rng::seeded(seed as u64)).expect("legal moves apply");
+        let moves = random_moves(&mut schedule, count, seed as u64).expect("legal moves apply");
         assert_eq!(moves.len(), count, "{kernel}: ran out of legal moves");
         let rewritten = schedule.to_cubin().expect("the schedule writes back");
         verifier
@@ -93,7 +93,7 @@ fn random_moves_keep_dependent_instructions_in_order_and_every_result_waited_for
     for kernel in crate::corpus::TRITON_KERNELS {
         let original = corpus().schedule(kernel);
         let mut schedule = original.clone();
-        random_moves(&mut schedule, 300, &mut Rng::seeded(77)).expect("legal moves apply");
+        random_moves(&mut schedule, 300, 77).expect("legal moves apply");
         let listing = schedule.listing();
         let positions = listing.positions();
         let before = original.listing().instructions();
