@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor]
 # (default: all); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u -o pipefail
@@ -25,7 +25,7 @@ fi
 # A skipped GPU test on the GPU machine is a failure, not a pass (tests/python/conftest.py).
 export KERNTUNE_REQUIRE_GPU=1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit}
+stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor}
 summary=()
 failed=()
 # Runs a stage's command with its output shown and kept in $OUT/NAME.log; a failure is noted.
@@ -80,6 +80,16 @@ for stage in $stages; do
         echo "=== schedule legality audit"
         step schedule_audit python3 bench/schedule_audit.py
         summary+=("$(sed -n '/=== schedule audit/,$p' "$OUT/schedule_audit.log")")
+        ;;
+    finalists)
+        echo "=== finalists re-timed against an A/A control (CUDA matmul, CLI)"
+        step finalists "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/finalists.db" --max-fevals 40 --finalists 4
+        summary+=("finalists: $(grep -E '^(The best [0-9]+ timed|The search|A tie|.* becomes the best)' "$OUT/finalists.log" | tr '\n' ' ')")
+        ;;
+    vendor)
+        echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"
+        step vendor_compare python3 bench/vendor_compare.py
+        summary+=("$(sed -n '/=== vendor_compare summary/,$p' "$OUT/vendor_compare.log")")
         ;;
     timing)
         echo "=== timing agreement"

@@ -11,7 +11,7 @@ mkdir -p .device
 cargo build --release -q -p kerntune-cli
 # The test binary's path, as cargo reports it, not the newest file of target/release/deps.
 test_binary=$(cargo test --release -q -p kerntune-cli --test gpu --no-run --message-format json-render-diagnostics \
-    | python3 -c 'import json, sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")])')
+    | python3 -c 'import json, sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "gpu"])')
 [ -x "$test_binary" ] || { echo "gpu/prepare.sh: no GPU test binary built (got '$test_binary')" >&2; exit 1; }
 cargo build --release -q -p kerntune-sass --example single_moves
 strip -o .device/kerntune target/release/kerntune
