@@ -73,7 +73,10 @@ pub fn run(ordinal: usize) -> i32 {
                     reply(&FromBench::Waiting { launches });
                 }) {
                     Ok((differing, first_difference)) => {
-                        reply(&FromBench::Compared { sets, differing, first_difference })
+                        reply(&FromBench::Compared { sets, differing, first_difference });
+                        if released_badly(&context) {
+                            return 2;
+                        }
                     }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
@@ -90,7 +93,12 @@ pub fn run(ordinal: usize) -> i32 {
                 match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
-                    Ok((a, b)) => reply(&FromBench::Interleaved { a, b }),
+                    Ok((a, b)) => {
+                        reply(&FromBench::Interleaved { a, b });
+                        if released_badly(&context) {
+                            return 2;
+                        }
+                    }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
                         return 1;
@@ -102,9 +110,10 @@ pub fn run(ordinal: usize) -> i32 {
                     reply(&FromBench::Fatal { message: "evaluate before setup".into() });
                     return 1;
                 };
-                let result = worker.evaluate(&context, &request, &mut |launches| {
+                let mut result = worker.evaluate(&context, &request, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 });
+                result.context_lost |= released_badly(&context);
                 let lost = result.context_lost;
                 reply(&FromBench::Result(result));
                 if lost {
@@ -114,6 +123,17 @@ pub fn run(ordinal: usize) -> i32 {
         }
     }
     0
+}
+
+/// Says on standard error which releases (of modules, scratch buffers, events) failed
+/// since the last call, and whether one of them left the context unusable, in which case
+/// the worker must end as after a sticky launch error.
+fn released_badly(context: &Context) -> bool {
+    let errors = context.take_release_errors();
+    for error in &errors {
+        eprintln!("kerntune: releasing GPU resources failed: {error}");
+    }
+    errors.iter().any(CudaError::sticky)
 }
 
 struct Argument {
@@ -155,7 +175,7 @@ struct Failure {
 
 impl Failure {
     fn cuda(status: Status, doing: &str, error: CudaError) -> Failure {
-        Failure { status, reason: format!("{doing}: {error}"), context_lost: error.sticky }
+        Failure { status, reason: format!("{doing}: {error}"), context_lost: error.sticky() }
     }
 }
 
