@@ -18,6 +18,7 @@ use kerntune_store::{Costs, Evaluation, Status};
 use kerntune_device::stats::median;
 use kerntune_device::DeviceInfo;
 
+use crate::error::{Failure, FailureKind};
 use crate::language::Language;
 use crate::pool::{Binary, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
@@ -170,6 +171,11 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// Evaluation `id` failed; its status follows from the failure's kind.
+    fn fail(&mut self, id: u32, failure: Failure, costs: Costs) {
+        self.finish(id, Evaluation::failed(failure.status(), failure.message, costs));
+    }
+
     fn on_compiled(&mut self, outcome: CompileOutcome) {
         match outcome {
             CompileOutcome::Compiled { id, binary, seconds } => {
@@ -177,17 +183,14 @@ impl<'a> Pipeline<'a> {
                 job.costs.compile_s = seconds;
                 match self.language.kernel_image(&job.values, binary) {
                     Ok(image) => self.ready.push_back((id, image)),
-                    Err(reason) => self.finish(id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+                    Err(reason) => self.fail(id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
                 }
             }
-            CompileOutcome::Failed { id, reason, seconds } => {
-                let costs = Costs { compile_s: seconds, ..Costs::default() };
+            CompileOutcome::Failed { id, kind, reason, seconds } => {
                 // Compilers report a configuration the device cannot hold (too much shared
-                // memory) before finishing: that is a property of the configuration.
-                let status =
-                    if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
-                let reason = reason.strip_prefix("invalid config: ").unwrap_or(&reason);
-                self.finish(id, Evaluation::failed(status, truncate(reason, 4000), costs));
+                // memory) as `invalid_config`: a property of the configuration.
+                let costs = Costs { compile_s: seconds, ..Costs::default() };
+                self.fail(id, Failure::new(kind, truncate(&reason, 4000)), costs);
             }
         }
     }
@@ -212,7 +215,7 @@ impl<'a> Pipeline<'a> {
 
     fn on_bench_line(&mut self, text: Option<String>) -> Result<(), BackendError> {
         let Some(text) = text else {
-            let death = self.bench.death();
+            let death = self.bench.death().to_string();
             return self.bench_died(&death);
         };
         let message: FromBench = serde_json::from_str(&text)
@@ -268,7 +271,7 @@ impl<'a> Pipeline<'a> {
         // Outputs the language judges itself can still turn a measured configuration wrong.
         let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
             Ok(()) => (result.status, result.reason),
-            Err(reason) => (Status::InvalidOutput, Some(reason)),
+            Err(reason) => (FailureKind::WrongAnswer.status(), Some(reason)),
         };
         let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
@@ -286,7 +289,10 @@ impl<'a> Pipeline<'a> {
                         costs,
                         metrics,
                     },
-                    Err(reason) => Evaluation::failed(Status::RuntimeFailed, reason, costs),
+                    Err(reason) => {
+                        let failure = Failure::new(FailureKind::Objective, reason);
+                        Evaluation::failed(failure.status(), failure.message, costs)
+                    }
                 }
             }
             status => {
@@ -327,18 +333,15 @@ impl<'a> Pipeline<'a> {
     fn bench_died(&mut self, how: &str) -> Result<(), BackendError> {
         if let BenchState::Busy { id } = self.bench_state {
             let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
-            let (status, reason) = if hung {
-                (
-                    Status::Timeout,
-                    format!(
-                        "the kernel did not finish within {:.1} s per launch; the worker was killed",
-                        self.language.launch_timeout().as_secs_f64()
-                    ),
-                )
+            let failure = if hung {
+                let per_launch = self.language.launch_timeout().as_secs_f64();
+                let message =
+                    format!("the kernel did not finish within {per_launch:.1} s per launch; the worker was killed");
+                Failure::new(FailureKind::LaunchTimeout, message)
             } else {
-                (Status::RuntimeFailed, format!("the benchmark worker {how}"))
+                Failure::new(FailureKind::WorkerDied, format!("the benchmark worker {how}"))
             };
-            self.finish(id, Evaluation::failed(status, reason, Costs::default()));
+            self.fail(id, failure, Costs::default());
         }
         self.restart_bench()
     }
@@ -432,7 +435,7 @@ impl Backend for Pipeline<'_> {
         self.jobs.insert(job_id, job);
         match compile_job {
             // Configurations the device cannot launch fail here, before any compile.
-            Err(reason) => self.finish(job_id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+            Err(reason) => self.fail(job_id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
             Ok(compile_job) => {
                 self.pool.submit(CompileRequest { id: job_id, job: compile_job });
                 for outcome in self.pool.dispatch(&self.hub) {

@@ -10,10 +10,13 @@
 //! binary is launched. Workers talk JSON lines ([`protocol`]), so a worker can be any
 //! program that speaks it: the `kerntune` binary, or a Python process for Triton.
 //! [`schedule`] is the stage after the search: the native schedule of the best binary.
+//! A configuration that fails is a [`Failure`] of a [`FailureKind`], named on the wire and
+//! turned into the store's status in one place.
 
 mod backend;
 pub mod bench;
 pub mod compile;
+mod error;
 mod language;
 pub mod pool;
 pub mod process;
@@ -22,6 +25,7 @@ pub mod schedule;
 mod timing;
 
 pub use backend::{Pipeline, PipelineOptions};
+pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;
 pub use pool::Binary;
 pub use process::WorkerCommand;

@@ -18,6 +18,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
+use crate::error::FailureKind;
 use crate::language::Language;
 use crate::pool::CompilePool;
 use crate::process::{Hub, Origin, Worker, WorkerCommand};
@@ -240,8 +241,8 @@ impl BenchSession {
                 self.restart()?;
                 Ok(EvaluateResult {
                     id: 0,
-                    status: Status::RuntimeFailed,
-                    reason: Some(error.0),
+                    status: FailureKind::WorkerDied.status(),
+                    reason: Some(error.to_string()),
                     samples: Vec::new(),
                     verify_s: 0.0,
                     verify_kernel_ms: 0.0,

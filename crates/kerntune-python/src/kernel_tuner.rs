@@ -233,7 +233,7 @@ impl CompileOnly<'_> {
                         .map_err(|e| e.to_string())?;
                     (id, outcome(config, "compiled", None, provenance.get("symbol"), false))
                 }
-                CompileOutcome::Failed { id, reason, seconds } => {
+                CompileOutcome::Failed { id, reason, seconds, .. } => {
                     let Some(config_id) = ids.get(id as usize) else { return Ok(()) };
                     let config = self.space.config_json(*config_id);
                     let costs = Costs { compile_s: seconds, ..Costs::default() };

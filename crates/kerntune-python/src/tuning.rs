@@ -303,8 +303,8 @@ pub fn compile_triton(py: Python<'_>, job: &str, compile_workers: usize, db: Opt
                     let cubin_b64 = kerntune_pipeline::protocol::Bytes(cubin);
                     (id, json!({"config": config, "status": "compiled", "seconds": seconds, "launch": launch, "cubin": cubin_b64}))
                 }
-                CompileOutcome::Failed { id, reason, seconds } => {
-                    let status = if reason.starts_with("invalid config: ") { "invalid_config" } else { "compile_failed" };
+                CompileOutcome::Failed { id, kind, reason, seconds } => {
+                    let status = kind.status().as_str();
                     (id, json!({"config": config_of(id)?, "status": status, "reason": reason, "seconds": seconds}))
                 }
             };

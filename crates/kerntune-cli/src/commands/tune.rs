@@ -458,7 +458,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, args: &TuneArgs) -> Result<Exi
                     .save_artifact(tuning, &space.config_json(ids[id as usize]), "cubin", &cubin, &provenance)
                     .map_err(|e| e.to_string())?;
             }
-            CompileOutcome::Failed { id, reason, seconds } => {
+            CompileOutcome::Failed { id, reason, seconds, .. } => {
                 summed += seconds;
                 failed.push((id, reason));
             }
