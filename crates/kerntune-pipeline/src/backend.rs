@@ -102,10 +102,6 @@ fn bench_args(device: usize) -> Vec<String> {
     vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()]
 }
 
-fn failed(message: impl Into<String>) -> BackendError {
-    BackendError(message.into())
-}
-
 impl<'a> Pipeline<'a> {
     /// Starts the workers, has the language build the setup (compiling its reference) and
     /// sets the benchmark worker up.
@@ -118,24 +114,34 @@ impl<'a> Pipeline<'a> {
         let hub = Hub::default();
         let mut bench =
             Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
-                .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+                .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
         // The compile workers start (import their compiler) while the benchmark worker
         // opens the GPU: both take seconds, and neither needs the other.
         let mut pool =
             CompilePool::new(&options.compile_worker, options.compile_workers, language.compile_timeout(), &hub, 1)
-                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
+                .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
-            FromBench::Fatal { message } => return Err(failed(message)),
-            other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
+            FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),
+            other => {
+                return Err(BackendError::Protocol(format!(
+                    "unexpected first message from the benchmark worker: {other:?}"
+                )))
+            }
         };
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
-        let setup = language.setup(&device, &mut compile).map_err(failed)?;
-        bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+        let setup = language.setup(&device, &mut compile).map_err(BackendError::CannotStart)?;
+        bench
+            .send(&ToBench::Setup(setup.clone()))
+            .map_err(|e| BackendError::CannotStart(format!("the benchmark worker is gone: {e}")))?;
         match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::SetupDone => {}
-            FromBench::Fatal { message } => return Err(failed(format!("setting up the GPU: {message}"))),
-            other => return Err(failed(format!("unexpected message from the benchmark worker: {other:?}"))),
+            FromBench::Fatal { message } => {
+                return Err(BackendError::CannotStart(format!("setting up the GPU: {message}")))
+            }
+            other => {
+                return Err(BackendError::Protocol(format!("unexpected message from the benchmark worker: {other:?}")))
+            }
         }
         Ok(Pipeline {
             language,
@@ -219,12 +225,12 @@ impl<'a> Pipeline<'a> {
             return self.bench_died(&death);
         };
         let message: FromBench = serde_json::from_str(&text)
-            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::Protocol(format!("unreadable reply from the benchmark worker: {e}")))?;
         match (message, &self.bench_state) {
             (FromBench::Ready { .. }, BenchState::Starting) => {
                 self.bench
                     .send(&ToBench::Setup(self.setup.clone()))
-                    .map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+                    .map_err(|e| BackendError::DeviceLost(format!("the benchmark worker is gone: {e}")))?;
                 self.bench_state = BenchState::SettingUp;
                 self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
             }
@@ -248,9 +254,11 @@ impl<'a> Pipeline<'a> {
                     self.bench_state = BenchState::Idle;
                 }
             }
-            (FromBench::Fatal { message }, _) => return Err(failed(format!("the benchmark worker failed: {message}"))),
+            (FromBench::Fatal { message }, _) => {
+                return Err(BackendError::DeviceLost(format!("the benchmark worker failed: {message}")))
+            }
             (other, state) => {
-                return Err(failed(format!(
+                return Err(BackendError::Protocol(format!(
                     "unexpected message {other:?} from the benchmark worker in state {state:?}"
                 )))
             }
@@ -348,7 +356,7 @@ impl<'a> Pipeline<'a> {
 
     fn restart_bench(&mut self) -> Result<(), BackendError> {
         if self.restarts >= MAX_RESTARTS {
-            return Err(failed(format!(
+            return Err(BackendError::DeviceLost(format!(
                 "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
             )));
         }
@@ -356,7 +364,7 @@ impl<'a> Pipeline<'a> {
         self.bench.kill();
         let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
         self.bench = Worker::spawn(&self.options.bench_worker, &bench_args(self.options.device), origin, &self.hub)
-            .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::CannotStart(format!("cannot restart the benchmark worker: {e}")))?;
         self.bench_state = BenchState::Starting;
         self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
         Ok(())
@@ -389,7 +397,7 @@ impl<'a> Pipeline<'a> {
                 return Ok(Some(done));
             }
             if self.jobs.is_empty() {
-                return Err(failed("next() with nothing in flight"));
+                return Err(BackendError::Other("next() with nothing in flight".into()));
             }
             if give_up.is_some_and(|limit| Instant::now() >= limit) {
                 return Ok(None);
@@ -447,7 +455,7 @@ impl Backend for Pipeline<'_> {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        self.next_until(None)?.ok_or_else(|| failed("next() gave up with no limit"))
+        self.next_until(None)?.ok_or_else(|| BackendError::Other("next() gave up with no limit".into()))
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
@@ -490,16 +498,16 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
     let answer = loop {
         let Some(line) = hub.next(Some(deadline)) else {
             bench.kill();
-            break Err(failed("the benchmark worker did not answer in time"));
+            break Err(BackendError::CannotStart("the benchmark worker did not answer in time".into()));
         };
         if line.origin != bench.origin {
             others.push(line);
             continue;
         }
         break match line.text {
-            None => Err(failed(format!("the benchmark worker {}", bench.death()))),
+            None => Err(BackendError::CannotStart(format!("the benchmark worker {}", bench.death()))),
             Some(text) => serde_json::from_str(&text)
-                .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}"))),
+                .map_err(|e| BackendError::Protocol(format!("unreadable reply from the benchmark worker: {e}"))),
         };
     };
     hub.put_back(others);
