@@ -119,3 +119,37 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> 
         self.created.elapsed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that is never reached: its start always fails.
+    struct Unreachable;
+
+    impl Backend for Unreachable {
+        fn submit(&mut self, _id: ConfigId) -> Result<(), BackendError> {
+            Ok(())
+        }
+
+        fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+            Err(BackendError::Other("unreachable".into()))
+        }
+
+        fn elapsed(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    #[test]
+    fn a_backend_that_cannot_start_says_so_by_kind_in_its_own_words() {
+        let mut lazy =
+            Lazy::new(1, || -> Result<Unreachable, _> { Err(BackendError::CannotStart("no GPU #3".into())) });
+        let first = lazy.submit(ConfigId(0)).expect_err("the start fails");
+        assert_eq!(first, BackendError::CannotStart("no GPU #3".into()));
+        assert_eq!(first.to_string(), "no GPU #3");
+        let again = lazy.submit(ConfigId(1)).expect_err("no second start");
+        assert!(matches!(again, BackendError::CannotStart(_)), "{again:?}");
+        assert!(matches!(lazy.next(), Err(BackendError::Other(_))));
+    }
+}
