@@ -179,9 +179,9 @@ def main(setup_path):
                 },
             }
         except SharedMemoryTooLarge as error:
-            reply = {"type": "failed", "id": request["id"], "message": f"invalid config: {error}", "seconds": time.perf_counter() - start}
+            reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error), "seconds": time.perf_counter() - start}
         except Exception as error:  # any compiler error fails this configuration only
             message = f"{type(error).__name__}: {error}".strip()
-            reply = {"type": "failed", "id": request["id"], "message": message[-4000:], "seconds": time.perf_counter() - start}
+            reply = {"type": "failed", "id": request["id"], "kind": "compile_failed", "message": message[-4000:], "seconds": time.perf_counter() - start}
         out.write(json.dumps(reply) + "\n")
         out.flush()

@@ -3,31 +3,59 @@
 //! benchmark worker needs, each with RAII and typed errors. Probing comes first
 //! ([`driver_available`]), so that commands on a machine without a driver get an error,
 //! never cudarc's panic.
+//!
+//! As in cudarc, every child of a [`Context`] ([`DeviceBuffer`], [`Module`], [`Event`])
+//! holds a reference-counted handle on the context's state, so the context outlives them
+//! whatever the order of drops; a [`Function`] borrows its module. The handle is an `Rc`,
+//! not cudarc's `Arc`: the context is current on one thread only, so neither it nor its
+//! children may move to another. `Drop` never panics and never discards an
+//! error: a failed release is recorded on the context, where
+//! [`Context::take_release_errors`] hands it to the caller.
 
+use std::cell::RefCell;
 use std::ffi::c_void;
-use std::fmt;
+use std::rc::Rc;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
 use serde::{Deserialize, Serialize};
 
-/// A failed driver call: which call, and the driver's name for the error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CudaError {
-    pub call: &'static str,
-    pub code: String,
-    /// Whether the error leaves the context unusable (an illegal address, a trap, a
-    /// launch failure): the worker must then be replaced.
-    pub sticky: bool,
+/// Why the driver could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CudaError {
+    /// The driver library cannot be loaded: no NVIDIA driver on this machine.
+    #[error("dlopen(libcuda): no CUDA driver on this machine")]
+    NoDriver,
+    /// The machine has fewer GPUs than the ordinal asked for.
+    #[error("cuDeviceGet: no GPU #{ordinal} ({count} found)")]
+    NoDevice { ordinal: usize, count: i32 },
+    /// A driver call failed: which call, and the driver's name for the error.
+    #[error("{call}: {code}")]
+    Call {
+        call: &'static str,
+        code: String,
+        /// Whether the error leaves the context unusable (an illegal address, a trap, a
+        /// launch failure): the worker must then be replaced.
+        sticky: bool,
+    },
+    /// A request the driver was never asked: a name with a NUL, data larger than its
+    /// destination.
+    #[error("{call}: {message}")]
+    Request { call: &'static str, message: String },
 }
 
-impl fmt::Display for CudaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.call, self.code)
+impl CudaError {
+    /// Whether the error leaves the context unusable, so that its process must be replaced.
+    pub fn sticky(&self) -> bool {
+        matches!(self, CudaError::Call { sticky: true, .. })
+    }
+
+    /// Whether the machine has no usable GPU at all (no driver, no such device).
+    pub fn no_gpu(&self) -> bool {
+        matches!(self, CudaError::NoDriver | CudaError::NoDevice { .. })
     }
 }
-
-impl std::error::Error for CudaError {}
 
 fn check<T>(call: &'static str, outcome: Result<T, result::DriverError>) -> Result<T, CudaError> {
     outcome.map_err(|error| {
@@ -47,7 +75,7 @@ fn check<T>(call: &'static str, outcome: Result<T, result::DriverError>) -> Resu
                 | sys::CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
                 | sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
         );
-        CudaError { call, code, sticky }
+        CudaError::Call { call, code, sticky }
     })
 }
 
@@ -83,29 +111,60 @@ impl DeviceInfo {
 /// The primary context of one device, current on the calling thread, with one stream.
 #[derive(Debug)]
 pub struct Context {
+    shared: Rc<Shared>,
+    pub info: DeviceInfo,
+}
+
+/// What the context's children keep alive: the retained primary context, its stream, and
+/// the errors of releases that failed.
+#[derive(Debug)]
+struct Shared {
     device: sys::CUdevice,
     stream: sys::CUstream,
-    pub info: DeviceInfo,
+    release_errors: RefCell<Vec<CudaError>>,
+}
+
+impl Shared {
+    /// Keeps the error of a failed release for [`Context::take_release_errors`].
+    fn record(&self, call: &'static str, outcome: Result<(), result::DriverError>) {
+        if let Err(error) = check(call, outcome) {
+            match self.release_errors.try_borrow_mut() {
+                Ok(mut errors) => errors.push(error),
+                // Not reachable (nothing holds the list across a release), but a drop must
+                // not panic: standard error keeps it then.
+                Err(_) => eprintln!("kerntune: releasing GPU resources failed: {error}"),
+            }
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: the stream is ours, and every child that could use it held this `Rc`
+        // and is gone.
+        let destroyed = unsafe { result::stream::destroy(self.stream) };
+        self.record("cuStreamDestroy", destroyed);
+        // SAFETY: retained once in `Context::open` and released once, here, last.
+        let released = unsafe { result::primary_ctx::release(self.device) };
+        self.record("cuDevicePrimaryCtxRelease", released);
+        // No one is left to ask for these; standard error keeps them (a supervisor shows
+        // the last line a dead worker wrote).
+        for error in self.release_errors.get_mut().drain(..) {
+            eprintln!("kerntune: releasing GPU resources failed: {error}");
+        }
+    }
 }
 
 /// The device and its properties, without creating a context (cheap enough for the main
 /// process, which never runs kernels itself).
 pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
     if !driver_available() {
-        return Err(CudaError {
-            call: "dlopen(libcuda)",
-            code: "no CUDA driver on this machine".into(),
-            sticky: false,
-        });
+        return Err(CudaError::NoDriver);
     }
     check("cuInit", result::init())?;
     let count = check("cuDeviceGetCount", result::device::get_count())?;
     if ordinal as i32 >= count {
-        return Err(CudaError {
-            call: "cuDeviceGet",
-            code: format!("no GPU #{ordinal} ({count} found)"),
-            sticky: false,
-        });
+        return Err(CudaError::NoDevice { ordinal, count });
     }
     let device = check("cuDeviceGet", result::device::get(ordinal as i32))?;
     let attribute = |a: sys::CUdevice_attribute| {
@@ -140,23 +199,36 @@ impl Context {
         let context = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(device) })?;
         // SAFETY: the context was just retained and outlives this value.
         check("cuCtxSetCurrent", unsafe { result::ctx::set_current(context) })?;
-        let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
-        Ok(Context { device, stream, info })
+        let stream = match check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking)) {
+            Ok(stream) => stream,
+            Err(error) => {
+                // SAFETY: retained above and not yet owned by anything that releases it.
+                let _released = unsafe { result::primary_ctx::release(device) };
+                return Err(error);
+            }
+        };
+        Ok(Context { shared: Rc::new(Shared { device, stream, release_errors: RefCell::default() }), info })
     }
 
     pub fn stream(&self) -> sys::CUstream {
-        self.stream
+        self.shared.stream
+    }
+
+    /// The errors of releases (of buffers, modules, events) that failed since the last
+    /// call: a failure at release may mean the context is no longer sound.
+    pub fn take_release_errors(&self) -> Vec<CudaError> {
+        self.shared.release_errors.take()
     }
 
     pub fn synchronize(&self) -> Result<(), CudaError> {
         // SAFETY: the stream belongs to this live context.
-        check("cuStreamSynchronize", unsafe { result::stream::synchronize(self.stream) })
+        check("cuStreamSynchronize", unsafe { result::stream::synchronize(self.shared.stream) })
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         // SAFETY: a plain allocation in the current context; freed in Drop.
         let pointer = check("cuMemAlloc", unsafe { result::malloc_sync(bytes.max(1)) })?;
-        Ok(DeviceBuffer { pointer, bytes })
+        Ok(DeviceBuffer { pointer, bytes, context: Rc::clone(&self.shared) })
     }
 
     pub fn upload(&self, buffer: &DeviceBuffer, data: &[u8]) -> Result<(), CudaError> {
@@ -175,14 +247,18 @@ impl Context {
     /// Sets every byte of the buffer, on the stream (asynchronously).
     pub fn fill(&self, buffer: &DeviceBuffer, byte: u8) -> Result<(), CudaError> {
         // SAFETY: the range is the whole live buffer.
-        check("cuMemsetD8Async", unsafe { result::memset_d8_async(buffer.pointer, byte, buffer.bytes, self.stream) })
+        check("cuMemsetD8Async", unsafe {
+            result::memset_d8_async(buffer.pointer, byte, buffer.bytes, self.shared.stream)
+        })
     }
 
     /// Copies `bytes` bytes between buffers, on the stream.
     pub fn copy(&self, from: &DeviceBuffer, to: &DeviceBuffer) -> Result<(), CudaError> {
         let bytes = from.bytes.min(to.bytes);
         // SAFETY: both ranges lie inside live buffers.
-        check("cuMemcpyDtoDAsync", unsafe { result::memcpy_dtod_async(to.pointer, from.pointer, bytes, self.stream) })
+        check("cuMemcpyDtoDAsync", unsafe {
+            result::memcpy_dtod_async(to.pointer, from.pointer, bytes, self.shared.stream)
+        })
     }
 
     pub fn load_module(&self, image: &[u8]) -> Result<Module, CudaError> {
@@ -191,13 +267,13 @@ impl Context {
         owned.push(0);
         // SAFETY: `owned` is a complete image that lives through the call.
         let module = check("cuModuleLoadData", unsafe { result::module::load_data(owned.as_ptr().cast()) })?;
-        Ok(Module { module })
+        Ok(Module { module, context: Rc::clone(&self.shared) })
     }
 
     pub fn event(&self) -> Result<Event, CudaError> {
         // Timing must be enabled (CU_EVENT_DEFAULT), or elapsed time is an error.
         let event = check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        Ok(Event { event })
+        Ok(Event { event, context: Rc::clone(&self.shared) })
     }
 
     /// Launches `function` on the stream with argument pointers (each pointing at the
@@ -219,7 +295,7 @@ impl Context {
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,
-                self.stream,
+                self.shared.stream,
                 args,
             )
         })
@@ -251,7 +327,7 @@ impl Context {
             blockDimY: block[1],
             blockDimZ: block[2],
             sharedMemBytes: shared_bytes,
-            hStream: self.stream,
+            hStream: self.shared.stream,
             attrs: attributes.as_mut_ptr(),
             numAttrs: 2,
         };
@@ -262,22 +338,12 @@ impl Context {
     }
 }
 
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: the stream and the retained context are ours. Errors at teardown are
-        // ignored: there is nothing left to do with them.
-        unsafe {
-            let _ = result::stream::destroy(self.stream);
-            let _ = result::primary_ctx::release(self.device);
-        }
-    }
-}
-
-/// Device memory, freed on drop.
+/// Device memory, freed on drop; it keeps its context alive.
 #[derive(Debug)]
 pub struct DeviceBuffer {
     pointer: sys::CUdeviceptr,
     bytes: usize,
+    context: Rc<Shared>,
 }
 
 impl DeviceBuffer {
@@ -292,19 +358,21 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated by cuMemAlloc and freed once.
-        unsafe {
-            let _ = result::free_sync(self.pointer);
-        }
+        // SAFETY: allocated by cuMemAlloc in the context this buffer keeps alive, and
+        // freed once.
+        let freed = unsafe { result::free_sync(self.pointer) };
+        self.context.record("cuMemFree", freed);
     }
 }
 
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
 
+/// A loaded module, unloaded on drop; it keeps its context alive.
 #[derive(Debug)]
 pub struct Module {
     module: sys::CUmodule,
+    context: Rc<Shared>,
 }
 
 /// Resource use of a compiled kernel, as the driver reports it.
@@ -319,11 +387,8 @@ pub struct FunctionAttributes {
 
 impl Module {
     pub fn function(&self, name: &str) -> Result<Function<'_>, CudaError> {
-        let c_name = std::ffi::CString::new(name).map_err(|_| CudaError {
-            call: "cuModuleGetFunction",
-            code: "name contains NUL".into(),
-            sticky: false,
-        })?;
+        let c_name = std::ffi::CString::new(name)
+            .map_err(|_| CudaError::Request { call: "cuModuleGetFunction", message: "name contains NUL".into() })?;
         // SAFETY: the module is loaded; the name is NUL-terminated.
         let function = check("cuModuleGetFunction", unsafe { result::module::get_function(self.module, c_name) })?;
         Ok(Function { function, _module: self })
@@ -332,7 +397,7 @@ impl Module {
     /// Writes `data` into the module's global (`__constant__` or `__device__`) variable
     /// `name`, which must be at least that large.
     pub fn write_global(&self, name: &str, data: &[u8]) -> Result<(), CudaError> {
-        let fail = |code: String| CudaError { call: "cuModuleGetGlobal", code, sticky: false };
+        let fail = |message: String| CudaError::Request { call: "cuModuleGetGlobal", message };
         let c_name = std::ffi::CString::new(name).map_err(|_| fail("name contains NUL".into()))?;
         // SAFETY: the module is loaded; the name is NUL-terminated.
         let (pointer, bytes) = check("cuModuleGetGlobal", unsafe { result::module::get_global(self.module, c_name) })?;
@@ -347,10 +412,10 @@ impl Module {
 
 impl Drop for Module {
     fn drop(&mut self) {
-        // SAFETY: loaded by cuModuleLoadData and unloaded once.
-        unsafe {
-            let _ = result::module::unload(self.module);
-        }
+        // SAFETY: loaded by cuModuleLoadData in the context this module keeps alive, and
+        // unloaded once; no `Function` borrowing it is left.
+        let unloaded = unsafe { result::module::unload(self.module) };
+        self.context.record("cuModuleUnload", unloaded);
     }
 }
 
@@ -393,15 +458,17 @@ impl Function<'_> {
     }
 }
 
+/// A timing event, destroyed on drop; it keeps its context alive.
 #[derive(Debug)]
 pub struct Event {
     event: sys::CUevent,
+    context: Rc<Shared>,
 }
 
 impl Event {
     pub fn record(&self, context: &Context) -> Result<(), CudaError> {
         // SAFETY: both the event and the stream are alive.
-        check("cuEventRecord", unsafe { result::event::record(self.event, context.stream) })
+        check("cuEventRecord", unsafe { result::event::record(self.event, context.shared.stream) })
     }
 
     /// Milliseconds from `self` to `end`; both must have completed.
@@ -413,9 +480,26 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate and destroyed once.
-        unsafe {
-            let _ = result::event::destroy(self.event);
-        }
+        // SAFETY: created by cuEventCreate in the context this event keeps alive, and
+        // destroyed once.
+        let destroyed = unsafe { result::event::destroy(self.event) };
+        self.context.record("cuEventDestroy", destroyed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_without_a_gpu_reads_as_before_and_is_told_apart() {
+        assert_eq!(CudaError::NoDriver.to_string(), "dlopen(libcuda): no CUDA driver on this machine");
+        let missing = CudaError::NoDevice { ordinal: 1, count: 0 };
+        assert_eq!(missing.to_string(), "cuDeviceGet: no GPU #1 (0 found)");
+        assert!(CudaError::NoDriver.no_gpu() && missing.no_gpu() && !missing.sticky());
+        let trap =
+            CudaError::Call { call: "cuStreamSynchronize", code: "CUDA_ERROR_ILLEGAL_ADDRESS".into(), sticky: true };
+        assert!(trap.sticky() && !trap.no_gpu());
+        assert_eq!(trap.to_string(), "cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS");
     }
 }

@@ -222,17 +222,27 @@ pub fn version() -> Option<(i32, i32)> {
     (status == sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
 }
 
+/// Why ptxas flags cannot be used with the NVRTC on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlagsError {
+    #[error("NVRTC is not installed")]
+    NotInstalled,
+    #[error(
+        "ACF files (--apply-controls) need ptxas 13.3 or newer; this NVRTC is {major}.{minor} (install a newer CUDA toolkit or nvidia-cuda-nvrtc)"
+    )]
+    TooOld { major: i32, minor: i32 },
+}
+
 /// ACF files (`--apply-controls`) need ptxas 13.3 or newer: a clear error otherwise, before
 /// anything is compiled.
-pub fn check_flags(flags: &[String]) -> Result<(), String> {
+pub fn check_flags(flags: &[String]) -> Result<(), FlagsError> {
     if !flags.iter().any(|f| f.contains("apply-controls")) {
         return Ok(());
     }
     match version() {
         Some(found) if found >= (13, 3) => Ok(()),
-        Some((major, minor)) => Err(format!(
-            "ACF files (--apply-controls) need ptxas 13.3 or newer; this NVRTC is {major}.{minor} (install a newer CUDA toolkit or nvidia-cuda-nvrtc)"
-        )),
-        None => Err("NVRTC is not installed".into()),
+        Some((major, minor)) => Err(FlagsError::TooOld { major, minor }),
+        None => Err(FlagsError::NotInstalled),
     }
 }

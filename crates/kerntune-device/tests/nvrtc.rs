@@ -71,3 +71,11 @@ fn a_name_missing_from_the_source_fails_the_compile_and_says_which() {
     let error = compile(source, "vector_add", &[], "sm_90").expect_err("no such kernel");
     assert!(error.message.contains("'vector_add' names no __global__ function"), "{}", error.message);
 }
+
+#[test]
+fn ptxas_flags_without_an_acf_file_need_no_particular_nvrtc_and_an_old_one_is_named() {
+    use kerntune_device::nvrtc::{check_flags, FlagsError};
+    assert_eq!(check_flags(&["--maxrregcount=64".to_string()]), Ok(()));
+    let old = FlagsError::TooOld { major: 12, minor: 8 }.to_string();
+    assert!(old.starts_with("ACF files (--apply-controls) need ptxas 13.3 or newer; this NVRTC is 12.8"), "{old}");
+}

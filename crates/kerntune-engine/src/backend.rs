@@ -35,10 +35,25 @@ pub trait Backend {
     fn elapsed(&self) -> Duration;
 }
 
-/// The backend cannot continue (its device is gone, its worker cannot start...).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BackendError(pub String);
+/// The backend cannot continue, by kind; the message is the user's explanation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The backend could not start: a worker that does not start, no device, no compiler,
+    /// a reference that does not compile or run.
+    #[error("{0}")]
+    CannotStart(String),
+    /// The device, or the worker that holds it, is gone for good (it failed again and
+    /// again, or reported itself unusable).
+    #[error("{0}")]
+    DeviceLost(String),
+    /// A worker's reply was unreadable or out of turn.
+    #[error("{0}")]
+    Protocol(String),
+    /// Anything else: a misuse of the backend, a request it cannot serve.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// A backend that starts only when the first configuration needs evaluating, so that a
 /// run the store answers entirely never starts compilers or touches the GPU.
@@ -74,30 +89,67 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> 
 
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         if self.backend.is_none() {
-            let start = self.start.take().ok_or_else(|| BackendError("the backend failed to start before".into()))?;
+            let start = self
+                .start
+                .take()
+                .ok_or_else(|| BackendError::CannotStart("the backend failed to start before".into()))?;
             self.backend = Some(start()?);
         }
         match self.backend.as_mut() {
             Some(backend) => backend.submit(id),
-            None => Err(BackendError("the backend did not start".into())),
+            None => Err(BackendError::CannotStart("the backend did not start".into())),
         }
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         match self.backend.as_mut() {
             Some(backend) => backend.next(),
-            None => Err(BackendError("nothing is being evaluated".into())),
+            None => Err(BackendError::Other("nothing is being evaluated".into())),
         }
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
         match self.backend.as_mut() {
             Some(backend) => backend.next_within(patience),
-            None => Err(BackendError("nothing is being evaluated".into())),
+            None => Err(BackendError::Other("nothing is being evaluated".into())),
         }
     }
 
     fn elapsed(&self) -> Duration {
         self.created.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that is never reached: its start always fails.
+    struct Unreachable;
+
+    impl Backend for Unreachable {
+        fn submit(&mut self, _id: ConfigId) -> Result<(), BackendError> {
+            Ok(())
+        }
+
+        fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+            Err(BackendError::Other("unreachable".into()))
+        }
+
+        fn elapsed(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    #[test]
+    fn a_backend_that_cannot_start_says_so_by_kind_in_its_own_words() {
+        let mut lazy =
+            Lazy::new(1, || -> Result<Unreachable, _> { Err(BackendError::CannotStart("no GPU #3".into())) });
+        let first = lazy.submit(ConfigId(0)).expect_err("the start fails");
+        assert_eq!(first, BackendError::CannotStart("no GPU #3".into()));
+        assert_eq!(first.to_string(), "no GPU #3");
+        let again = lazy.submit(ConfigId(1)).expect_err("no second start");
+        assert!(matches!(again, BackendError::CannotStart(_)), "{again:?}");
+        assert!(matches!(lazy.next(), Err(BackendError::Other(_))));
     }
 }

@@ -27,9 +27,9 @@ impl<'a> SimBackend<'a> {
     pub fn new(landscape: &'a Landscape, space: &Space) -> Result<SimBackend<'a>, BackendError> {
         let mut record_of = vec![usize::MAX; space.len()];
         for (index, record) in landscape.records.iter().enumerate() {
-            let id = space
-                .id_of(&record.config)
-                .ok_or_else(|| BackendError("a recorded configuration is missing from the space".into()))?;
+            let id = space.id_of(&record.config).ok_or_else(|| {
+                BackendError::CannotStart("a recorded configuration is missing from the space".into())
+            })?;
             // A configuration recorded twice keeps its first record.
             if record_of[id.index()] == usize::MAX {
                 record_of[id.index()] = index;
@@ -50,14 +50,14 @@ impl Backend for SimBackend<'_> {
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         let known = self.record_of.get(id.index()).is_some_and(|r| *r != usize::MAX);
         if !known {
-            return Err(BackendError(format!("configuration {id} is not in the landscape")));
+            return Err(BackendError::Other(format!("configuration {id} is not in the landscape")));
         }
         self.queue.push_back(id);
         Ok(())
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        let id = self.queue.pop_front().ok_or_else(|| BackendError("nothing is being evaluated".into()))?;
+        let id = self.queue.pop_front().ok_or_else(|| BackendError::Other("nothing is being evaluated".into()))?;
         let mut evaluation = self.landscape.records[self.record_of[id.index()]].evaluation.clone();
         // The recorded strategy time belongs to the recorded run's strategy, not ours.
         evaluation.costs.strategy_s = 0.0;

@@ -171,7 +171,7 @@ impl Language for CudaLanguage<'_> {
                  (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"
                 .into());
         }
-        kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags())
+        kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags()).map_err(|e| e.to_string())
     }
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {

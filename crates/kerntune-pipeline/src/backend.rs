@@ -18,6 +18,7 @@ use kerntune_store::{Costs, Evaluation, Status};
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 
+use crate::error::{Failure, FailureKind};
 use crate::language::Language;
 use crate::pool::{Binary, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
@@ -101,10 +102,6 @@ fn bench_args(device: usize) -> Vec<String> {
     vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()]
 }
 
-fn failed(message: impl Into<String>) -> BackendError {
-    BackendError(message.into())
-}
-
 impl<'a> Pipeline<'a> {
     /// Starts the workers, has the language build the setup (compiling its reference) and
     /// sets the benchmark worker up.
@@ -117,24 +114,34 @@ impl<'a> Pipeline<'a> {
         let hub = Hub::default();
         let mut bench =
             Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
-                .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+                .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
         // The compile workers start (import their compiler) while the benchmark worker
         // opens the GPU: both take seconds, and neither needs the other.
         let mut pool =
             CompilePool::new(&options.compile_worker, options.compile_workers, language.compile_timeout(), &hub, 1)
-                .map_err(|e| failed(format!("cannot start the compile workers: {e}")))?;
+                .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
-            FromBench::Fatal { message } => return Err(failed(message)),
-            other => return Err(failed(format!("unexpected first message from the benchmark worker: {other:?}"))),
+            FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),
+            other => {
+                return Err(BackendError::Protocol(format!(
+                    "unexpected first message from the benchmark worker: {other:?}"
+                )))
+            }
         };
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
-        let setup = language.setup(&device, &mut compile).map_err(failed)?;
-        bench.send(&ToBench::Setup(setup.clone())).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+        let setup = language.setup(&device, &mut compile).map_err(BackendError::CannotStart)?;
+        bench
+            .send(&ToBench::Setup(setup.clone()))
+            .map_err(|e| BackendError::CannotStart(format!("the benchmark worker is gone: {e}")))?;
         match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::SetupDone => {}
-            FromBench::Fatal { message } => return Err(failed(format!("setting up the GPU: {message}"))),
-            other => return Err(failed(format!("unexpected message from the benchmark worker: {other:?}"))),
+            FromBench::Fatal { message } => {
+                return Err(BackendError::CannotStart(format!("setting up the GPU: {message}")))
+            }
+            other => {
+                return Err(BackendError::Protocol(format!("unexpected message from the benchmark worker: {other:?}")))
+            }
         }
         Ok(Pipeline {
             language,
@@ -170,6 +177,11 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// Evaluation `id` failed; its status follows from the failure's kind.
+    fn fail(&mut self, id: u32, failure: Failure, costs: Costs) {
+        self.finish(id, Evaluation::failed(failure.status(), failure.message, costs));
+    }
+
     fn on_compiled(&mut self, outcome: CompileOutcome) {
         match outcome {
             CompileOutcome::Compiled { id, binary, seconds } => {
@@ -177,17 +189,14 @@ impl<'a> Pipeline<'a> {
                 job.costs.compile_s = seconds;
                 match self.language.kernel_image(&job.values, binary) {
                     Ok(image) => self.ready.push_back((id, image)),
-                    Err(reason) => self.finish(id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+                    Err(reason) => self.fail(id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
                 }
             }
-            CompileOutcome::Failed { id, reason, seconds } => {
-                let costs = Costs { compile_s: seconds, ..Costs::default() };
+            CompileOutcome::Failed { id, kind, reason, seconds } => {
                 // Compilers report a configuration the device cannot hold (too much shared
-                // memory) before finishing: that is a property of the configuration.
-                let status =
-                    if reason.starts_with("invalid config: ") { Status::InvalidConfig } else { Status::CompileFailed };
-                let reason = reason.strip_prefix("invalid config: ").unwrap_or(&reason);
-                self.finish(id, Evaluation::failed(status, truncate(reason, 4000), costs));
+                // memory) as `invalid_config`: a property of the configuration.
+                let costs = Costs { compile_s: seconds, ..Costs::default() };
+                self.fail(id, Failure::new(kind, truncate(&reason, 4000)), costs);
             }
         }
     }
@@ -212,16 +221,16 @@ impl<'a> Pipeline<'a> {
 
     fn on_bench_line(&mut self, text: Option<String>) -> Result<(), BackendError> {
         let Some(text) = text else {
-            let death = self.bench.death();
+            let death = self.bench.death().to_string();
             return self.bench_died(&death);
         };
         let message: FromBench = serde_json::from_str(&text)
-            .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::Protocol(format!("unreadable reply from the benchmark worker: {e}")))?;
         match (message, &self.bench_state) {
             (FromBench::Ready { .. }, BenchState::Starting) => {
                 self.bench
                     .send(&ToBench::Setup(self.setup.clone()))
-                    .map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+                    .map_err(|e| BackendError::DeviceLost(format!("the benchmark worker is gone: {e}")))?;
                 self.bench_state = BenchState::SettingUp;
                 self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
             }
@@ -245,9 +254,11 @@ impl<'a> Pipeline<'a> {
                     self.bench_state = BenchState::Idle;
                 }
             }
-            (FromBench::Fatal { message }, _) => return Err(failed(format!("the benchmark worker failed: {message}"))),
+            (FromBench::Fatal { message }, _) => {
+                return Err(BackendError::DeviceLost(format!("the benchmark worker failed: {message}")))
+            }
             (other, state) => {
-                return Err(failed(format!(
+                return Err(BackendError::Protocol(format!(
                     "unexpected message {other:?} from the benchmark worker in state {state:?}"
                 )))
             }
@@ -268,7 +279,7 @@ impl<'a> Pipeline<'a> {
         // Outputs the language judges itself can still turn a measured configuration wrong.
         let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
             Ok(()) => (result.status, result.reason),
-            Err(reason) => (Status::InvalidOutput, Some(reason)),
+            Err(reason) => (FailureKind::WrongAnswer.status(), Some(reason)),
         };
         let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
@@ -286,7 +297,10 @@ impl<'a> Pipeline<'a> {
                         costs,
                         metrics,
                     },
-                    Err(reason) => Evaluation::failed(Status::RuntimeFailed, reason, costs),
+                    Err(reason) => {
+                        let failure = Failure::new(FailureKind::Objective, reason);
+                        Evaluation::failed(failure.status(), failure.message, costs)
+                    }
                 }
             }
             status => {
@@ -327,25 +341,22 @@ impl<'a> Pipeline<'a> {
     fn bench_died(&mut self, how: &str) -> Result<(), BackendError> {
         if let BenchState::Busy { id } = self.bench_state {
             let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
-            let (status, reason) = if hung {
-                (
-                    Status::Timeout,
-                    format!(
-                        "the kernel did not finish within {:.1} s per launch; the worker was killed",
-                        self.language.launch_timeout().as_secs_f64()
-                    ),
-                )
+            let failure = if hung {
+                let per_launch = self.language.launch_timeout().as_secs_f64();
+                let message =
+                    format!("the kernel did not finish within {per_launch:.1} s per launch; the worker was killed");
+                Failure::new(FailureKind::LaunchTimeout, message)
             } else {
-                (Status::RuntimeFailed, format!("the benchmark worker {how}"))
+                Failure::new(FailureKind::WorkerDied, format!("the benchmark worker {how}"))
             };
-            self.finish(id, Evaluation::failed(status, reason, Costs::default()));
+            self.fail(id, failure, Costs::default());
         }
         self.restart_bench()
     }
 
     fn restart_bench(&mut self) -> Result<(), BackendError> {
         if self.restarts >= MAX_RESTARTS {
-            return Err(failed(format!(
+            return Err(BackendError::DeviceLost(format!(
                 "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
             )));
         }
@@ -353,7 +364,7 @@ impl<'a> Pipeline<'a> {
         self.bench.kill();
         let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
         self.bench = Worker::spawn(&self.options.bench_worker, &bench_args(self.options.device), origin, &self.hub)
-            .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::CannotStart(format!("cannot restart the benchmark worker: {e}")))?;
         self.bench_state = BenchState::Starting;
         self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
         Ok(())
@@ -386,7 +397,7 @@ impl<'a> Pipeline<'a> {
                 return Ok(Some(done));
             }
             if self.jobs.is_empty() {
-                return Err(failed("next() with nothing in flight"));
+                return Err(BackendError::Other("next() with nothing in flight".into()));
             }
             if give_up.is_some_and(|limit| Instant::now() >= limit) {
                 return Ok(None);
@@ -432,7 +443,7 @@ impl Backend for Pipeline<'_> {
         self.jobs.insert(job_id, job);
         match compile_job {
             // Configurations the device cannot launch fail here, before any compile.
-            Err(reason) => self.finish(job_id, Evaluation::failed(Status::InvalidConfig, reason, Costs::default())),
+            Err(reason) => self.fail(job_id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
             Ok(compile_job) => {
                 self.pool.submit(CompileRequest { id: job_id, job: compile_job });
                 for outcome in self.pool.dispatch(&self.hub) {
@@ -444,7 +455,7 @@ impl Backend for Pipeline<'_> {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        self.next_until(None)?.ok_or_else(|| failed("next() gave up with no limit"))
+        self.next_until(None)?.ok_or_else(|| BackendError::Other("next() gave up with no limit".into()))
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
@@ -487,16 +498,16 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
     let answer = loop {
         let Some(line) = hub.next(Some(deadline)) else {
             bench.kill();
-            break Err(failed("the benchmark worker did not answer in time"));
+            break Err(BackendError::CannotStart("the benchmark worker did not answer in time".into()));
         };
         if line.origin != bench.origin {
             others.push(line);
             continue;
         }
         break match line.text {
-            None => Err(failed(format!("the benchmark worker {}", bench.death()))),
+            None => Err(BackendError::CannotStart(format!("the benchmark worker {}", bench.death()))),
             Some(text) => serde_json::from_str(&text)
-                .map_err(|e| failed(format!("unreadable reply from the benchmark worker: {e}"))),
+                .map_err(|e| BackendError::Protocol(format!("unreadable reply from the benchmark worker: {e}"))),
         };
     };
     hub.put_back(others);

@@ -15,6 +15,7 @@ use std::time::Instant;
 use kerntune_device::{fill, DType};
 use kerntune_store::Status;
 
+use crate::error::FailureKind;
 use crate::protocol::{
     output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
     Setup, ToBench,
@@ -73,7 +74,10 @@ pub fn run(ordinal: usize) -> i32 {
                     reply(&FromBench::Waiting { launches });
                 }) {
                     Ok((differing, first_difference)) => {
-                        reply(&FromBench::Compared { sets, differing, first_difference })
+                        reply(&FromBench::Compared { sets, differing, first_difference });
+                        if released_badly(&context) {
+                            return 2;
+                        }
                     }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
@@ -90,7 +94,12 @@ pub fn run(ordinal: usize) -> i32 {
                 match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
-                    Ok((a, b)) => reply(&FromBench::Interleaved { a, b }),
+                    Ok((a, b)) => {
+                        reply(&FromBench::Interleaved { a, b });
+                        if released_badly(&context) {
+                            return 2;
+                        }
+                    }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
                         return 1;
@@ -102,9 +111,10 @@ pub fn run(ordinal: usize) -> i32 {
                     reply(&FromBench::Fatal { message: "evaluate before setup".into() });
                     return 1;
                 };
-                let result = worker.evaluate(&context, &request, &mut |launches| {
+                let mut result = worker.evaluate(&context, &request, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 });
+                result.context_lost |= released_badly(&context);
                 let lost = result.context_lost;
                 reply(&FromBench::Result(result));
                 if lost {
@@ -114,6 +124,17 @@ pub fn run(ordinal: usize) -> i32 {
         }
     }
     0
+}
+
+/// Says on standard error which releases (of modules, scratch buffers, events) failed
+/// since the last call, and whether one of them left the context unusable, in which case
+/// the worker must end as after a sticky launch error.
+fn released_badly(context: &Context) -> bool {
+    let errors = context.take_release_errors();
+    for error in &errors {
+        eprintln!("kerntune: releasing GPU resources failed: {error}");
+    }
+    errors.iter().any(CudaError::sticky)
 }
 
 struct Argument {
@@ -146,16 +167,21 @@ struct Worker {
     outputs_dir: Option<std::path::PathBuf>,
 }
 
-/// Why an evaluation ended early, as it will be recorded.
-struct Failure {
+/// Why an evaluation ended early, as it will be recorded: a failure of some
+/// [`FailureKind`], or an early stop.
+struct Ended {
     status: Status,
     reason: String,
     context_lost: bool,
 }
 
-impl Failure {
-    fn cuda(status: Status, doing: &str, error: CudaError) -> Failure {
-        Failure { status, reason: format!("{doing}: {error}"), context_lost: error.sticky }
+impl Ended {
+    fn failed(kind: FailureKind, reason: String) -> Ended {
+        Ended { status: kind.status(), reason, context_lost: false }
+    }
+
+    fn cuda(kind: FailureKind, doing: &str, error: CudaError) -> Ended {
+        Ended { status: kind.status(), reason: format!("{doing}: {error}"), context_lost: error.sticky() }
     }
 }
 
@@ -368,10 +394,10 @@ impl Worker {
             attributes: None,
             context_lost: false,
         };
-        if let Err(failure) = self.measure(context, request, &mut result, waiting) {
-            result.status = failure.status;
-            result.reason = Some(failure.reason);
-            result.context_lost = failure.context_lost;
+        if let Err(ended) = self.measure(context, request, &mut result, waiting) {
+            result.status = ended.status;
+            result.reason = Some(ended.reason);
+            result.context_lost = ended.context_lost;
         }
         result
     }
@@ -382,36 +408,37 @@ impl Worker {
         request: &EvaluateRequest,
         result: &mut EvaluateResult,
         waiting: &mut dyn FnMut(usize),
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Ended> {
         let kernel = &request.kernel;
         let module =
-            self.load(context, kernel).map_err(|e| Failure::cuda(Status::RuntimeFailed, "loading the module", e))?;
-        let function =
-            module.function(&kernel.name).map_err(|e| Failure::cuda(Status::RuntimeFailed, "finding the kernel", e))?;
+            self.load(context, kernel).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "loading the module", e))?;
+        let function = module
+            .function(&kernel.name)
+            .map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "finding the kernel", e))?;
         let attributes = function
             .attributes()
-            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the kernel's attributes", e))?;
+            .map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "reading the kernel's attributes", e))?;
         result.attributes = Some(attributes);
         check_limits(context, &attributes, &request.kernel)?;
         let geometry = kernel.geometry;
         function
             .allow_dynamic_shared(geometry.shared_bytes)
-            .map_err(|e| Failure::cuda(Status::InvalidConfig, "raising the dynamic shared memory limit", e))?;
+            .map_err(|e| Ended::cuda(FailureKind::InvalidConfig, "raising the dynamic shared memory limit", e))?;
         let (mut pointers, _scratch) = self
             .kernel_pointers(context, kernel)
-            .map_err(|e| Failure::cuda(Status::RuntimeFailed, "allocating scratch memory", e))?;
+            .map_err(|e| Ended::cuda(FailureKind::Device, "allocating scratch memory", e))?;
         let launch = |pointers: &mut [*mut c_void]| launch_image(context, &function, kernel, pointers);
 
         // The checked run, on poisoned outputs; it is also the warm-up, and never timed.
         let verify_start = Instant::now();
-        self.prepare_outputs(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "poisoning the outputs", e))?;
-        self.ensure_events(context, 1).map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+        self.prepare_outputs(context).map_err(|e| Ended::cuda(FailureKind::Device, "poisoning the outputs", e))?;
+        self.ensure_events(context, 1).map_err(|e| Ended::cuda(FailureKind::Device, "creating events", e))?;
         let (start, stop) = &self.events[0];
-        start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
-        launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
-        stop.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+        start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
+        launch(&mut pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+        stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
         waiting(1);
-        context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+        context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
         // Not a sample (the first launch after loading is never timed as one), but GPU time
         // spent in the tuned kernel all the same.
         result.verify_kernel_ms = start.elapsed_ms(stop).unwrap_or(0.0);
@@ -438,28 +465,27 @@ impl Worker {
                 let affordable = (left / median(&result.samples).max(1e-6)).floor().max(1.0) as usize;
                 (taken / 2).max(4).min(affordable).min(timing.max_samples - taken)
             };
-            self.ensure_events(context, chunk)
-                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "creating events", e))?;
+            self.ensure_events(context, chunk).map_err(|e| Ended::cuda(FailureKind::Device, "creating events", e))?;
             for i in 0..chunk {
-                self.flush(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "flushing L2", e))?;
+                self.flush(context).map_err(|e| Ended::cuda(FailureKind::Device, "flushing L2", e))?;
                 self.reset_buffers(context)
-                    .map_err(|e| Failure::cuda(Status::RuntimeFailed, "zeroing reset_to_zero buffers", e))?;
+                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
                 let (start, stop) = &self.events[i];
-                start.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
-                launch(&mut pointers).map_err(|e| Failure::cuda(Status::RuntimeFailed, "launching", e))?;
-                stop.record(context).map_err(|e| Failure::cuda(Status::RuntimeFailed, "recording an event", e))?;
+                start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
+                launch(&mut pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+                stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
             }
             waiting(chunk);
-            context.synchronize().map_err(|e| Failure::cuda(Status::RuntimeFailed, "running", e))?;
+            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
             for (start, stop) in &self.events[..chunk] {
-                result.samples.push(
-                    start.elapsed_ms(stop).map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading an event", e))?,
-                );
+                result
+                    .samples
+                    .push(start.elapsed_ms(stop).map_err(|e| Ended::cuda(FailureKind::Device, "reading an event", e))?);
             }
             result.benchmark_s = bench_start.elapsed().as_secs_f64();
             if let Some((factor, best)) = early_stop {
                 if clearly_slower(&result.samples, best, factor, timing.early_stop_samples) {
-                    return Err(Failure {
+                    return Err(Ended {
                         status: Status::EarlyStopped,
                         reason: format!(
                             "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
@@ -482,7 +508,7 @@ impl Worker {
         }
     }
 
-    fn verify(&self, context: &Context) -> Result<(), Failure> {
+    fn verify(&self, context: &Context) -> Result<(), Ended> {
         let Some(comparer) = &self.comparer else { return Ok(()) };
         let mut problems = Vec::new();
         for (position, atol, rtol) in &self.tolerances {
@@ -490,7 +516,7 @@ impl Worker {
             let (Some(buffer), Some(reference)) = (&argument.buffer, &argument.reference) else { continue };
             let found = comparer
                 .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol, self.bitwise)
-                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "comparing outputs", e))?;
+                .map_err(|e| Ended::cuda(FailureKind::Device, "comparing outputs", e))?;
             if found.bad > 0 {
                 problems.push(format!(
                     "output #{position}: {} of {} elements wrong ({} NaN or unwritten), first at index {}, largest error {:.3e} (atol {atol}, rtol {rtol})",
@@ -501,7 +527,7 @@ impl Worker {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(Failure { status: Status::InvalidOutput, reason: problems.join("; "), context_lost: false })
+            Err(Ended::failed(FailureKind::WrongAnswer, problems.join("; ")))
         }
     }
 
@@ -702,19 +728,17 @@ impl Worker {
     }
 
     /// Writes every output buffer to the setup's outputs folder, for the supervisor's check.
-    fn write_outputs(&self, context: &Context, id: u32) -> Result<(), Failure> {
+    fn write_outputs(&self, context: &Context, id: u32) -> Result<(), Ended> {
         let Some(dir) = &self.outputs_dir else { return Ok(()) };
         for (position, argument) in self.arguments.iter().enumerate().filter(|(_, a)| a.output) {
             let Some(buffer) = &argument.buffer else { continue };
             let mut bytes = vec![0u8; buffer.bytes()];
             context
                 .download(buffer, &mut bytes)
-                .map_err(|e| Failure::cuda(Status::RuntimeFailed, "reading the outputs back", e))?;
+                .map_err(|e| Ended::cuda(FailureKind::Device, "reading the outputs back", e))?;
             let file = output_file(dir, id, position);
-            std::fs::write(&file, &bytes).map_err(|e| Failure {
-                status: Status::RuntimeFailed,
-                reason: format!("writing the outputs to {}: {e}", file.display()),
-                context_lost: false,
+            std::fs::write(&file, &bytes).map_err(|e| {
+                Ended::failed(FailureKind::Device, format!("writing the outputs to {}: {e}", file.display()))
             })?;
         }
         Ok(())
@@ -765,10 +789,10 @@ fn launch_image(
 }
 
 /// Device limits that make a configuration invalid (not an error of the run).
-fn check_limits(context: &Context, attributes: &FunctionAttributes, kernel: &KernelImage) -> Result<(), Failure> {
+fn check_limits(context: &Context, attributes: &FunctionAttributes, kernel: &KernelImage) -> Result<(), Ended> {
     let info = &context.info;
     let threads = kernel.geometry.threads_per_block();
-    let invalid = |reason: String| Err(Failure { status: Status::InvalidConfig, reason, context_lost: false });
+    let invalid = |reason: String| Err(Ended::failed(FailureKind::InvalidConfig, reason));
     if threads > info.max_threads_per_block as u64 {
         return invalid(format!("{threads} threads per block; the device allows {}", info.max_threads_per_block));
     }

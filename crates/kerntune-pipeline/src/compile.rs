@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, Write};
 
+use crate::error::FailureKind;
 use crate::protocol::{Bytes, CompileJob, CompileRequest, FromCompiler};
 use kerntune_device::nvrtc;
 
@@ -22,13 +23,24 @@ pub fn run() -> i32 {
                         launch: None,
                         symbol: Some(compiled.symbol),
                     },
-                    Err(error) => FromCompiler::Failed { id, message: error.message, seconds: error.seconds },
+                    Err(error) => FromCompiler::Failed {
+                        id,
+                        kind: FailureKind::CompileFailed,
+                        message: error.message,
+                        seconds: error.seconds,
+                    },
                 }
             }
             Ok(CompileRequest { id, job }) => {
-                FromCompiler::Failed { id, message: format!("this worker compiles CUDA C, not {job:?}"), seconds: 0.0 }
+                let message = format!("this worker compiles CUDA C, not {job:?}");
+                FromCompiler::Failed { id, kind: FailureKind::Protocol, message, seconds: 0.0 }
             }
-            Err(error) => FromCompiler::Failed { id: u32::MAX, message: format!("bad request: {error}"), seconds: 0.0 },
+            Err(error) => FromCompiler::Failed {
+                id: u32::MAX,
+                kind: FailureKind::Protocol,
+                message: format!("bad request: {error}"),
+                seconds: 0.0,
+            },
         };
         let Ok(text) = serde_json::to_string(&reply) else { return 1 };
         if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {

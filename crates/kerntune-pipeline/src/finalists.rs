@@ -84,7 +84,7 @@ pub fn retime(
     finalists: &[KernelImage],
     options: &RetimeOptions,
 ) -> Result<RetimeReport, BackendError> {
-    let leader = finalists.first().ok_or_else(|| BackendError("no finalist to time again".into()))?;
+    let leader = finalists.first().ok_or_else(|| BackendError::Other("no finalist to time again".into()))?;
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
     let mut leader_times = Vec::new();
@@ -114,7 +114,7 @@ pub fn retime_configs(
     pipeline: &PipelineOptions,
     options: &RetimeOptions,
 ) -> Result<RetimeReport, BackendError> {
-    let failed = |what: &str, e: String| BackendError(format!("re-timing the finalists: {what}: {e}"));
+    let failed = |what: &str, e: String| BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"));
     let hub = Hub::default();
     let timeout = language.compile_timeout();
     let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));

@@ -11,11 +11,13 @@
 //! program that speaks it: the `kerntune` binary, or a Python process for Triton.
 //! After the search, [`finalists`] times the best few again, interleaved with an A/A
 //! control, before one is called the winner; [`schedule`] is the stage after that: the
-//! native schedule of the best binary.
+//! native schedule of the best binary. A configuration that fails is a [`Failure`] of a
+//! [`FailureKind`], named on the wire and turned into the store's status in one place.
 
 mod backend;
 pub mod bench;
 pub mod compile;
+mod error;
 pub mod finalists;
 mod language;
 pub mod pool;
@@ -25,6 +27,7 @@ pub mod schedule;
 mod timing;
 
 pub use backend::{Pipeline, PipelineOptions};
+pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;
 pub use pool::Binary;
 pub use process::WorkerCommand;

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::error::FailureKind;
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
 
@@ -21,8 +22,18 @@ pub struct Binary {
 /// What became of one compile request.
 #[derive(Debug)]
 pub enum CompileOutcome {
-    Compiled { id: u32, binary: Binary, seconds: f64 },
-    Failed { id: u32, reason: String, seconds: f64 },
+    Compiled {
+        id: u32,
+        binary: Binary,
+        seconds: f64,
+    },
+    /// `kind` decides the configuration's status; `reason` is the user's message.
+    Failed {
+        id: u32,
+        kind: FailureKind,
+        reason: String,
+        seconds: f64,
+    },
 }
 
 #[derive(Debug)]
@@ -88,6 +99,7 @@ impl CompilePool {
                 Err(error) => {
                     failed.push(CompileOutcome::Failed {
                         id: request.id,
+                        kind: FailureKind::CompilerCrashed,
                         reason: format!("the compile worker is gone: {error}"),
                         seconds: 0.0,
                     });
@@ -115,6 +127,7 @@ impl CompilePool {
             self.replace(index, hub);
             return job.map(|(id, started)| CompileOutcome::Failed {
                 id,
+                kind: FailureKind::CompilerCrashed,
                 reason: format!("the compiler crashed: {death}"),
                 seconds: started.elapsed().as_secs_f64(),
             });
@@ -124,13 +137,14 @@ impl CompilePool {
             Ok(FromCompiler::Compiled { id, cubin, seconds, launch, symbol }) => {
                 Some(CompileOutcome::Compiled { id, binary: Binary { cubin: cubin.0, launch, symbol }, seconds })
             }
-            Ok(FromCompiler::Failed { id, message, seconds }) => {
-                Some(CompileOutcome::Failed { id, reason: message, seconds })
+            Ok(FromCompiler::Failed { id, kind, message, seconds }) => {
+                Some(CompileOutcome::Failed { id, kind, reason: message, seconds })
             }
             Err(error) => {
                 self.replace(index, hub);
                 Some(CompileOutcome::Failed {
                     id: u32::MAX,
+                    kind: FailureKind::Protocol,
                     reason: format!("unreadable reply from a compile worker: {error}"),
                     seconds: 0.0,
                 })
@@ -154,6 +168,7 @@ impl CompilePool {
                     self.replace(index, hub);
                     expired.push(CompileOutcome::Failed {
                         id,
+                        kind: FailureKind::CompileTimeout,
                         reason: format!("the compile did not finish within {:.0} s", self.timeout.as_secs_f64()),
                         seconds: started.elapsed().as_secs_f64(),
                     });

@@ -10,6 +10,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::error::{Death, Exit};
+
 /// How to start a worker: a program and its arguments (usually the `kerntune` binary
 /// itself with a hidden subcommand).
 #[derive(Debug, Clone)]
@@ -136,9 +138,9 @@ impl Worker {
         let _ = self.child.wait();
     }
 
-    /// How the worker ended, for the record: its exit status or signal and the last lines
+    /// How the worker ended, for the record: its exit status or signal and the last line
     /// it wrote to standard error. Waits briefly for the process to be reaped.
-    pub fn death(&mut self) -> String {
+    pub fn death(&mut self) -> Death {
         let deadline = Instant::now() + Duration::from_secs(2);
         let status = loop {
             match self.child.try_wait() {
@@ -147,19 +149,14 @@ impl Worker {
                 _ => break None,
             }
         };
-        let mut words = match status {
-            Some(status) => describe_exit(status),
-            None => "stopped answering".to_string(),
-        };
+        let exit = status.map_or(Exit::StoppedAnswering, exit_of);
         // The last words on standard error may still be in the pipe when the exit is seen.
         while !self.stderr_done.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         let tail: Vec<String> = self.stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
-        if let Some(last) = tail.iter().rev().find(|l| !l.trim().is_empty()) {
-            words.push_str(&format!(" ({})", last.trim()));
-        }
-        words
+        let last_words = tail.iter().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+        Death { exit, last_words }
     }
 }
 
@@ -169,23 +166,11 @@ impl Drop for Worker {
     }
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
+fn exit_of(status: std::process::ExitStatus) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
-        _ => "ended".to_string(),
-    }
-}
-
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGSEGV => "segmentation fault",
-        libc::SIGABRT => "aborted",
-        libc::SIGKILL => "killed",
-        libc::SIGBUS => "bus error",
-        libc::SIGFPE => "arithmetic error",
-        libc::SIGILL => "illegal instruction",
-        _ => "signal",
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        _ => Exit::Ended,
     }
 }

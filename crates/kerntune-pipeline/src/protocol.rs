@@ -6,6 +6,7 @@ use kerntune_device::{DType, DeviceInfo, FunctionAttributes, Init};
 use kerntune_store::Status;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::error::FailureKind;
 use crate::timing::Timing;
 
 /// Bytes that serialize as a base64 string.
@@ -249,8 +250,12 @@ pub enum FromCompiler {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         symbol: Option<String>,
     },
+    /// The configuration failed to compile; `kind` says how (a reply without one, from
+    /// an older worker, means `compile_failed`).
     Failed {
         id: u32,
+        #[serde(default)]
+        kind: FailureKind,
         message: String,
         seconds: f64,
     },
@@ -274,5 +279,15 @@ mod tests {
         let back: FromCompiler = serde_json::from_str(&line).expect("parses");
         assert!(matches!(back, FromCompiler::Compiled { id: 3, ref cubin, ref symbol, .. }
             if cubin.0 == vec![0, 255, 7, 0x7f] && symbol.as_deref() == Some("_Z1kPf")));
+    }
+
+    #[test]
+    fn a_failed_reply_names_its_kind_and_an_old_one_means_compile_failed() {
+        let line = r#"{"type": "failed", "id": 4, "kind": "invalid_config", "message": "too much shared memory", "seconds": 0.1}"#;
+        let reply: FromCompiler = serde_json::from_str(line).expect("parses");
+        assert!(matches!(reply, FromCompiler::Failed { id: 4, kind: FailureKind::InvalidConfig, .. }), "{reply:?}");
+        let old = r#"{"type": "failed", "id": 5, "message": "error: expected ';'", "seconds": 0.1}"#;
+        let reply: FromCompiler = serde_json::from_str(old).expect("parses");
+        assert!(matches!(reply, FromCompiler::Failed { id: 5, kind: FailureKind::CompileFailed, .. }), "{reply:?}");
     }
 }

@@ -18,6 +18,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
+use crate::error::FailureKind;
 use crate::language::Language;
 use crate::pool::CompilePool;
 use crate::process::{Hub, Origin, Worker, WorkerCommand};
@@ -144,10 +145,6 @@ const MIN_BLOCKS: u32 = 5;
 
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn failed(message: impl Into<String>) -> BackendError {
-    BackendError(message.into())
-}
-
 impl BenchSession {
     pub fn start(
         command: &WorkerCommand,
@@ -158,7 +155,7 @@ impl BenchSession {
         let hub = Hub::default();
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()];
         let bench = Worker::spawn(command, &args, Origin { slot: 0, generation: 0 }, &hub)
-            .map_err(|e| failed(format!("cannot start the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
         let mut session = BenchSession {
             hub,
             bench,
@@ -175,13 +172,13 @@ impl BenchSession {
     fn set_up(&mut self) -> Result<(), BackendError> {
         match self.receive(Instant::now() + START_TIMEOUT)? {
             FromBench::Ready { device } => self.device = device,
-            other => return Err(failed(format!("the benchmark worker did not start: {other:?}"))),
+            other => return Err(BackendError::CannotStart(format!("the benchmark worker did not start: {other:?}"))),
         }
-        self.bench.send(&ToBench::Setup(self.setup.clone())).map_err(|e| failed(e.to_string()))?;
+        self.bench.send(&ToBench::Setup(self.setup.clone())).map_err(|e| BackendError::CannotStart(e.to_string()))?;
         match self.receive(Instant::now() + START_TIMEOUT)? {
             FromBench::SetupDone => Ok(()),
-            FromBench::Fatal { message } => Err(failed(format!("setting up the GPU: {message}"))),
-            other => Err(failed(format!("unexpected message {other:?}"))),
+            FromBench::Fatal { message } => Err(BackendError::CannotStart(format!("setting up the GPU: {message}"))),
+            other => Err(BackendError::Protocol(format!("unexpected message {other:?}"))),
         }
     }
 
@@ -190,7 +187,7 @@ impl BenchSession {
         let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), self.device_ordinal.to_string()];
         self.bench = Worker::spawn(&self.command, &args, origin, &self.hub)
-            .map_err(|e| failed(format!("cannot restart the benchmark worker: {e}")))?;
+            .map_err(|e| BackendError::CannotStart(format!("cannot restart the benchmark worker: {e}")))?;
         self.set_up()
     }
 
@@ -199,15 +196,15 @@ impl BenchSession {
         loop {
             let Some(line) = self.hub.next(Some(deadline)) else {
                 self.bench.kill();
-                return Err(failed("the benchmark worker hung"));
+                return Err(BackendError::DeviceLost("the benchmark worker hung".into()));
             };
             if line.origin != self.bench.origin {
                 continue;
             }
             let Some(text) = line.text else {
-                return Err(failed(format!("the benchmark worker {}", self.bench.death())));
+                return Err(BackendError::DeviceLost(format!("the benchmark worker {}", self.bench.death())));
             };
-            match serde_json::from_str(&text).map_err(|e| failed(format!("unreadable reply: {e}")))? {
+            match serde_json::from_str(&text).map_err(|e| BackendError::Protocol(format!("unreadable reply: {e}")))? {
                 FromBench::Waiting { launches } => {
                     deadline = Instant::now() + self.launch_timeout * launches.max(1) as u32 + Duration::from_secs(2)
                 }
@@ -217,7 +214,7 @@ impl BenchSession {
     }
 
     fn request(&mut self, message: &ToBench) -> Result<FromBench, BackendError> {
-        self.bench.send(message).map_err(|e| failed(format!("the benchmark worker is gone: {e}")))?;
+        self.bench.send(message).map_err(|e| BackendError::DeviceLost(format!("the benchmark worker is gone: {e}")))?;
         self.receive(Instant::now() + self.launch_timeout + Duration::from_secs(20))
     }
 
@@ -235,13 +232,13 @@ impl BenchSession {
                 }
                 Ok(result)
             }
-            Ok(other) => Err(failed(format!("unexpected reply {other:?}"))),
+            Ok(other) => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
             Err(error) => {
                 self.restart()?;
                 Ok(EvaluateResult {
                     id: 0,
-                    status: Status::RuntimeFailed,
-                    reason: Some(error.0),
+                    status: FailureKind::WorkerDied.status(),
+                    reason: Some(error.to_string()),
                     samples: Vec::new(),
                     verify_s: 0.0,
                     verify_kernel_ms: 0.0,
@@ -262,8 +259,8 @@ impl BenchSession {
     ) -> Result<(u32, Option<String>), BackendError> {
         match self.request(&ToBench::Compare { original, candidate, sets, seed })? {
             FromBench::Compared { differing, first_difference, .. } => Ok((differing, first_difference)),
-            FromBench::Fatal { message } => Err(failed(message)),
-            other => Err(failed(format!("unexpected reply {other:?}"))),
+            FromBench::Fatal { message } => Err(BackendError::DeviceLost(message)),
+            other => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
         }
     }
 
@@ -277,8 +274,8 @@ impl BenchSession {
     ) -> Result<(Vec<f64>, Vec<f64>), BackendError> {
         match self.request(&ToBench::Interleave { a, b, rounds, blocks, seed })? {
             FromBench::Interleaved { a, b } => Ok((a, b)),
-            FromBench::Fatal { message } => Err(failed(message)),
-            other => Err(failed(format!("unexpected reply {other:?}"))),
+            FromBench::Fatal { message } => Err(BackendError::DeviceLost(message)),
+            other => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
         }
     }
 }
@@ -328,12 +325,12 @@ pub fn tune_schedule(
     nvdisasm: &Nvdisasm,
 ) -> Result<ScheduleReport, BackendError> {
     if options.blocks < MIN_BLOCKS || options.rounds < options.blocks {
-        return Err(failed(format!(
+        return Err(BackendError::Other(format!(
             "schedule: blocks = {} and rounds = {}: the A/B timing needs at least {MIN_BLOCKS} blocks and a round per block",
             options.blocks, options.rounds
         )));
     }
-    let sass = |e: SassError| failed(format!("schedule: {e}"));
+    let sass = |e: SassError| BackendError::Other(format!("schedule: {e}"));
     let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm).map_err(sass)?;
     let legal_moves = schedule.legal_moves().len();
     let start = Instant::now();
@@ -379,7 +376,7 @@ pub fn tune_schedule(
             &HillClimbOptions { evaluations: options.budget, restarts: options.budget, ..HillClimbOptions::default() },
             options.seed,
         ),
-        other => return Err(failed(format!("unknown schedule method '{other}' (hill_climb or anneal)"))),
+        other => return Err(BackendError::Other(format!("unknown schedule method '{other}' (hill_climb or anneal)"))),
     }
     .map_err(sass)?;
     if let Some(error) = failure {
@@ -476,15 +473,17 @@ pub fn schedule_config(
     let hub = Hub::default();
     let timeout = language.compile_timeout();
     let mut pool = CompilePool::new(&pipeline.compile_worker, 1, timeout, &hub, 1)
-        .map_err(|e| failed(format!("cannot start a compile worker: {e}")))?;
-    let job = language.compile_job(config, device).map_err(failed)?;
+        .map_err(|e| BackendError::CannotStart(format!("cannot start a compile worker: {e}")))?;
+    let job = language.compile_job(config, device).map_err(BackendError::Other)?;
     let binary = compile_now(&mut pool, &hub, job, timeout)
-        .map_err(|e| failed(format!("compiling the best configuration: {e}")))?;
-    let original = language.kernel_image(config, binary).map_err(failed)?;
+        .map_err(|e| BackendError::Other(format!("compiling the best configuration: {e}")))?;
+    let original = language.kernel_image(config, binary).map_err(BackendError::Other)?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-    let setup = schedule_setup(language.setup(device, &mut compile).map_err(failed)?, &original).map_err(failed)?;
+    let setup = schedule_setup(language.setup(device, &mut compile).map_err(BackendError::CannotStart)?, &original)
+        .map_err(BackendError::CannotStart)?;
     let mut session = BenchSession::start(&pipeline.bench_worker, pipeline.device, setup, language.launch_timeout())?;
-    let nvdisasm = Nvdisasm::locate().map_err(|e| failed(format!("schedule tuning needs nvdisasm: {e}")))?;
+    let nvdisasm =
+        Nvdisasm::locate().map_err(|e| BackendError::CannotStart(format!("schedule tuning needs nvdisasm: {e}")))?;
     let report = tune_schedule(&mut session, &original, options, &nvdisasm)?;
     Ok((report, original))
 }

@@ -7,10 +7,11 @@ use std::time::Duration;
 use kerntune_pipeline::pool::{CompileOutcome, CompilePool};
 use kerntune_pipeline::process::Hub;
 use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
-use kerntune_pipeline::WorkerCommand;
+use kerntune_pipeline::{FailureKind, WorkerCommand};
 
-/// A worker that answers "failed: fine" to each request, except that a request whose
-/// source says `crash` kills the worker and one that says `hang` never answers.
+/// A worker that answers "failed: fine" to each request (an old reply, without a kind),
+/// except that a request whose source says `crash` kills the worker, one that says `hang`
+/// never answers, and one that says `huge` is refused as an invalid configuration.
 fn fake_worker() -> WorkerCommand {
     let script = r#"
         while read -r line; do
@@ -18,6 +19,9 @@ fn fake_worker() -> WorkerCommand {
             case "$line" in
                 *'"source":"crash"'*) echo 'about to crash' >&2; kill -SEGV $$ ;;
                 *'"source":"hang"'*) sleep 600 ;;
+                *'"source":"huge"'*)
+                    printf '{"type":"failed","id":%s,"kind":"invalid_config","message":"too much shared memory","seconds":0.0}\n' "$id"
+                    continue ;;
             esac
             printf '{"type":"failed","id":%s,"message":"fine","seconds":0.0}\n' "$id"
         done"#;
@@ -56,6 +60,16 @@ fn reason_of(outcomes: &[CompileOutcome], wanted: u32) -> String {
         .unwrap_or_else(|| panic!("no outcome for request {wanted}: {outcomes:?}"))
 }
 
+fn kind_of(outcomes: &[CompileOutcome], wanted: u32) -> FailureKind {
+    outcomes
+        .iter()
+        .find_map(|o| match o {
+            CompileOutcome::Failed { id, kind, .. } if *id == wanted => Some(*kind),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no outcome for request {wanted}: {outcomes:?}"))
+}
+
 #[test]
 fn a_crashing_compiler_fails_one_request_and_is_replaced() {
     let hub = Hub::default();
@@ -68,6 +82,7 @@ fn a_crashing_compiler_fails_one_request_and_is_replaced() {
     assert_eq!(reason_of(&outcomes, 1), "fine");
     let crash = reason_of(&outcomes, 2);
     assert!(crash.contains("killed by signal 11") && crash.contains("about to crash"), "{crash}");
+    assert_eq!(kind_of(&outcomes, 2), FailureKind::CompilerCrashed);
     assert_eq!(reason_of(&outcomes, 3), "fine", "the replacement worker serves the next request");
 }
 
@@ -81,8 +96,21 @@ fn a_hanging_compile_times_out_and_the_pool_goes_on() {
     let clock = std::time::Instant::now();
     let outcomes = drain(&mut pool, &hub);
     assert!(reason_of(&outcomes, 1).contains("did not finish within"), "{outcomes:?}");
+    assert_eq!(kind_of(&outcomes, 1), FailureKind::CompileTimeout);
     for id in 2..=4 {
         assert_eq!(reason_of(&outcomes, id), "fine");
     }
     assert!(clock.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn the_kind_a_compiler_names_decides_the_outcome_and_a_reply_without_one_is_a_compile_failure() {
+    let hub = Hub::default();
+    let mut pool = CompilePool::new(&fake_worker(), 1, Duration::from_secs(30), &hub, 0).expect("starts");
+    pool.submit(request(1, "huge"));
+    pool.submit(request(2, "ok"));
+    let outcomes = drain(&mut pool, &hub);
+    assert_eq!(kind_of(&outcomes, 1), FailureKind::InvalidConfig);
+    assert_eq!(reason_of(&outcomes, 1), "too much shared memory", "the message has no prefix to strip");
+    assert_eq!(kind_of(&outcomes, 2), FailureKind::CompileFailed);
 }

@@ -59,6 +59,7 @@ pub fn tune(error: kerntune_engine::TuneError) -> PyErr {
     match error {
         kerntune_engine::TuneError::EmptySpace => SpaceError::new_err(error.to_string()),
         kerntune_engine::TuneError::Store(e) => store(e),
+        kerntune_engine::TuneError::Backend(e) => GpuError::from(e).into(),
         other => backend(other),
     }
 }
@@ -72,7 +73,42 @@ pub fn run(error: kerntune_run::RunError) -> PyErr {
         RunError::Search(e) => strategy(e),
         RunError::Store(e) => StoreError::new_err(e.to_string()),
         RunError::Tune(e) => tune(e),
-        RunError::Arch(_) => SpecError::new_err(error.to_string()),
+        RunError::Arch(_) | RunError::Setting(_) => SpecError::new_err(error.to_string()),
+        RunError::Backend(e) => GpuError::from(e).into(),
         other => BackendError::new_err(other.to_string()),
+    }
+}
+
+/// An error of the GPU half on its way to Python, as polars's `PyPolarsErr`: `From` each
+/// Rust error, then `Into<PyErr>` by kind. (`From<BackendError> for PyErr` itself cannot
+/// be written here: neither type is this crate's.)
+#[derive(Debug)]
+pub enum GpuError {
+    Backend(kerntune_engine::BackendError),
+    Driver(kerntune_device::driver::CudaError),
+}
+
+impl From<kerntune_engine::BackendError> for GpuError {
+    fn from(error: kerntune_engine::BackendError) -> Self {
+        GpuError::Backend(error)
+    }
+}
+
+impl From<kerntune_device::driver::CudaError> for GpuError {
+    fn from(error: kerntune_device::driver::CudaError) -> Self {
+        GpuError::Driver(error)
+    }
+}
+
+impl From<GpuError> for PyErr {
+    /// No driver or no such GPU is a `NoGpuError`; every other failure of the GPU half
+    /// (a worker that cannot start, a lost device, a worker breaking the protocol) is a
+    /// `BackendError`, with the Rust error's message.
+    fn from(error: GpuError) -> PyErr {
+        match error {
+            GpuError::Driver(error) if error.no_gpu() => NoGpuError::new_err(error.to_string()),
+            GpuError::Driver(error) => BackendError::new_err(error.to_string()),
+            GpuError::Backend(error) => BackendError::new_err(error.to_string()),
+        }
     }
 }

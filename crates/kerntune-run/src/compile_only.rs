@@ -142,7 +142,7 @@ impl CompileOnly<'_> {
         let workers = self.compile_workers.unwrap_or_else(default_compile_workers).max(1);
         let hub = Hub::default();
         let mut pool = CompilePool::new(&self.worker, workers, self.timeout, &hub, 0)
-            .map_err(|e| RunError::Backend(e.to_string()))?;
+            .map_err(|e| RunError::Compile(e.to_string()))?;
         let mut compile_s = 0.0;
         let mut record = |outcome: CompileOutcome| -> Result<(), String> {
             let (index, compilation, seconds) = match outcome {
@@ -154,13 +154,8 @@ impl CompileOnly<'_> {
                     };
                     (id, compiled, seconds)
                 }
-                CompileOutcome::Failed { id, reason, seconds } => {
-                    let status = if reason.starts_with("invalid config: ") {
-                        Status::InvalidConfig
-                    } else {
-                        Status::CompileFailed
-                    };
-                    (id, Compilation::Failed { status, reason }, seconds)
+                CompileOutcome::Failed { id, kind, reason, seconds } => {
+                    (id, Compilation::Failed { status: kind.status(), reason }, seconds)
                 }
             };
             compile_s += seconds;
@@ -173,7 +168,7 @@ impl CompileOnly<'_> {
             slots[index as usize] = Some(done);
             Ok(())
         };
-        compile_all(&mut pool, &hub, requests, &mut record, stop).map_err(RunError::Backend)?;
+        compile_all(&mut pool, &hub, requests, &mut record, stop).map_err(RunError::Compile)?;
         Ok(CompileReport {
             configs: slots.into_iter().flatten().collect(),
             wall_s: clock.elapsed().as_secs_f64(),

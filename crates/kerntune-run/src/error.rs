@@ -1,7 +1,7 @@
 //! Why a run could not be done. Failures of single configurations are not errors: they
 //! are outcomes in the summary.
 
-use kerntune_engine::{SearchOptionsError, TuneError};
+use kerntune_engine::{BackendError, SearchOptionsError, TuneError};
 use kerntune_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +25,13 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Tune(#[from] TuneError),
-    /// The GPU pipeline or the compile pool could not go on.
+    /// The GPU pipeline (or the simulation) could not go on.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The compile pool of a compile-only run could not go on.
     #[error("{0}")]
-    Backend(String),
+    Compile(String),
+    /// A setting of the run that cannot be used (named in the message).
+    #[error("{0}")]
+    Setting(String),
 }

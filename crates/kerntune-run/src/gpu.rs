@@ -184,8 +184,7 @@ fn retime_finalists(
     }
     let values: Vec<Vec<Value>> =
         contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
-    let report = retime_configs(language, &values, &run.device, options, retime)
-        .map_err(|e| RunError::Backend(e.to_string()))?;
+    let report = retime_configs(language, &values, &run.device, options, retime)?;
     if report.winner != 0 {
         run.replace_best(&contenders[report.winner], space);
     }
@@ -225,9 +224,9 @@ impl ScheduleStage<'_> {
         config: &Map<String, Json>,
         schedule: &ScheduleOptions,
     ) -> Result<(ScheduleReport, Vec<u8>), RunError> {
-        let (report, original) = schedule_config(self.language, values, self.device, self.options, schedule)
-            .map_err(|e| RunError::Backend(e.to_string()))?;
-        let provenance = serde_json::to_string(&report).map_err(|e| RunError::Backend(e.to_string()))?;
+        let (report, original) = schedule_config(self.language, values, self.device, self.options, schedule)?;
+        let provenance =
+            serde_json::to_string(&report).map_err(|e| RunError::Setting(format!("the schedule report: {e}")))?;
         let kept = report.cubin.clone().unwrap_or(original.cubin.0);
         self.store.save_artifact(self.tuning_id, config, "schedule", &kept, &provenance)?;
         Ok((report, kept))
@@ -241,7 +240,7 @@ fn config_values(space: &Space, config: &Map<String, Json>) -> Result<Vec<Value>
         .iter()
         .map(|p| config.get(p.name()).and_then(Value::from_json))
         .collect::<Option<_>>()
-        .ok_or_else(|| RunError::Backend("the best configuration is not in the space".into()))
+        .ok_or_else(|| RunError::Setting("the best configuration is not in the space".into()))
 }
 
 impl std::fmt::Debug for Tuning<'_> {

@@ -32,7 +32,7 @@ impl Simulation<'_> {
     /// The settled search's strategy name and budget, for fronts to show before the run.
     pub fn search(&self) -> Result<kerntune_engine::Search, RunError> {
         if let Some(speed) = self.realtime.filter(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(RunError::Backend(format!("--realtime needs a positive speed, not {speed}")));
+            return Err(RunError::Setting(format!("--realtime needs a positive speed, not {speed}")));
         }
         Ok(self.search.resolve(DEFAULT_STRATEGY)?)
     }
@@ -44,7 +44,7 @@ impl Simulation<'_> {
     ) -> Result<SimulationSummary, RunError> {
         let search = self.search()?;
         let store = self.store.map(|s| s.tuning(&self.landscape.tuning()).map(|t| (s, t))).transpose()?;
-        let mut backend = SimBackend::new(self.landscape, self.space).map_err(|e| RunError::Backend(e.to_string()))?;
+        let mut backend = SimBackend::new(self.landscape, self.space)?;
         if let Some(speed) = self.realtime {
             backend = backend.with_realtime_speed(speed);
         }
