@@ -151,9 +151,13 @@ impl Prepared<'_> {
         if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
             // Times rank configurations only when the objective is the time, or a function
             // of it that no parameter changes.
-            if language.early_stop_applies() {
+            let measured_now = run.evaluations > run.from_store;
+            if language.early_stop_applies() && measured_now {
                 on_progress(Progress::Finalists(retime));
-                retime_finalists(&mut run, language, space, &options, retime)?;
+                retime_finalists(&mut run, language, space, &options, retime, (&store, tuning_id))?;
+            } else if language.early_stop_applies() {
+                // Everything came from the store: so does the verdict, at no cost.
+                stored_finalists(&mut run, space, (&store, tuning_id))?;
             }
         }
         if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
@@ -177,6 +181,7 @@ fn retime_finalists(
     space: &Space,
     options: &PipelineOptions,
     retime: &RetimeOptions,
+    (store, tuning_id): (&Store, TuningId),
 ) -> Result<(), RunError> {
     let contenders: Vec<ResultRow> = run.contenders(retime.finalists, retime.within).into_iter().cloned().collect();
     if contenders.len() < 2 {
@@ -188,7 +193,36 @@ fn retime_finalists(
     if report.winner != 0 {
         run.replace_best(&contenders[report.winner], space);
     }
-    run.finalists = Some(Finalists { configs: contenders.iter().map(|r| r.config.clone()).collect(), report });
+    let finalists = Finalists { configs: contenders.iter().map(|r| r.config.clone()).collect(), report };
+    // Kept under the search's best, so that a run the store answers says the same.
+    let provenance =
+        serde_json::to_string(&finalists).map_err(|e| RunError::Setting(format!("the finalists' report: {e}")))?;
+    store.save_artifact(tuning_id, &contenders[0].config, FINALISTS, &[], &provenance)?;
+    run.finalists = Some(finalists);
+    Ok(())
+}
+
+/// The artefact kind of a re-timing's report.
+const FINALISTS: &str = "finalists";
+
+/// The verdict an earlier run stored for this search's best, applied again.
+fn stored_finalists(
+    run: &mut RunSummary,
+    space: &Space,
+    (store, tuning_id): (&Store, TuningId),
+) -> Result<(), RunError> {
+    let Some(best) = &run.best else { return Ok(()) };
+    let stored = store.artifacts(tuning_id, FINALISTS)?.into_iter().rev().find(|a| a.config == best.config);
+    let Some(finalists) = stored.and_then(|a| serde_json::from_str::<Finalists>(&a.provenance).ok()) else {
+        return Ok(());
+    };
+    if finalists.report.winner != 0 {
+        let winner = &finalists.configs[finalists.report.winner];
+        if let Some(row) = run.results.iter().find(|r| &r.config == winner).cloned() {
+            run.replace_best(&row, space);
+        }
+    }
+    run.finalists = Some(finalists);
     Ok(())
 }
 

@@ -53,7 +53,7 @@ pub struct RunSummary {
 }
 
 /// The finalists that were timed again, the search's best first, and what that found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Finalists {
     pub configs: Vec<Map<String, Json>>,
     pub report: RetimeReport,
