@@ -198,14 +198,12 @@ impl TritonJob {
 
     /// A worker command (`argv`) with this job's environment.
     pub fn worker(&self, argv: &[String]) -> Result<kerntune_pipeline::WorkerCommand, JobError> {
-        let (program, args) = argv.split_first().ok_or_else(|| JobError("an empty worker command".into()))?;
-        let mut command = kerntune_pipeline::WorkerCommand::new(program, args.to_vec());
-        command.env = self
+        let env = self
             .worker_env
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
             .collect();
-        Ok(command)
+        kerntune_pipeline::WorkerCommand::from_argv(argv, env).ok_or_else(|| JobError("an empty worker command".into()))
     }
 
     pub fn timing(&self) -> Result<Timing, JobError> {

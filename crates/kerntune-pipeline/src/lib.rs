@@ -3,7 +3,7 @@
 //!
 //! A [`Pipeline`] is the engine's backend on a GPU: a pool of compile worker processes
 //! ([`pool`]) compiles configurations ahead of one benchmark worker process per GPU
-//! ([`bench`]), which verifies each kernel on poisoned outputs and times it under the
+//! ([`run_bench_worker`]), which verifies each kernel on poisoned outputs and times it under the
 //! [`Timing`] protocol. A worker that crashes or hangs is replaced and costs one
 //! configuration. A [`Language`] (implemented by `kerntune-lang-cuda` and
 //! `kerntune-lang-triton`) says how a configuration becomes a compile job and how the
@@ -15,8 +15,8 @@
 //! [`FailureKind`], named on the wire and turned into the store's status in one place.
 
 mod backend;
-pub mod bench;
-pub mod compile;
+mod bench;
+mod compile;
 mod error;
 pub mod finalists;
 mod language;
@@ -27,6 +27,8 @@ pub mod schedule;
 mod timing;
 
 pub use backend::{Pipeline, PipelineOptions};
+pub use bench::run as run_bench_worker;
+pub use compile::run as run_compile_worker;
 pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;
 pub use pool::Binary;

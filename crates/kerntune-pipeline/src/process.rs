@@ -26,6 +26,12 @@ impl WorkerCommand {
     pub fn new(program: impl Into<PathBuf>, args: Vec<String>) -> WorkerCommand {
         WorkerCommand { program: program.into(), args, env: Vec::new() }
     }
+
+    /// The command an `argv` names (program first), with `env`; `None` when it is empty.
+    pub fn from_argv(argv: &[String], env: Vec<(String, String)>) -> Option<WorkerCommand> {
+        let (program, args) = argv.split_first()?;
+        Some(WorkerCommand { program: program.into(), args: args.to_vec(), env })
+    }
 }
 
 /// Which worker a line came from: its slot and the generation of the process in it.

@@ -83,8 +83,7 @@ pub fn tune_kernel_tuner(
     let (job, spec) = Job::parse(job)?;
     let settings = job.tune.as_ref().ok_or_else(|| errors::spec("the job has no tuning settings"))?;
     let space = spec.space().map_err(errors::space)?;
-    let mut worker = worker_command(&job.worker)?;
-    worker.env = job.worker_env.clone();
+    let worker = worker_command(&job.worker, job.worker_env.clone())?;
     let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
     if let Some(cache) = &settings.cache {
         let device = require_gpu(settings.device)?;
@@ -128,8 +127,7 @@ pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> P
     let (job, spec) = Job::parse(job)?;
     let arch = job.arch.clone().ok_or_else(|| errors::spec("the job names no architecture"))?;
     let space = spec.space().map_err(errors::space)?;
-    let mut worker = worker_command(&job.worker)?;
-    worker.env = job.worker_env.clone();
+    let worker = worker_command(&job.worker, job.worker_env.clone())?;
     let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
     let rows = py.detach(|| -> PyResult<Vec<Json>> {
         let store = Store::open(&db).map_err(errors::store)?;

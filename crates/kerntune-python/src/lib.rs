@@ -16,13 +16,13 @@ use pyo3::prelude::*;
 /// Runs the benchmark worker on standard input and output (see `kerntune._worker`).
 #[pyfunction]
 fn run_bench_worker(py: Python<'_>, device: usize) -> i32 {
-    py.detach(|| kerntune_pipeline::bench::run(device))
+    py.detach(|| kerntune_pipeline::run_bench_worker(device))
 }
 
 /// Runs the NVRTC compile worker on standard input and output.
 #[pyfunction]
 fn run_compile_worker(py: Python<'_>) -> i32 {
-    py.detach(kerntune_pipeline::compile::run)
+    py.detach(kerntune_pipeline::run_compile_worker)
 }
 
 /// The results database used when none is given.

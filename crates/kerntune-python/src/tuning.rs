@@ -72,9 +72,8 @@ impl RunRequest {
 pub(crate) const WITHOUT_GPU: &str =
     "kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one";
 
-pub(crate) fn worker_command(argv: &[String]) -> PyResult<WorkerCommand> {
-    let (program, args) = argv.split_first().ok_or_else(|| errors::backend("an empty worker command"))?;
-    Ok(WorkerCommand::new(program, args.to_vec()))
+pub(crate) fn worker_command(argv: &[String], env: Vec<(String, String)>) -> PyResult<WorkerCommand> {
+    WorkerCommand::from_argv(argv, env).ok_or_else(|| errors::spec("an empty worker command"))
 }
 
 pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {

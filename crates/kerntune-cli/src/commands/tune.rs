@@ -29,8 +29,8 @@ pub fn worker(args: WorkerArgs) -> ExitCode {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
     }
     let code = match args.kind {
-        WorkerKind::Bench => kerntune_pipeline::bench::run(args.device),
-        WorkerKind::Compile => kerntune_pipeline::compile::run(),
+        WorkerKind::Bench => kerntune_pipeline::run_bench_worker(args.device),
+        WorkerKind::Compile => kerntune_pipeline::run_compile_worker(),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
