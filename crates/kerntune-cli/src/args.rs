@@ -63,6 +63,10 @@ pub struct SimulateArgs {
     /// Replay each evaluation's recorded cost in real time, SPEED times faster.
     #[arg(long, value_name = "SPEED")]
     pub realtime: Option<f64>,
+    /// Evaluations in flight at once, asked from the strategy and told back in the order
+    /// they finish, as on a GPU with its compile pool (simulated time runs them at once).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -263,6 +267,10 @@ pub struct CompareArgs {
     pub seeds: u64,
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
+    /// Evaluations in flight at once, asked from the strategy and told back in the order
+    /// they finish, as on a GPU with its compile pool (simulated time runs them at once).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
     /// Print the comparison as one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -55,11 +55,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         })
         .collect::<Vec<_>>();
     eprintln!("{} combinations × {} landscapes × {seeds} seeds", contenders.len(), landscapes.len());
-    let comparison = compare_strategies(&landscapes, &contenders, &budgets, first..first + seeds, &|done, total| {
-        if done % 100 == 0 || done == total {
-            eprintln!("{done}/{total} runs");
-        }
-    })?;
+    let comparison =
+        compare_strategies(&landscapes, &contenders, &budgets, first..first + seeds, 1, &|done, total| {
+            if done % 100 == 0 || done == total {
+                eprintln!("{done}/{total} runs");
+            }
+        })?;
     report(&comparison);
     Ok(())
 }

@@ -101,6 +101,8 @@ pub struct Comparison {
     pub landscapes: Vec<String>,
     pub budgets: Vec<usize>,
     pub seeds: Range<u64>,
+    /// Evaluations in flight at once (1: one after another).
+    pub batch: usize,
     pub contenders: Vec<ContenderResult>,
 }
 
@@ -137,6 +139,7 @@ pub fn compare_strategies(
     contenders: &[Contender],
     budgets: &[usize],
     seeds: Range<u64>,
+    batch: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Comparison, CompareError> {
     let largest = budgets.iter().copied().max().unwrap_or(0);
@@ -175,7 +178,7 @@ pub fn compare_strategies(
                 let contender = &contenders[job / per_contender];
                 let case = &prepared[(job % per_contender) / seed_count];
                 let seed = seeds.start + (job % seed_count) as u64;
-                let run = run_one(case, contender, seed, largest);
+                let run = run_one(case, contender, seed, largest, batch);
                 results.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[job] = Some(run);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
             });
@@ -198,11 +201,18 @@ pub fn compare_strategies(
         landscapes: landscapes.iter().map(|l| l.name.clone()).collect(),
         budgets: budgets.to_vec(),
         seeds,
+        batch: batch.max(1),
         contenders,
     })
 }
 
-fn run_one(case: &Prepared<'_>, contender: &Contender, seed: u64, budget: usize) -> Result<Run, CompareError> {
+fn run_one(
+    case: &Prepared<'_>,
+    contender: &Contender,
+    seed: u64,
+    budget: usize,
+    batch: usize,
+) -> Result<Run, CompareError> {
     let failure = |source: TuneError| CompareError::Run {
         label: contender.label.clone(),
         landscape: case.named.name.clone(),
@@ -210,7 +220,7 @@ fn run_one(case: &Prepared<'_>, contender: &Contender, seed: u64, budget: usize)
         source: Box::new(source),
     };
     let landscape = &case.named.landscape;
-    let mut backend = SimBackend::new(landscape, &case.space).map_err(|e| failure(e.into()))?;
+    let mut backend = SimBackend::new(landscape, &case.space).map_err(|e| failure(e.into()))?.with_batch(batch);
     let summary = Tuner {
         space: &case.space,
         strategy: build_strategy(&contender.strategy, &contender.options)?,

@@ -1,8 +1,11 @@
 //! The simulation backend: a recorded landscape acts as a device. Evaluating a
 //! configuration returns its recorded outcome and advances a simulated clock by what the
 //! recording says it cost (compile + verify + benchmark + framework time).
+//!
+//! With a batch of N ([`SimBackend::with_batch`]), N evaluations are in flight at once, as
+//! the GPU pipeline keeps its compile pool busy: each starts when a slot frees, finishes
+//! its recorded cost later, and evaluations are told back in the order they finish.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use kerntune_space::{ConfigId, Space};
@@ -15,7 +18,10 @@ pub struct SimBackend<'a> {
     landscape: &'a Landscape,
     /// For each configuration id of the space, its record in the landscape.
     record_of: Vec<usize>,
-    queue: VecDeque<ConfigId>,
+    /// Evaluations in flight: (simulated finish time, submission number, configuration).
+    in_flight: Vec<(Duration, u64, ConfigId)>,
+    submitted: u64,
+    batch: usize,
     clock: Duration,
     /// Replay the recorded costs in real time, this many times faster.
     realtime_speed: Option<f64>,
@@ -35,7 +41,28 @@ impl<'a> SimBackend<'a> {
                 record_of[id.index()] = index;
             }
         }
-        Ok(SimBackend { landscape, record_of, queue: VecDeque::new(), clock: Duration::ZERO, realtime_speed: None })
+        Ok(SimBackend {
+            landscape,
+            record_of,
+            in_flight: Vec::new(),
+            submitted: 0,
+            batch: 1,
+            clock: Duration::ZERO,
+            realtime_speed: None,
+        })
+    }
+
+    /// `batch` evaluations in flight at once (at least 1, the default).
+    pub fn with_batch(mut self, batch: usize) -> Self {
+        self.batch = batch.max(1);
+        self
+    }
+
+    fn evaluation(&self, id: ConfigId) -> Evaluation {
+        let mut evaluation = self.landscape.records[self.record_of[id.index()]].evaluation.clone();
+        // The recorded strategy time belongs to the recorded run's strategy, not ours.
+        evaluation.costs.strategy_s = 0.0;
+        evaluation
     }
 
     /// Sleeps for each evaluation's recorded cost divided by `speed`, so a simulation can be
@@ -47,26 +74,36 @@ impl<'a> SimBackend<'a> {
 }
 
 impl Backend for SimBackend<'_> {
+    fn capacity(&self) -> usize {
+        self.batch
+    }
+
+    /// Starts an evaluation now (when a slot is free: the engine keeps at most `capacity`
+    /// in flight), to finish its recorded cost later.
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         let known = self.record_of.get(id.index()).is_some_and(|r| *r != usize::MAX);
         if !known {
             return Err(BackendError::Other(format!("configuration {id} is not in the landscape")));
         }
-        self.queue.push_back(id);
+        let cost = Duration::from_secs_f64(self.evaluation(id).costs.total().max(0.0));
+        self.in_flight.push((self.clock + cost, self.submitted, id));
+        self.submitted += 1;
         Ok(())
     }
 
+    /// The evaluation that finishes first (the earliest submitted among equals); the clock
+    /// moves to its finish.
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        let id = self.queue.pop_front().ok_or_else(|| BackendError::Other("nothing is being evaluated".into()))?;
-        let mut evaluation = self.landscape.records[self.record_of[id.index()]].evaluation.clone();
-        // The recorded strategy time belongs to the recorded run's strategy, not ours.
-        evaluation.costs.strategy_s = 0.0;
-        let cost = Duration::from_secs_f64(evaluation.costs.total().max(0.0));
-        self.clock += cost;
+        let first = (0..self.in_flight.len())
+            .min_by_key(|i| (self.in_flight[*i].0, self.in_flight[*i].1))
+            .ok_or_else(|| BackendError::Other("nothing is being evaluated".into()))?;
+        let (finish, _, id) = self.in_flight.remove(first);
+        let waited = finish.saturating_sub(self.clock);
+        self.clock = self.clock.max(finish);
         if let Some(speed) = self.realtime_speed {
-            std::thread::sleep(cost.div_f64(speed));
+            std::thread::sleep(waited.div_f64(speed));
         }
-        Ok((id, evaluation))
+        Ok((id, self.evaluation(id)))
     }
 
     fn elapsed(&self) -> Duration {

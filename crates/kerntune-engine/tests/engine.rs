@@ -433,3 +433,78 @@ fn failures_that_differ_or_a_configuration_that_works_do_not_stop_a_run() {
     assert_eq!(invalid.stop, StopReason::AllFailed);
     assert!(invalid.evaluations > 30 + 11, "{}", invalid.evaluations);
 }
+
+/// Simulated time of a batch: every evaluation starts when a slot frees and finishes its
+/// recorded cost later, so N at a time end sooner than one at a time, by at most N times.
+#[test]
+fn a_batch_overlaps_evaluations_and_tells_them_back_as_they_finish() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let ids: Vec<ConfigId> = space.ids().take(40).collect();
+    let cost = |id: ConfigId| {
+        let mut probe = SimBackend::new(&landscape, &space).expect("backend");
+        probe.submit(id).expect("submits");
+        probe.next().expect("evaluates");
+        probe.elapsed()
+    };
+    let total: Duration = ids.iter().map(|id| cost(*id)).sum();
+    let mut serial = SimBackend::new(&landscape, &space).expect("backend");
+    for id in &ids {
+        serial.submit(*id).expect("submits");
+        serial.next().expect("evaluates");
+    }
+    assert_eq!(serial.elapsed(), total, "one at a time, the costs add up");
+
+    let mut batch = SimBackend::new(&landscape, &space).expect("backend").with_batch(8);
+    assert_eq!(batch.capacity(), 8);
+    let mut finished = Vec::new();
+    let mut queue = ids.iter();
+    for id in queue.by_ref().take(8) {
+        batch.submit(*id).expect("submits");
+    }
+    let mut last = Duration::ZERO;
+    while finished.len() < ids.len() {
+        let (id, _) = batch.next().expect("evaluates");
+        assert!(batch.elapsed() >= last, "the clock never runs backwards");
+        last = batch.elapsed();
+        finished.push(id);
+        if let Some(next) = queue.next() {
+            batch.submit(*next).expect("submits");
+        }
+    }
+    assert!(batch.elapsed() < total && batch.elapsed() >= total / 8, "{:?} of {:?}", batch.elapsed(), total);
+    assert_ne!(finished, ids, "told back in the order they finish, not the order asked");
+    let mut sorted = finished.clone();
+    sorted.sort();
+    let mut asked = ids.clone();
+    asked.sort();
+    assert_eq!(sorted, asked, "every evaluation comes back once");
+}
+
+#[test]
+fn strategies_run_in_batches_and_stay_deterministic() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let batched = |seed| {
+        let mut backend = SimBackend::new(&landscape, &space).expect("backend").with_batch(16);
+        Tuner {
+            space: &space,
+            strategy: build_strategy("default", &Default::default()).expect("strategy"),
+            backend: &mut backend,
+            store: None,
+            reuse_stored: true,
+            objective: landscape.objective.clone(),
+            budget: Budget { max_fevals: Some(60), ..Budget::default() },
+            seed,
+            interrupt: None,
+        }
+        .run(&mut |_| {})
+        .expect("runs")
+    };
+    let (a, b) = (batched(3), batched(3));
+    assert_eq!(a.evaluations, 60);
+    let ids = |s: &Summary| s.trace.iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b), "the same seed repeats the same batched search");
+    let serial = run(&landscape, &space, "default", Budget { max_fevals: Some(60), ..Budget::default() }, 3, None);
+    assert!(a.elapsed < serial.elapsed, "{:?} batched against {:?} one at a time", a.elapsed, serial.elapsed);
+}

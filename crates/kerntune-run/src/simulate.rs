@@ -18,6 +18,8 @@ pub struct Simulation<'a> {
     pub store: Option<&'a Store>,
     /// Replay each evaluation's recorded cost in real time, this many times faster.
     pub realtime: Option<f64>,
+    /// Evaluations in flight at once (1: one after another).
+    pub batch: usize,
 }
 
 /// The run's summary with the settings it ran with.
@@ -44,7 +46,7 @@ impl Simulation<'_> {
     ) -> Result<SimulationSummary, RunError> {
         let search = self.search()?;
         let store = self.store.map(|s| s.tuning(&self.landscape.tuning()).map(|t| (s, t))).transpose()?;
-        let mut backend = SimBackend::new(self.landscape, self.space)?;
+        let mut backend = SimBackend::new(self.landscape, self.space)?.with_batch(self.batch);
         if let Some(speed) = self.realtime {
             backend = backend.with_realtime_speed(speed);
         }

@@ -34,7 +34,9 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     bar.set_message(format!("{runs} runs of up to {largest} evaluations"));
     let seeds = args.first_seed..args.first_seed + args.seeds;
     let comparison =
-        compare_strategies(&landscapes, &contenders, &args.budgets, seeds, &|done, _| bar.set_position(done as u64))?;
+        compare_strategies(&landscapes, &contenders, &args.budgets, seeds, args.batch as usize, &|done, _| {
+            bar.set_position(done as u64)
+        })?;
     bar.finish_and_clear();
     if let Some(path) = &args.plot {
         std::fs::write(path, plot::svg(&comparison)).with_context(|| format!("writing {}", path.display()))?;
@@ -54,9 +56,13 @@ fn stem(path: &Path) -> String {
 }
 
 fn print_table(comparison: &Comparison) {
+    let batch = match comparison.batch {
+        1 => String::new(),
+        n => format!(" Evaluations ran in batches of {n}."),
+    };
     println!(
         "Mean over {} landscapes of the median over {} seeds of optimum / best found (1.000 = the optimum), \
-         with the share of runs within {:.0}% of the optimum:\n",
+         with the share of runs within {:.0}% of the optimum:{batch}\n",
         comparison.landscapes.len(),
         comparison.seeds.end - comparison.seeds.start,
         100.0 * (1.0 - WITHIN)

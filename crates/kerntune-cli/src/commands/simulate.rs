@@ -27,6 +27,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         search: args.search.clone(),
         store: store.as_ref(),
         realtime: args.realtime,
+        batch: args.batch as usize,
     };
     let budget = simulation.search()?.budget;
     if !args.json {
@@ -42,7 +43,11 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         };
         let strategy = args.search.strategy_name(DEFAULT_STRATEGY);
         let seed = args.search.seed.unwrap_or(0);
-        println!("Space: {} configurations. Strategy {strategy}, seed {seed}, budget {limit}.", space.len());
+        let batch = match args.batch {
+            1 => String::new(),
+            n => format!(", {n} evaluations at a time"),
+        };
+        println!("Space: {} configurations. Strategy {strategy}, seed {seed}, budget {limit}{batch}.", space.len());
     }
     let bar = render::progress(budget.max_fevals.map(|n| n.min(space.len()) as u64), args.json);
     let objective = landscape.objective.clone();

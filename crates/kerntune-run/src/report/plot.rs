@@ -120,6 +120,7 @@ mod tests {
             landscapes: vec!["a".into()],
             budgets: vec![2, 4],
             seeds: 0..3,
+            batch: 1,
             contenders: vec![contender("x<y", vec![0.5, 0.7, 0.9, 1.0]), contender("z", vec![0.6, 0.6, 0.8, 0.8])],
         };
         let svg = svg(&comparison);
