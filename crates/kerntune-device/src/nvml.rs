@@ -43,12 +43,6 @@ pub struct Nvml {
     energy: Option<U64Fn>,
 }
 
-// SAFETY: NVML's entry points are thread-safe (the NVML reference says so for every
-// function); the struct holds only function pointers into a library that stays loaded.
-unsafe impl Send for Nvml {}
-// SAFETY: as above.
-unsafe impl Sync for Nvml {}
-
 /// NVML, loaded and initialised at the first call; `None` where the library is missing or
 /// does not initialise (no driver).
 pub fn nvml() -> Option<&'static Nvml> {
