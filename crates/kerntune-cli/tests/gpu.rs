@@ -103,3 +103,43 @@ fn a_run_killed_midway_resumes_without_repeating_work() {
     assert_eq!(rows(), 107);
     println!("killed after {stored} rows; resumed and finished 107");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_measurement_records_the_clocks_around_its_samples() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("examples/cuda/matmul_sram/spec.toml");
+    let db = dir.path().join("r.db");
+    let result = json_of(&tune(&[&spec, "--strategy", "random_sample", "--max-fevals", "24"], &db));
+    assert!(result["statuses"]["ok"].as_u64().is_some_and(|ok| ok > 0), "{}", result["statuses"]);
+    let store = kerntune_store::Store::open(&db).expect("the store opens");
+    let tuning = store.tunings().expect("tunings")[0].id;
+    let measured: Vec<_> = store
+        .evaluations(tuning)
+        .expect("evaluations")
+        .into_iter()
+        .filter(|stored| stored.evaluation.status == kerntune_store::Status::Ok)
+        .map(|stored| stored.evaluation.metrics)
+        .collect();
+    let count = |key: &str| measured.iter().filter(|m| m.get(key) == Some(&serde_json::json!(true))).count();
+    let (remeasured, unsteady) = (count("remeasured"), count("clocks_unsteady"));
+    for metrics in &measured {
+        println!(
+            "SM {}->{} MHz, {}->{} C, {} mW, reasons {}, remeasured {} ({})",
+            metrics["sm_mhz_before"],
+            metrics["sm_mhz_after"],
+            metrics["temperature_c_before"],
+            metrics["temperature_c_after"],
+            metrics["power_mw"],
+            metrics["throttle_reasons"],
+            metrics["remeasured"],
+            metrics.get("remeasure_reason").unwrap_or(&serde_json::Value::Null)
+        );
+        assert!(metrics["sm_mhz_after"].as_u64().is_some_and(|mhz| mhz > 0), "NVML read no SM clock: {metrics:?}");
+        assert!(metrics["temperature_c_after"].as_u64().is_some(), "NVML read no temperature: {metrics:?}");
+    }
+    println!("{} measured, {remeasured} re-measured, {unsteady} unsteady", measured.len());
+    // Re-measuring most configurations would mean the readings before the samples catch the
+    // clocks mid-change, not that the clocks moved under the samples.
+    assert!(remeasured * 2 <= measured.len(), "{remeasured} of {} re-measured", measured.len());
+}

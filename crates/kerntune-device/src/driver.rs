@@ -214,6 +214,20 @@ impl Context {
         self.shared.stream
     }
 
+    /// The device's PCI address (`domain:bus:device.0`, hexadecimal), which names the same
+    /// GPU to NVML whatever `CUDA_VISIBLE_DEVICES` does to the ordinals.
+    pub fn pci_bus_id(&self) -> Result<String, CudaError> {
+        use sys::CUdevice_attribute as A;
+        let attribute = |a: sys::CUdevice_attribute| {
+            // SAFETY: the device is valid while the context lives; attributes are integers.
+            check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(self.shared.device, a) })
+        };
+        let domain = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+        let bus = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+        let device = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+        Ok(format!("{domain:08x}:{bus:02x}:{device:02x}.0"))
+    }
+
     /// The errors of releases (of buffers, modules, events) that failed since the last
     /// call: a failure at release may mean the context is no longer sound.
     pub fn take_release_errors(&self) -> Vec<CudaError> {

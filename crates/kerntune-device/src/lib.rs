@@ -3,12 +3,15 @@
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
 //! the CPU; [`data`] makes the host contents of buffers (element types, seeded fills);
-//! [`verify`] compares a kernel's outputs with the reference's on the GPU. The driver and NVRTC are loaded when first used, so
-//! a machine without them still runs everything that needs neither:
-//! [`driver_available`] and [`nvrtc_available`] probe first.
+//! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`nvml`] reads
+//! clocks, temperature, power and throttle reasons. The driver, NVRTC and NVML are loaded
+//! when first used, so a machine without them still runs everything that needs none of
+//! them: [`driver_available`] and [`nvrtc_available`] probe first, and [`nvml::nvml`] is
+//! `None`.
 
 pub mod data;
 pub mod driver;
+pub mod nvml;
 pub mod nvrtc;
 mod target;
 pub mod verify;

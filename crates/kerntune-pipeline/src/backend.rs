@@ -467,7 +467,8 @@ impl Backend for Pipeline<'_> {
     }
 }
 
-/// Registers, shared and local memory of the kernel and its checked run's time.
+/// Registers, shared and local memory of the kernel, its checked run's time, and what the
+/// clocks did during its samples (each field of [`crate::Clocks`] under its own name).
 fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_json::Value> {
     let mut metrics = serde_json::Map::new();
     metrics.insert("verify_kernel_ms".into(), serde_json::json!(result.verify_kernel_ms));
@@ -475,6 +476,9 @@ fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_j
         metrics.insert("registers".into(), a.registers.into());
         metrics.insert("static_shared_bytes".into(), a.static_shared_bytes.into());
         metrics.insert("local_bytes".into(), a.local_bytes.into());
+    }
+    if let Some(serde_json::Value::Object(clocks)) = result.clocks.as_ref().and_then(|c| serde_json::to_value(c).ok()) {
+        metrics.extend(clocks);
     }
     metrics
 }
@@ -538,5 +542,49 @@ pub(crate) fn compile_now(
             Some(CompileOutcome::Failed { reason, .. }) => return Err(reason),
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_observations_land_in_the_metrics_under_their_own_names() {
+        let result = EvaluateResult {
+            id: 0,
+            status: Status::Ok,
+            reason: None,
+            samples: vec![1.0],
+            verify_s: 0.0,
+            verify_kernel_ms: 0.5,
+            benchmark_s: 0.0,
+            attributes: None,
+            context_lost: false,
+            clocks: Some(crate::Clocks {
+                sm_mhz_before: Some(1980),
+                sm_mhz_after: Some(1600),
+                throttle_reasons: vec!["sw_thermal_slowdown".into()],
+                remeasured: true,
+                unsteady: true,
+                ..crate::Clocks::default()
+            }),
+        };
+        let metrics = attribute_metrics(&result);
+        assert_eq!(metrics["sm_mhz_before"], 1980);
+        assert_eq!(metrics["sm_mhz_after"], 1600);
+        assert_eq!(metrics["remeasured"], true);
+        assert_eq!(metrics["clocks_unsteady"], true);
+        assert_eq!(metrics["throttle_reasons"], serde_json::json!(["sw_thermal_slowdown"]));
+        assert!(!metrics.contains_key("temperature_c_before"), "a reading NVML did not give is left out");
+    }
+
+    #[test]
+    fn without_clock_readings_the_metrics_say_nothing_of_clocks() {
+        let json = r#"{"id": 1, "status": "ok", "reason": null, "samples": [1.0], "verify_s": 0.0,
+            "verify_kernel_ms": 0.0, "benchmark_s": 0.0, "attributes": null, "context_lost": false}"#;
+        let result: EvaluateResult = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}"));
+        let metrics = attribute_metrics(&result);
+        assert!(!metrics.contains_key("remeasured"));
     }
 }

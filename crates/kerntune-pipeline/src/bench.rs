@@ -3,7 +3,9 @@
 //! device limits, runs it once on poisoned outputs and verifies them (that run is also the
 //! warm-up, never timed), then times it: an L2 flush before every timed launch, outside the
 //! events that time it; samples until the median's 95% interval is tight enough or the time
-//! cap is reached, or until it is clearly slower than the best.
+//! cap is reached, or until it is clearly slower than the best. Where NVML reads the GPU's
+//! clocks, the samples are taken again once if the clocks moved under them, and the first
+//! configuration waits for the clocks to settle; [`crate::sampling`] takes every decision.
 //!
 //! Anything that breaks the CUDA context ends the process after it has replied; the
 //! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
@@ -22,8 +24,10 @@ use crate::protocol::{
 };
 use crate::timing::{Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
+use kerntune_device::nvml::{nvml, Gauge};
 use kerntune_device::verify::Comparer;
-use kerntune_engine::stats::{clearly_slower, median, relative_half_width};
+
+mod timed;
 
 /// Runs the worker on standard input and output until the input closes.
 pub fn run(ordinal: usize) -> i32 {
@@ -165,6 +169,10 @@ struct Worker {
     events: Vec<(Event, Event)>,
     constants: Vec<(String, Bytes)>,
     outputs_dir: Option<std::path::PathBuf>,
+    /// The GPU's clocks, where NVML is there to read them.
+    gauge: Option<Gauge>,
+    /// Whether the clocks were left to settle before the first configuration's samples.
+    clocks_settled: bool,
 }
 
 /// Why an evaluation ended early, as it will be recorded: a failure of some
@@ -250,6 +258,8 @@ impl Worker {
             events: Vec::new(),
             constants: setup.constants.clone(),
             outputs_dir: setup.outputs_dir.clone(),
+            gauge: nvml().zip(context.pci_bus_id().ok()).and_then(|(nvml, address)| nvml.device(&address)),
+            clocks_settled: false,
         };
         match &setup.reference {
             Some(ReferenceSetup::Kernel(reference)) => {
@@ -393,6 +403,7 @@ impl Worker {
             benchmark_s: 0.0,
             attributes: None,
             context_lost: false,
+            clocks: None,
         };
         if let Err(ended) = self.measure(context, request, &mut result, waiting) {
             result.status = ended.status;
@@ -446,66 +457,7 @@ impl Worker {
         self.write_outputs(context, request.id)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
 
-        let bench_start = Instant::now();
-        let timing = self.timing.clone();
-        let early_stop = timing.early_stop.zip(request.best_median_ms);
-        loop {
-            let taken = result.samples.len();
-            let chunk = if taken == 0 {
-                if early_stop.is_some() {
-                    timing.early_stop_samples.min(timing.min_samples)
-                } else {
-                    timing.min_samples
-                }
-            } else if taken < timing.min_samples {
-                timing.min_samples - taken
-            } else {
-                // Enough to move the interval, within what the time cap leaves.
-                let left = timing.time_cap.as_secs_f64() * 1e3 - result.samples.iter().sum::<f64>();
-                let affordable = (left / median(&result.samples).max(1e-6)).floor().max(1.0) as usize;
-                (taken / 2).max(4).min(affordable).min(timing.max_samples - taken)
-            };
-            self.ensure_events(context, chunk).map_err(|e| Ended::cuda(FailureKind::Device, "creating events", e))?;
-            for i in 0..chunk {
-                self.flush(context).map_err(|e| Ended::cuda(FailureKind::Device, "flushing L2", e))?;
-                self.reset_buffers(context)
-                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-                let (start, stop) = &self.events[i];
-                start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
-                launch(&mut pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-                stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
-            }
-            waiting(chunk);
-            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
-            for (start, stop) in &self.events[..chunk] {
-                result
-                    .samples
-                    .push(start.elapsed_ms(stop).map_err(|e| Ended::cuda(FailureKind::Device, "reading an event", e))?);
-            }
-            result.benchmark_s = bench_start.elapsed().as_secs_f64();
-            if let Some((factor, best)) = early_stop {
-                if clearly_slower(&result.samples, best, factor, timing.early_stop_samples) {
-                    return Err(Ended {
-                        status: Status::EarlyStopped,
-                        reason: format!(
-                            "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
-                            result.samples.len(),
-                            result.samples.iter().copied().fold(f64::INFINITY, f64::min)
-                        ),
-                        context_lost: false,
-                    });
-                }
-            }
-            let taken = result.samples.len();
-            let spent_ms: f64 = result.samples.iter().sum();
-            if taken >= timing.min_samples
-                && (relative_half_width(&result.samples) <= timing.ci_target
-                    || spent_ms >= timing.time_cap.as_secs_f64() * 1e3
-                    || taken >= timing.max_samples)
-            {
-                return Ok(());
-            }
-        }
+        self.time(context, request, &launch, &mut pointers, result, waiting)
     }
 
     fn verify(&self, context: &Context) -> Result<(), Ended> {

@@ -3,8 +3,9 @@
 //!
 //! A [`Pipeline`] is the engine's backend on a GPU: a pool of compile worker processes
 //! ([`pool`]) compiles configurations ahead of one benchmark worker process per GPU
-//! ([`run_bench_worker`]), which verifies each kernel on poisoned outputs and times it under the
-//! [`Timing`] protocol. A worker that crashes or hangs is replaced and costs one
+//! ([`run_bench_worker`]), which verifies each kernel on poisoned outputs and times it under
+//! the [`Timing`] protocol, taking the samples again when the GPU's clocks moved under them
+//! ([`Clocks`]). A worker that crashes or hangs is replaced and costs one
 //! configuration. A [`Language`] (implemented by `kerntune-lang-cuda` and
 //! `kerntune-lang-triton`) says how a configuration becomes a compile job and how the
 //! binary is launched. Workers talk JSON lines ([`protocol`]), so a worker can be any
@@ -23,6 +24,7 @@ mod language;
 pub mod pool;
 pub mod process;
 pub mod protocol;
+mod sampling;
 pub mod schedule;
 mod timing;
 
@@ -34,4 +36,5 @@ pub use language::Language;
 pub use pool::Binary;
 pub use process::WorkerCommand;
 pub use protocol::Geometry;
+pub use sampling::Clocks;
 pub use timing::{Flush, RawTiming, Timing};

@@ -7,6 +7,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::FailureKind;
+use crate::sampling::Clocks;
 use crate::timing::Timing;
 
 /// Bytes that serialize as a base64 string.
@@ -174,6 +175,9 @@ pub struct EvaluateResult {
     pub attributes: Option<FunctionAttributes>,
     /// The worker's context is unusable after this evaluation; it exits after replying.
     pub context_lost: bool,
+    /// The clocks around the samples, where NVML could read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<Clocks>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -245,6 +245,7 @@ impl BenchSession {
                     benchmark_s: 0.0,
                     attributes: None,
                     context_lost: true,
+                    clocks: None,
                 })
             }
         }

@@ -1,0 +1,130 @@
+//! The timed part of an evaluation, after the checked run: the samples, taken again once
+//! if the GPU's clocks moved under them, and before the worker's first samples a wait for
+//! the clocks to settle. Every decision is [`crate::sampling`]'s; this is the GPU side.
+
+use std::ffi::c_void;
+use std::time::Instant;
+
+use kerntune_device::driver::{Context, CudaError};
+use kerntune_device::nvml::Gauge;
+use kerntune_engine::stats::median;
+use kerntune_store::Status;
+
+use super::{Ended, Worker};
+use crate::error::FailureKind;
+use crate::protocol::{EvaluateRequest, EvaluateResult};
+use crate::sampling::{ClockVerdict, ClockWatch, Sampling, Settling, Step};
+
+/// How the kernel under test is launched, with its parameter pointers.
+type Launch<'a> = dyn Fn(&mut [*mut c_void]) -> Result<(), CudaError> + 'a;
+
+impl Worker {
+    /// Samples the kernel `launch` runs into `result`, after settling the clocks if this is
+    /// the worker's first configuration, and reports the clocks where NVML reads them.
+    pub(super) fn time(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        result: &mut EvaluateResult,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        let bench_start = Instant::now();
+        if !self.clocks_settled {
+            self.clocks_settled = true;
+            self.settle_clocks(context, launch, pointers, result.verify_kernel_ms, waiting)?;
+        }
+        let timing = self.timing.clone();
+        let sampling = Sampling::new(&timing, request.best_median_ms);
+        let mut watch = ClockWatch::default();
+        loop {
+            let before = self.gauge.as_ref().map(Gauge::read);
+            let sampled = self.take_samples(context, &sampling, launch, pointers, &mut result.samples, waiting);
+            result.benchmark_s = bench_start.elapsed().as_secs_f64();
+            let (Some(before), Some(gauge)) = (before, &self.gauge) else { return sampled };
+            let verdict = watch.judge(before, gauge.read(), median(&result.samples));
+            result.clocks = Some(watch.report());
+            // A configuration stopped early may only have looked slow because the clocks
+            // dropped: it is measured again too. A failure is not.
+            let failed = sampled.as_ref().is_err_and(|ended| ended.status != Status::EarlyStopped);
+            if verdict != ClockVerdict::Remeasure || failed {
+                return sampled;
+            }
+            result.samples.clear();
+        }
+    }
+
+    /// Times launches, each after an L2 flush, as [`Sampling`] asks, until it has enough or
+    /// finds the kernel clearly slower than the best.
+    fn take_samples(
+        &mut self,
+        context: &Context,
+        sampling: &Sampling<'_>,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        samples: &mut Vec<f64>,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        loop {
+            let chunk = match sampling.next(samples) {
+                Step::Take(chunk) => chunk,
+                Step::Enough => return Ok(()),
+                Step::ClearlySlower { factor, best } => {
+                    return Err(Ended {
+                        status: Status::EarlyStopped,
+                        reason: format!(
+                        "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
+                        samples.len(),
+                        samples.iter().copied().fold(f64::INFINITY, f64::min)
+                    ),
+                        context_lost: false,
+                    })
+                }
+            };
+            self.ensure_events(context, chunk).map_err(|e| Ended::cuda(FailureKind::Device, "creating events", e))?;
+            for i in 0..chunk {
+                self.flush(context).map_err(|e| Ended::cuda(FailureKind::Device, "flushing L2", e))?;
+                self.reset_buffers(context)
+                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
+                let (start, stop) = &self.events[i];
+                start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
+                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+                stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
+            }
+            waiting(chunk);
+            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
+            for (start, stop) in &self.events[..chunk] {
+                samples
+                    .push(start.elapsed_ms(stop).map_err(|e| Ended::cuda(FailureKind::Device, "reading an event", e))?);
+            }
+        }
+    }
+
+    /// Runs the kernel in batches of about 20 ms until two SM clock readings agree or
+    /// 200 ms have passed ([`Settling`]), so that the first configuration's samples do not
+    /// see the clocks climb from idle. Without NVML it does nothing.
+    fn settle_clocks(
+        &self,
+        context: &Context,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        kernel_ms: f64,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        let Some(gauge) = &self.gauge else { return Ok(()) };
+        let mut settling = Settling::default();
+        let batch = Settling::batch(kernel_ms);
+        let start = Instant::now();
+        while !settling.settled(gauge.read().sm_mhz, start.elapsed()) {
+            for _ in 0..batch {
+                self.reset_buffers(context)
+                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
+                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+            }
+            waiting(batch);
+            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
+        }
+        Ok(())
+    }
+}
