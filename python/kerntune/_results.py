@@ -53,6 +53,11 @@ class TuneResult:
     schedule: Optional[dict] = None
     #: Whether every configuration's outputs were checked against a reference.
     verified: bool = True
+    #: On how many input sets each configuration was checked: 0 when outputs were not
+    #: checked, 1 for the call's own tensors (an ``answer``, or a reference computed from
+    #: them), more where a reference kernel also checked redrawn random inputs. Each entry
+    #: of ``results`` says in its metrics how many sets that configuration passed.
+    verified_sets: int = 1
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
     failure: Optional[str] = None
     #: Seconds spent in this process before and around the search: ``prepare_s`` (the
@@ -84,6 +89,7 @@ class TuneResult:
             costs=data["costs"],
             failure=data.get("failure"),
             verified=data["verified"],
+            verified_sets=data.get("verified_sets", int(data["verified"])),
         )
 
     def __repr__(self) -> str:
