@@ -472,7 +472,7 @@ impl Worker {
         // spent in the tuned kernel all the same.
         result.verify_kernel_ms = start.elapsed_ms(stop).unwrap_or(0.0);
         self.verify(context)?;
-        result.verified_sets = u32::from(self.comparer.is_some());
+        result.verified_sets = u32::from(self.arguments.iter().any(|a| a.reference.is_some()));
         self.write_outputs(context, request.id)?;
         self.verify_sets(context, &mut pointers, &launch, &mut result.verified_sets, waiting)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
