@@ -67,6 +67,28 @@ fn out_of_bounds_wrong_and_hanging_kernels_cost_only_their_configurations() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
+fn a_kernel_right_on_the_specs_inputs_only_fails_on_a_redrawn_input_set() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("crates/kerntune-cli/tests/gpu/remembers.toml");
+    let result = json_of(&tune(&[&spec, "--strategy", "brute_force"], &dir.path().join("r.db")));
+    println!("{}", result["statuses"]);
+    assert_eq!(result["verified_sets"], 3);
+    assert_eq!(result["statuses"]["invalid_output"], 2, "mode 1 remembers the spec's inputs");
+    for row in result["results"].as_array().expect("results") {
+        if row["config"]["mode"] == 1 {
+            assert_eq!(row["status"], "invalid_output", "{row}");
+            assert_eq!(row["verified_sets"], 1, "it passes on the spec's inputs: {row}");
+            let reason = row["reason"].as_str().unwrap_or_default();
+            assert!(reason.starts_with("on input set 2 of 3"), "{reason}");
+        } else {
+            assert!(row["status"] == "ok" || row["status"] == "early_stopped", "{row}");
+            assert_eq!(row["verified_sets"], 3, "{row}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
 fn a_rerun_answers_from_the_store_in_under_a_second() {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = repo("examples/cuda/matmul_sram/spec.toml");
