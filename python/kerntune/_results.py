@@ -61,7 +61,7 @@ class TuneResult:
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
     failure: Optional[str] = None
     #: Seconds spent in this process before and around the search: ``prepare_s`` (the
-    #: kernel captured, tensors copied out), ``reference_s`` (the reference run through
+    #: kernel captured, tensors copied out), ``reference_s`` (the reference runs through
     #: Triton), ``tune_s`` (the search, workers started included).
     phases: dict = field(default_factory=dict)
 
