@@ -21,7 +21,7 @@ from kerntune._kerntune import (
     __version__,
     default_db,
 )
-from kerntune._errors import ArgumentError, ArgumentTypeError
+from kerntune._errors import ArgumentError, ArgumentTypeError, ReferenceDisagreementError, UncheckedOutputsWarning
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
@@ -38,12 +38,14 @@ __all__ = [
     "KerntuneError",
     "NoGpuError",
     "NoValidConfigError",
+    "ReferenceDisagreementError",
     "SpaceError",
     "SpecError",
     "StoreError",
     "StrategyError",
     "Tensor",
     "TuneResult",
+    "UncheckedOutputsWarning",
     "autotune",
     "compile",
     "default_db",

@@ -3,7 +3,7 @@
 would catch (a bad value is a ``ValueError``, a bad type a ``TypeError``). Each message
 names the argument, what was given and what is accepted."""
 
-from kerntune._kerntune import SpecError
+from kerntune._kerntune import KerntuneError, SpecError
 
 
 class ArgumentError(SpecError, ValueError):
@@ -12,6 +12,24 @@ class ArgumentError(SpecError, ValueError):
 
 class ArgumentTypeError(SpecError, TypeError):
     """An argument of a type kerntune cannot use."""
+
+
+class ReferenceDisagreementError(KerntuneError):
+    """Without ``answer``, the first configurations that run through Triton give
+    different outputs, so none of them can be trusted as the reference."""
+
+
+class UncheckedOutputsWarning(UserWarning):
+    """A tuning whose outputs are not checked: any configuration, right or wrong, can win."""
+
+
+def warn_unchecked(kernel_name: str, why: str, remedy: str, stacklevel: int) -> None:
+    """Says that ``kernel_name``'s outputs will not be checked, why, and how to check them
+    (``stacklevel`` counts from the caller of this function)."""
+    import warnings
+
+    warnings.warn(f"{kernel_name}: {why}, so outputs will not be checked; {remedy}", UncheckedOutputsWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def check_device(device) -> None:

@@ -24,7 +24,7 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy
+from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy, warn_unchecked
 from kerntune._results import NoValidConfigError
 from kerntune.util import error_of, get_best_config, get_config_string
 
@@ -73,6 +73,9 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                      block_size_names, iterations, metrics, objective, workdir)
         if compile_only:
             return call.compile(arch, db, parallel, objective_higher_is_better)
+        if answer is None and verify is None:
+            warn_unchecked(kernel_name, "neither answer nor verify is given",
+                           "give answer= (the expected contents of each output, None for inputs) to check them", 2)
         return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
                          db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
                          quiet=quiet, started=started)
@@ -437,6 +440,8 @@ class _Call:
                 value = metric(values) if callable(metric) else evaluate(metric, values, f"metrics['{name}']")
                 row[name] = values[name] = value
         row["status"] = entry["status"]
+        # Input sets the outputs matched the reference on: 0 unchecked (or wrong), 1 the call's arrays.
+        row["verified_sets"] = entry.get("verified_sets")
         if not valid:
             row["reason"] = entry["reason"]
         return row
@@ -445,7 +450,7 @@ class _Call:
         keys = list(self.params)
         entries = dict((document or {}).get("cache", {}))
         for row in results:
-            entry = {k: v for k, v in row.items() if k not in ("status", "reason")}
+            entry = {k: v for k, v in row.items() if k not in ("status", "reason", "verified_sets")}
             entries[_kt_cache.key_of(row, keys)] = entry
         header = {
             "device_name": device_name, "kernel_name": self.kernel_name, "problem_size": self._cached_size(),

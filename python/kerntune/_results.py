@@ -53,10 +53,15 @@ class TuneResult:
     schedule: Optional[dict] = None
     #: Whether every configuration's outputs were checked against a reference.
     verified: bool = True
+    #: On how many input sets each configuration was checked: 0 when outputs were not
+    #: checked, 1 for the call's own tensors (an ``answer``, or a reference computed from
+    #: them), more where a reference kernel also checked redrawn random inputs. Each entry
+    #: of ``results`` says in its metrics how many sets that configuration passed.
+    verified_sets: int = 1
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
     failure: Optional[str] = None
     #: Seconds spent in this process before and around the search: ``prepare_s`` (the
-    #: kernel captured, tensors copied out), ``reference_s`` (the reference run through
+    #: kernel captured, tensors copied out), ``reference_s`` (the reference runs through
     #: Triton), ``tune_s`` (the search, workers started included).
     phases: dict = field(default_factory=dict)
 
@@ -84,6 +89,7 @@ class TuneResult:
             costs=data["costs"],
             failure=data.get("failure"),
             verified=data["verified"],
+            verified_sets=data.get("verified_sets", int(data["verified"])),
         )
 
     def __repr__(self) -> str:

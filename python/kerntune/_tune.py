@@ -15,11 +15,11 @@ import sys
 import shutil
 import tempfile
 import time
-import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy
+from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device,
+                              check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
@@ -151,13 +151,25 @@ def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[s
     return json.loads(_kerntune.valid_configs(json.dumps(params), list(restrictions), limit))
 
 
-def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks):
-    """Runs the first configuration that runs, through Triton itself, on copies of the
-    tensors: the tensors it changes are the outputs, and their new contents the reference."""
+#: Configurations that run through Triton and must agree before their outputs are the
+#: reference (without ``answer``): one wrong configuration cannot then set the standard
+#: every other is held to. Each costs one compile in this process (1.5 s for the tutorial
+#: matmul) and one launch, once per tuning; two detect a wrong one, a third would not say
+#: more than "pass answer=".
+AGREEING_CONFIGS = 2
+
+
+def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol):
+    """Runs the first configurations that run (up to ``AGREEING_CONFIGS``) through Triton
+    itself, each on copies of the tensors: the tensors a run changes are the outputs. Their
+    outputs must agree within the tolerances; the first configuration's are the reference.
+    Returns that configuration and its outputs."""
     import torch
 
-    errors = []
+    runs, errors = [], []
     for config in configs:
+        if len(runs) == AGREEING_CONFIGS:
+            break
         copies = {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}
         for name in reset_to_zero:
             copies[name].zero_()
@@ -170,8 +182,61 @@ def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks):
             continue
         changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and k not in reset_to_zero and not _same_bytes(copies[k], v)}
         changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
-        return config, changed
-    raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
+        runs.append((config, changed))
+    if not runs:
+        raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
+
+    def unchanged(name):
+        return torch.zeros_like(call[name]) if name in reset_to_zero else call[name]
+
+    def difference(name, actual, expected):
+        tolerance = _default_tolerance(expected)
+        return _difference(actual, expected, tolerance if atol is None else atol, tolerance if rtol is None else rtol)
+
+    problem = _disagreement(runs, unchanged, difference)
+    if problem is not None:
+        raise ReferenceDisagreementError(
+            f"{fn.__name__}: without answer=, the reference is the outputs of the first configurations that run "
+            f"through Triton, and they disagree: {problem}. One of them is wrong (or the kernel is not "
+            f"deterministic beyond atol/rtol); give answer= (the expected outputs) to check against")
+    return runs[0]
+
+
+def _disagreement(runs, unchanged, difference) -> Optional[str]:
+    """How the runs' outputs differ, or None when they agree. ``runs`` holds
+    ``(config, {name: output})`` of each run, the first being the reference; a tensor one
+    run leaves alone is ``unchanged(name)`` there; ``difference(name, actual, expected)``
+    says how two outputs differ beyond the tolerances, or None."""
+    (first, expected), others = runs[0], runs[1:]
+    for config, outputs in others:
+        for name in sorted(set(expected) | set(outputs)):
+            actual = outputs[name] if name in outputs else unchanged(name)
+            found = difference(name, actual, expected[name] if name in expected else unchanged(name))
+            if found is not None:
+                return f"{name} of {_describe_config(config)} differs from that of {_describe_config(first)}: {found}"
+    return None
+
+
+def _describe_config(config: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v!r}" for k, v in config.items()) + "}"
+
+
+def _difference(actual, expected, atol: float, rtol: float) -> Optional[str]:
+    """How ``actual`` differs from ``expected`` (torch tensors), by the rule the benchmark
+    worker applies: an element passes when ``|actual - expected| <= atol + rtol * |expected|``,
+    and NaN never passes. None when every element passes."""
+    a, e = actual.reshape(-1), expected.reshape(-1)
+    if expected.is_floating_point():
+        a, e = a.double(), e.double()
+        bad = ~((a - e).abs() <= atol + rtol * e.abs())
+    else:
+        bad = a != e
+    count = int(bad.sum().item())
+    if count == 0:
+        return None
+    first = int(bad.nonzero()[0].item())
+    return (f"{count} of {bad.numel()} elements differ beyond atol {atol}, rtol {rtol} "
+            f"(first at index {first}: {a[first].item()!r} against {e[first].item()!r})")
 
 
 def _same_bytes(a, b) -> bool:
@@ -390,7 +455,12 @@ def tune(
     Every configuration is checked before it is timed: against ``answer`` (a mapping of
     output names to expected tensors) when given, else against the outputs of the first
     configuration that runs through Triton itself, the outputs being the tensors that run
-    changes. ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
+    changes; the next configuration that runs must then agree with it within the
+    tolerances (``AGREEING_CONFIGS``), else ``ReferenceDisagreementError`` asks for
+    ``answer``. Either reference fits the call's own tensors, so each configuration is
+    checked on that one input set (``result.verified_sets`` is 1); when no tensor changes,
+    nothing is checked and ``UncheckedOutputsWarning`` says so.
+    ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
     Outputs are poisoned before the checked run; list in ``restore_value`` those the kernel
     also reads (they are restored instead, as in ``triton.autotune``), and in
     ``reset_to_zero`` the tensors the kernel expects to find at zero (zeroed before every
@@ -465,7 +535,7 @@ def tune(
 class Hooks:
     """Python code a Triton user runs around launches (``pre_hook``, ``post_hook``,
     ``triton.Config.pre_hook``). kerntune runs them around the launches made in this
-    process: the reference run and every launch of the chosen configuration. The benchmark
+    process: the reference runs and every launch of the chosen configuration. The benchmark
     worker launches the cubins on its own copies of the tensors, where Python cannot run;
     ``reset_to_zero`` and ``restore_value`` say declaratively what such hooks usually do."""
 
@@ -518,7 +588,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     phases["prepare_s"] = time.perf_counter() - clock
     reference = None
     if answer is None:
-        _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks)
+        _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks, atol, rtol)
     else:
         if not isinstance(answer, Mapping):
             raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
@@ -548,11 +618,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     scalars = {d["name"]: d["value"] for d in describe if d["kind"] == "value" and isinstance(d.get("value"), (int, float))}
     phases["reference_s"] = time.perf_counter() - clock - phases["prepare_s"]
     if reference is None:
-        warnings.warn(
-            f"{fn.__name__}: no tensor changed when the reference configuration ran, so outputs will not be "
-            "checked; give answer= to check them",
-            stacklevel=3,
-        )
+        warn_unchecked(fn.__name__, "no tensor changed when the reference configurations ran", "give answer= to check them", 3)
     job["reference"] = reference
     job["timing"] = dict(search["timing"] or {})
     objective = search["objective"]

@@ -56,8 +56,9 @@ def test_matmul_tunes_verifies_and_its_best_config_runs(db):
 
 
 def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
-    """Without an answer, the first configuration run by Triton itself is the reference, and
-    a configuration that computes something else is recorded invalid_output."""
+    """Without an answer, the first configurations run by Triton itself (which agree) give
+    the reference, and a configuration that computes something else is recorded
+    invalid_output; every result says on how many input sets it was checked."""
     import torch
     import triton
     import triton.language as tl
@@ -66,15 +67,31 @@ def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
     x = torch.randn(1 << 20, device="cuda")
     y = torch.empty_like(x)
     result = kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
-                           {"BLOCK": [256, 512, 1024], "BUGGY": [0, 1]}, strategy="brute_force", db=db, progress=False)
+                           {"BUGGY": [0, 1], "BLOCK": [256, 512, 1024]}, strategy="brute_force", db=db, progress=False)
     statuses = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["status"] for r in result.results}
     assert all(statuses[(b, 1)] == "invalid_output" for b in (256, 512, 1024)), statuses
     assert all(statuses[(b, 0)] in ("ok", "early_stopped") for b in (256, 512, 1024)), statuses
     assert len(statuses) == 6 and result.failed == 3, result.results
+    assert result.verified and result.verified_sets == 1, result
+    passed = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["verified_sets"] for r in result.results}
+    assert all(passed[(b, 0)] == 1 and passed[(b, 1)] == 0 for b in (256, 512, 1024)), passed
     ok = [r for r in result.results if r["status"] == "ok"]
     assert ok and result.best_objective == min(r["objective"] for r in ok), result.results
     assert result.best_config["BUGGY"] == 0
 
+
+
+def test_an_automatic_reference_from_configurations_that_disagree_is_refused(db):
+    """Without an answer, a wrong configuration among the first that run through Triton
+    cannot become the standard: the call raises, naming both configurations."""
+    import torch
+    import triton
+
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    with pytest.raises(kerntune.ReferenceDisagreementError, match=r"y_ptr of \{BLOCK: 256, BUGGY: 1\} differs from that of \{BLOCK: 256, BUGGY: 0\}.*answer="):
+        kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
+                      {"BLOCK": [256, 512], "BUGGY": [0, 1]}, strategy="brute_force", db=db, progress=False)
 
 try:
     import triton

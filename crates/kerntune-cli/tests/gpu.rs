@@ -31,6 +31,10 @@ fn every_example_tunes_and_verifies() {
         assert_eq!(result["evaluations"], 8, "{example}");
         assert!(result["best"]["objective"].as_f64().is_some_and(|o| o > 0.0), "{example}: {result}");
         assert!(result["statuses"].get("invalid_output").is_none(), "{example}: {}", result["statuses"]);
+        // A reference kernel and random inputs: the spec's inputs and 2 redrawn sets.
+        assert_eq!(result["verified_sets"], 3, "{example}");
+        let results = result["results"].as_array().expect("results");
+        assert!(results.iter().all(|row| row["status"] != "ok" || row["verified_sets"] == 3), "{example}: {results:?}");
         println!(
             "{example}: best {} {} ({})",
             result["best"]["objective"], result["objective"], result["best"]["description"]
@@ -52,6 +56,35 @@ fn out_of_bounds_wrong_and_hanging_kernels_cost_only_their_configurations() {
     assert_eq!(statuses["runtime_failed"], 2, "mode 2 faults");
     assert_eq!(statuses["timeout"], 2, "mode 3 hangs");
     assert_eq!(result["best"]["config"]["mode"], 0);
+    for row in result["results"].as_array().expect("results") {
+        match row["status"].as_str() {
+            Some("ok") => assert_eq!(row["verified_sets"], 3, "the spec's inputs and 2 redrawn sets: {row}"),
+            Some("invalid_output") => assert_eq!(row["verified_sets"], 0, "wrong on the spec's inputs: {row}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_kernel_right_on_the_specs_inputs_only_fails_on_a_redrawn_input_set() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("crates/kerntune-cli/tests/gpu/remembers.toml");
+    let result = json_of(&tune(&[&spec, "--strategy", "brute_force"], &dir.path().join("r.db")));
+    println!("{}", result["statuses"]);
+    assert_eq!(result["verified_sets"], 3);
+    assert_eq!(result["statuses"]["invalid_output"], 2, "mode 1 remembers the spec's inputs");
+    for row in result["results"].as_array().expect("results") {
+        if row["config"]["mode"] == 1 {
+            assert_eq!(row["status"], "invalid_output", "{row}");
+            assert_eq!(row["verified_sets"], 1, "it passes on the spec's inputs: {row}");
+            let reason = row["reason"].as_str().unwrap_or_default();
+            assert!(reason.starts_with("on input set 2 of 3"), "{reason}");
+        } else {
+            assert!(row["status"] == "ok" || row["status"] == "early_stopped", "{row}");
+            assert_eq!(row["verified_sets"], 3, "{row}");
+        }
+    }
 }
 
 #[test]

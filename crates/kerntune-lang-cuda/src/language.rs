@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use kerntune_device::DeviceInfo;
 use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, KernelImage, ReferenceSetup, Setup};
+use kerntune_pipeline::refillable;
 use kerntune_pipeline::{Binary, Geometry, Language};
 use kerntune_space::{Expression, Space, Value};
 use kerntune_store::TuningInfo;
@@ -161,8 +162,13 @@ impl Language for CudaLanguage<'_> {
         self.spec.tuning_info(device)
     }
 
-    fn verifies(&self) -> bool {
-        self.spec.verify.is_some() || self.check.is_some()
+    fn verified_sets(&self) -> u32 {
+        let Some(verify) = &self.spec.verify else { return u32::from(self.check.is_some()) };
+        let random = self.spec.args.iter().any(|arg| match &arg.kind {
+            ArgKind::Buffer { init, output, poison, .. } => refillable(init, *output, *poison, false),
+            ArgKind::Scalar { .. } => false,
+        });
+        1 + if random { verify.sets } else { 0 }
     }
 
     fn preflight(&self) -> Result<(), String> {
@@ -252,6 +258,7 @@ impl Language for CudaLanguage<'_> {
             reference,
             tolerances,
             bitwise: false,
+            verify_sets: spec.verify.as_ref().map_or(0, |v| v.sets),
             constants: self.constants.clone(),
             outputs_dir: self.check.as_ref().map(|c| c.dir.clone()),
         })

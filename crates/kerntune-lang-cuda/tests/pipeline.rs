@@ -124,5 +124,8 @@ fn the_lowered_symbol_is_launched_and_the_outputs_come_back_for_the_callers_chec
     assert_eq!(first.reason.as_deref(), Some("_Z6mangledv|d_filter"), "the symbol and the constants reach the worker");
     assert_eq!(second.status, Status::InvalidOutput);
     assert_eq!(second.reason.as_deref(), Some("output 1 is wrong"));
+    let sets = |e: &kerntune_store::Evaluation| e.metrics.get("verified_sets").and_then(|n| n.as_u64());
+    assert_eq!(sets(&first), Some(1), "the caller's check passed on the one set it sees");
+    assert_eq!(sets(&second), Some(0));
     assert_eq!(std::fs::read_dir(outputs.path()).expect("folder").count(), 0, "output files are removed once judged");
 }

@@ -74,8 +74,10 @@ impl Language for TritonLanguage<'_> {
         self.job.tuning_info(device, self.params.clone(), self.objective.clone())
     }
 
-    fn verifies(&self) -> bool {
-        self.job.reference.is_some()
+    /// The reference is expected outputs (the user's `answer`, or what Triton computed),
+    /// which fit the call's own tensors only.
+    fn verified_sets(&self) -> u32 {
+        u32::from(self.job.reference.is_some())
     }
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
@@ -183,6 +185,7 @@ impl Language for TritonLanguage<'_> {
             reference,
             tolerances,
             bitwise: false,
+            verify_sets: 0,
             constants: Vec::new(),
             outputs_dir: None,
         })

@@ -281,6 +281,9 @@ impl<'a> Pipeline<'a> {
             Ok(()) => (result.status, result.reason),
             Err(reason) => (FailureKind::WrongAnswer.status(), Some(reason)),
         };
+        // The language's own check sees the setup's inputs only: one set.
+        let checked_here = self.setup.outputs_dir.is_some() && matches!(status, Status::Ok | Status::EarlyStopped);
+        metrics.insert("verified_sets".into(), result.verified_sets.max(u32::from(checked_here)).into());
         let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
                 let time = median(&result.samples);
@@ -468,7 +471,8 @@ impl Backend for Pipeline<'_> {
 }
 
 /// Registers, shared and local memory of the kernel, its checked run's time, and what the
-/// clocks did during its samples (each field of [`crate::Clocks`] under its own name).
+/// clocks did during its samples (each field of [`crate::Clocks`] under its own name); the
+/// input sets it passed are added once the language's own check, if any, has run.
 fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_json::Value> {
     let mut metrics = serde_json::Map::new();
     metrics.insert("verify_kernel_ms".into(), serde_json::json!(result.verify_kernel_ms));
@@ -561,6 +565,7 @@ mod tests {
             benchmark_s: 0.0,
             attributes: None,
             context_lost: false,
+            verified_sets: 1,
             clocks: Some(crate::Clocks {
                 sm_mhz_before: Some(1980),
                 sm_mhz_after: Some(1600),

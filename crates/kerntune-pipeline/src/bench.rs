@@ -7,6 +7,9 @@
 //! clocks, the samples are taken again once if the clocks moved under them, and the first
 //! configuration waits for the clocks to settle; [`crate::sampling`] takes every decision.
 //!
+//! Where the reference is a kernel, the checked run is repeated on extra input sets
+//! ([`Setup::verify_sets`], see `sets`).
+//!
 //! Anything that breaks the CUDA context ends the process after it has replied; the
 //! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
 
@@ -27,6 +30,8 @@ use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionA
 use kerntune_device::nvml::{nvml, Gauge};
 use kerntune_device::verify::Comparer;
 
+mod sets;
+pub use sets::refillable;
 mod timed;
 
 /// Runs the worker on standard input and output until the input closes.
@@ -164,6 +169,7 @@ struct Worker {
     tolerances: Vec<(usize, f64, f64)>,
     bitwise: bool,
     comparer: Option<Comparer>,
+    extra_sets: Option<sets::ExtraSets>,
     flush: Option<DeviceBuffer>,
     flushes: u8,
     events: Vec<(Event, Event)>,
@@ -253,6 +259,7 @@ impl Worker {
             tolerances: setup.tolerances,
             bitwise: setup.bitwise,
             comparer: None,
+            extra_sets: None,
             flush,
             flushes: 0,
             events: Vec::new(),
@@ -264,7 +271,7 @@ impl Worker {
         match &setup.reference {
             Some(ReferenceSetup::Kernel(reference)) => {
                 worker.comparer = Some(Comparer::new(context)?);
-                worker.compute_reference(context, reference)?;
+                worker.compute_reference(context, reference, &setup.args, setup.verify_sets)?;
             }
             Some(ReferenceSetup::Outputs { data }) => {
                 worker.comparer = Some(Comparer::new(context)?);
@@ -292,15 +299,25 @@ impl Worker {
         self.check_reference(context)
     }
 
-    fn compute_reference(&mut self, context: &Context, reference: &KernelImage) -> Result<(), String> {
+    /// The reference kernel's outputs on the setup's inputs, and on `sets` extra input sets.
+    fn compute_reference(
+        &mut self,
+        context: &Context,
+        reference: &KernelImage,
+        args: &[ArgSetup],
+        sets: u32,
+    ) -> Result<(), String> {
         let module = self.load(context, reference).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
         function.allow_dynamic_shared(reference.geometry.shared_bytes).map_err(|e| e.to_string())?;
-        self.prepare_outputs(context).map_err(|e| e.to_string())?;
         let (mut pointers, _scratch) = self.kernel_pointers(context, reference).map_err(|e| e.to_string())?;
-        launch_image(context, &function, reference, &mut pointers)
-            .and_then(|()| context.synchronize())
-            .map_err(|e| format!("running the reference kernel: {e}"))?;
+        let mut run = |worker: &Worker| {
+            worker.prepare_outputs(context).map_err(|e| e.to_string())?;
+            launch_image(context, &function, reference, &mut pointers)
+                .and_then(|()| context.synchronize())
+                .map_err(|e| format!("running the reference kernel: {e}"))
+        };
+        run(self)?;
         for (position, _, _) in self.tolerances.clone() {
             let argument = &mut self.arguments[position];
             let Some(buffer) = &argument.buffer else { continue };
@@ -308,23 +325,32 @@ impl Worker {
             context.copy(buffer, &copy).map_err(|e| e.to_string())?;
             argument.reference = Some(copy);
         }
-        self.check_reference(context)
+        self.check_reference(context)?;
+        self.extra_sets = self.draw_sets(context, args, sets, &mut run)?;
+        Ok(())
     }
 
     fn check_reference(&self, context: &Context) -> Result<(), String> {
-        // A reference that leaves NaN (or an unwritten element) cannot judge anything.
         for (position, _, _) in &self.tolerances {
-            let argument = &self.arguments[*position];
-            let (Some(comparer), Some(reference)) = (&self.comparer, &argument.reference) else { continue };
-            let check = comparer
-                .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0, false)
-                .map_err(|e| e.to_string())?;
-            if check.nan > 0 {
-                return Err(format!(
-                    "the reference leaves {} NaN elements in output #{position} (first at {})",
-                    check.nan, check.first_bad
-                ));
+            if let Some(reference) = &self.arguments[*position].reference {
+                self.reference_defined(context, *position, reference)?;
             }
+        }
+        Ok(())
+    }
+
+    /// A reference that leaves NaN (or an unwritten element) cannot judge anything.
+    fn reference_defined(&self, context: &Context, position: usize, reference: &DeviceBuffer) -> Result<(), String> {
+        let argument = &self.arguments[position];
+        let Some(comparer) = &self.comparer else { return Ok(()) };
+        let check = comparer
+            .compare(context, reference, reference, argument.dtype, argument.len, 0.0, 0.0, false)
+            .map_err(|e| e.to_string())?;
+        if check.nan > 0 {
+            return Err(format!(
+                "the reference leaves {} NaN elements in output #{position} (first at {})",
+                check.nan, check.first_bad
+            ));
         }
         Ok(())
     }
@@ -402,6 +428,7 @@ impl Worker {
             verify_kernel_ms: 0.0,
             benchmark_s: 0.0,
             attributes: None,
+            verified_sets: 0,
             context_lost: false,
             clocks: None,
         };
@@ -454,18 +481,28 @@ impl Worker {
         // spent in the tuned kernel all the same.
         result.verify_kernel_ms = start.elapsed_ms(stop).unwrap_or(0.0);
         self.verify(context)?;
+        result.verified_sets = u32::from(self.arguments.iter().any(|a| a.reference.is_some()));
         self.write_outputs(context, request.id)?;
+        self.verify_sets(context, &mut pointers, &launch, &mut result.verified_sets, waiting)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
 
         self.time(context, request, &launch, &mut pointers, result, waiting)
     }
 
     fn verify(&self, context: &Context) -> Result<(), Ended> {
+        let references: Vec<Option<&DeviceBuffer>> =
+            self.tolerances.iter().map(|(position, _, _)| self.arguments[*position].reference.as_ref()).collect();
+        self.verify_against(context, &references)
+    }
+
+    /// Compares the outputs with `references`, one per checked output (in the order of the
+    /// tolerances), within the tolerances.
+    fn verify_against(&self, context: &Context, references: &[Option<&DeviceBuffer>]) -> Result<(), Ended> {
         let Some(comparer) = &self.comparer else { return Ok(()) };
         let mut problems = Vec::new();
-        for (position, atol, rtol) in &self.tolerances {
+        for ((position, atol, rtol), reference) in self.tolerances.iter().zip(references) {
             let argument = &self.arguments[*position];
-            let (Some(buffer), Some(reference)) = (&argument.buffer, &argument.reference) else { continue };
+            let (Some(buffer), Some(reference)) = (&argument.buffer, reference) else { continue };
             let found = comparer
                 .compare(context, buffer, reference, argument.dtype, argument.len, *atol, *rtol, self.bitwise)
                 .map_err(|e| Ended::cuda(FailureKind::Device, "comparing outputs", e))?;

@@ -19,8 +19,16 @@ pub trait Language {
     /// The tuning's identity in the results store on the GPU named `device`.
     fn tuning_info(&self, device: &str) -> TuningInfo;
 
-    /// Whether outputs are checked against a reference (a run without one says so).
-    fn verifies(&self) -> bool;
+    /// On how many input sets each configuration's outputs are checked: 0 when they are
+    /// not (a run without a check says so), 1 for the setup's inputs alone (expected
+    /// outputs given as data fit only those), 1 + [`Setup::verify_sets`] where a reference
+    /// kernel computes the outputs of redrawn random inputs.
+    fn verified_sets(&self) -> u32;
+
+    /// Whether outputs are checked against a reference.
+    fn verifies(&self) -> bool {
+        self.verified_sets() > 0
+    }
 
     /// Checks, before any work, that the tools this language compiles with are there and
     /// accept the run's settings; an error says what is missing.

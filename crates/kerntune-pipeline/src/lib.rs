@@ -29,7 +29,7 @@ pub mod schedule;
 mod timing;
 
 pub use backend::{Pipeline, PipelineOptions};
-pub use bench::run as run_bench_worker;
+pub use bench::{refillable, run as run_bench_worker};
 pub use compile::run as run_compile_worker;
 pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;

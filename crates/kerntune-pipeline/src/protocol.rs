@@ -101,6 +101,9 @@ pub enum ReferenceSetup {
     Outputs { data: Vec<Init> },
 }
 
+/// Input sets checked beyond the setup's own when a language's settings do not say.
+pub const DEFAULT_VERIFY_SETS: u32 = 2;
+
 /// Everything a benchmark worker needs before it can evaluate configurations.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
@@ -114,6 +117,11 @@ pub struct Setup {
     /// arithmetic), rather than within the tolerances.
     #[serde(default)]
     pub bitwise: bool,
+    /// Input sets beyond the setup's own on which every configuration is checked, where
+    /// the reference is a kernel that can compute them: the inputs drawn from a random
+    /// [`Init`] are drawn again with other seeds ([`crate::refillable`] says which). Expected outputs given as data fit the setup's inputs only.
+    #[serde(default)]
+    pub verify_sets: u32,
     /// `__constant__` symbols of the kernel's module and their contents, written after
     /// each load (Kernel Tuner's `cmem_args`).
     #[serde(default)]
@@ -173,6 +181,10 @@ pub struct EvaluateResult {
     pub verify_kernel_ms: f64,
     pub benchmark_s: f64,
     pub attributes: Option<FunctionAttributes>,
+    /// Input sets on which the outputs matched the reference (0 when not checked, or when
+    /// the first check failed).
+    #[serde(default)]
+    pub verified_sets: u32,
     /// The worker's context is unusable after this evaluation; it exits after replying.
     pub context_lost: bool,
     /// The clocks around the samples, where NVML could read them.

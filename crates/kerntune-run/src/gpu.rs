@@ -142,7 +142,7 @@ impl Prepared<'_> {
             objective: &info.objective,
             strategy: search.strategy_name,
             seed: search.seed,
-            verified: language.verifies(),
+            verified_sets: language.verified_sets(),
             wall_s,
             compile_workers,
             db: request.db.display().to_string(),

@@ -26,6 +26,11 @@ pub struct RunSummary {
     pub best: Option<BestSummary>,
     /// Whether outputs were checked against a reference before any configuration counted.
     pub verified: bool,
+    /// On how many input sets each configuration measured was checked: 0 when outputs are
+    /// not checked, 1 for the call's (or spec's) own inputs, more where a reference kernel
+    /// computes the outputs of redrawn random inputs. Each evaluation's metrics hold the
+    /// sets it passed (`verified_sets`).
+    pub verified_sets: u32,
     pub evaluations: usize,
     pub failed: usize,
     pub from_store: usize,
@@ -82,6 +87,9 @@ pub struct ResultRow {
     pub objective: Option<f64>,
     pub time_ms: Option<Json>,
     pub samples: Vec<f64>,
+    /// Input sets on which its outputs matched the reference (0: not checked, or wrong on
+    /// the first); absent for results stored before this was recorded.
+    pub verified_sets: Option<u32>,
     pub costs: Costs,
     pub from_store: bool,
 }
@@ -113,6 +121,7 @@ impl Tally {
             objective: evaluation.objective,
             time_ms: evaluation.metrics.get("time").cloned(),
             samples: evaluation.samples.clone(),
+            verified_sets: evaluation.metrics.get("verified_sets").and_then(Json::as_u64).map(|n| n as u32),
             costs: evaluation.costs,
             from_store,
         });
@@ -145,7 +154,7 @@ pub(crate) struct RunFacts<'a> {
     pub objective: &'a Objective,
     pub strategy: String,
     pub seed: u64,
-    pub verified: bool,
+    pub verified_sets: u32,
     pub wall_s: f64,
     pub compile_workers: Option<usize>,
     pub db: String,
@@ -173,7 +182,8 @@ impl RunSummary {
             strategy: facts.strategy,
             seed: facts.seed,
             best,
-            verified: facts.verified,
+            verified: facts.verified_sets > 0,
+            verified_sets: facts.verified_sets,
             evaluations: summary.evaluations,
             failed: summary.failed,
             from_store: summary.from_store,

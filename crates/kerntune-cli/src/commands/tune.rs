@@ -12,7 +12,7 @@ use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
-use kerntune_pipeline::WorkerCommand;
+use kerntune_pipeline::{Language as _, WorkerCommand};
 use kerntune_run::{report, CompileOnly, Progress, RunError, Tuning, Workers};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
@@ -95,8 +95,10 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
         let (strategy, seed) = (&prepared.search.strategy_name, prepared.search.seed);
         println!("Strategy {strategy}, seed {seed}, {limit}; results in {}.", db.display());
-        if spec.verify.is_none() {
-            println!("Warning: the spec has no [verify] section, so outputs are not checked.");
+        match language.verified_sets() {
+            0 => println!("Warning: the spec has no [verify] section, so outputs are not checked."),
+            1 => println!("Outputs are checked on the spec's inputs."),
+            sets => println!("Outputs are checked on {sets} input sets: the spec's, and {} redrawn.", sets - 1),
         }
     }
     let bar = render::progress(Some(budget.max_fevals.unwrap_or(space.len()).min(space.len()) as u64), args.json);

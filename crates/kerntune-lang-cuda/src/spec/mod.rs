@@ -64,6 +64,8 @@ pub struct Verify {
     pub reference: Reference,
     /// Per argument (by position): `(atol, rtol)` for outputs.
     pub tolerances: Vec<(usize, f64, f64)>,
+    /// Input sets checked beyond the spec's own (none for expected outputs as data).
+    pub sets: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -537,7 +539,17 @@ impl Builder<'_> {
         if tolerances.is_empty() {
             return Err(error("[verify] no argument is marked output = true".into()));
         }
-        Ok(Verify { reference, tolerances })
+        let sets = match (&reference, raw.sets) {
+            (Reference::Outputs(_), Some(sets)) if sets > 0 => {
+                return Err(error(format!(
+                    "[verify] sets = {sets}: expected outputs fit the spec's own inputs only; a reference kernel \
+                     or config computes the outputs of other inputs"
+                )))
+            }
+            (Reference::Outputs(_), _) => 0,
+            (_, sets) => sets.unwrap_or(kerntune_pipeline::protocol::DEFAULT_VERIFY_SETS),
+        };
+        Ok(Verify { reference, tolerances, sets })
     }
 }
 

@@ -178,6 +178,10 @@ pub(crate) struct RawVerify {
     /// Per-output tolerances: `[verify.outputs.C] atol = ...`.
     #[serde(default)]
     pub outputs: Map<String, Json>,
+    /// Input sets checked beyond the spec's own, where the reference is a kernel or a
+    /// configuration (default [`DEFAULT_VERIFY_SETS`](kerntune_pipeline::protocol::DEFAULT_VERIFY_SETS)).
+    #[serde(default)]
+    pub sets: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -165,3 +165,45 @@ fn kernel_tuner_conventions_enter_the_identity_and_stand_in_for_the_launch() {
     let other = KernelSpec::from_json(&json.to_string(), &example_dir(), "job").expect("parses");
     assert_ne!(one.fingerprint, other.fingerprint);
 }
+
+#[test]
+fn a_reference_config_checks_two_extra_input_sets_unless_sets_says_otherwise() {
+    let reference = "[verify]\nreference = { config = { block_size_x = 64, tile = 1 } }\n";
+    let spec = KernelSpec::parse(&format!("{MINIMAL}\n{reference}"), &example_dir().join("x.toml")).expect("parses");
+    assert_eq!(spec.verify.as_ref().map(|v| v.sets), Some(kerntune_pipeline::protocol::DEFAULT_VERIFY_SETS));
+    let spec =
+        KernelSpec::parse(&format!("{MINIMAL}\n{reference}sets = 5\n"), &example_dir().join("x.toml")).expect("parses");
+    assert_eq!(spec.verify.as_ref().map(|v| v.sets), Some(5));
+}
+
+#[test]
+fn expected_outputs_check_the_specs_own_inputs_only_and_refuse_extra_sets() {
+    let reference = "[verify]\nreference = { outputs = { c = \"expected.npy\" } }\n";
+    let spec = KernelSpec::parse(&format!("{MINIMAL}\n{reference}"), &example_dir().join("x.toml")).expect("parses");
+    assert_eq!(spec.verify.as_ref().map(|v| v.sets), Some(0));
+    let message = parse_error(&format!("{MINIMAL}\n{reference}sets = 2\n"));
+    assert!(message.contains("expected outputs fit the spec's own inputs only"), "{message}");
+}
+
+fn verified_sets(init: &str, verify: &str) -> u32 {
+    use kerntune_pipeline::Language;
+    let input = format!("[[args]]\nname = \"a\"\ndtype = \"f32\"\nsize = \"n\"\ninit = \"{init}\"\n");
+    let spec =
+        KernelSpec::parse(&format!("{MINIMAL}{input}\n{verify}"), &example_dir().join("x.toml")).expect("parses");
+    let space = spec.space().expect("a space");
+    let sets = crate::CudaLanguage::new(&spec, &space).verified_sets();
+    sets
+}
+
+#[test]
+fn a_reference_kernel_checks_random_inputs_on_extra_sets_and_fixed_inputs_on_one() {
+    let verify = "[verify]\nreference = { config = { block_size_x = 32, tile = 1 } }\nsets = 3\n";
+    assert_eq!(verified_sets("normal", verify), 4);
+    assert_eq!(verified_sets("arange", verify), 1);
+}
+
+#[test]
+fn expected_outputs_check_one_input_set_and_no_verify_none() {
+    assert_eq!(verified_sets("normal", "[verify]\nreference = { outputs = { c = \"c.npy\" } }\n"), 1);
+    assert_eq!(verified_sets("normal", ""), 0);
+}
