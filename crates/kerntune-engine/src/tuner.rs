@@ -162,7 +162,7 @@ impl CommonFailure {
     }
 }
 
-/// Progress, for front ends to render.
+/// Progress, for fronts to render.
 #[derive(Debug)]
 pub enum Event<'a> {
     Started { space_size: usize, from_store: usize, budget: &'a Budget },
@@ -322,7 +322,7 @@ impl Loop<'_, '_> {
                     }
                 },
             };
-            // A front end may raise the interrupt inside a callback of this very evaluation
+            // A front may raise the interrupt inside a callback of this very evaluation
             // (Python raises KeyboardInterrupt in whatever Python code runs), which then
             // fails for that reason alone: such a failure is not the configuration's.
             if evaluation.status.is_failure() && interrupted() {

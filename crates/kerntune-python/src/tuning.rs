@@ -248,7 +248,7 @@ pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
     }
 }
 
-/// The user's grid function as the Triton frontend calls it (taking the GIL).
+/// The user's grid function as the Triton language calls it (taking the GIL).
 fn triton_grid(grid: &Py<PyAny>) -> kerntune_lang_triton::GridFn<'_> {
     Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
         Python::attach(|py| {

@@ -24,7 +24,7 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// One block of one thread: the launch of a spec whose front end computes each
+    /// One block of one thread: the launch of a spec whose front computes each
     /// configuration's geometry itself.
     pub fn unused() -> Launch {
         let one = || Expression::parse("1", &[]).expect("a constant parses");

@@ -46,7 +46,7 @@ use crate::{OptionInfo, SearchError, Strategy, ValidOptions};
 /// Makes a strategy from its options as JSON.
 type Builder = fn(&Map<String, Json>) -> Result<Box<dyn Strategy>, SearchError>;
 
-/// A strategy as the front ends list it.
+/// A strategy as the fronts list it.
 #[derive(Debug, Clone, Copy)]
 pub struct StrategyInfo {
     pub name: &'static str,
