@@ -556,15 +556,8 @@ mod tests {
     #[test]
     fn clock_observations_land_in_the_metrics_under_their_own_names() {
         let result = EvaluateResult {
-            id: 0,
-            status: Status::Ok,
-            reason: None,
             samples: vec![1.0],
-            verify_s: 0.0,
             verify_kernel_ms: 0.5,
-            benchmark_s: 0.0,
-            attributes: None,
-            context_lost: false,
             verified_sets: 1,
             clocks: Some(crate::Clocks {
                 sm_mhz_before: Some(1980),
@@ -574,6 +567,7 @@ mod tests {
                 unsteady: true,
                 ..crate::Clocks::default()
             }),
+            ..EvaluateResult::empty(0)
         };
         let metrics = attribute_metrics(&result);
         assert_eq!(metrics["sm_mhz_before"], 1980);

@@ -419,19 +419,7 @@ impl Worker {
         request: &EvaluateRequest,
         waiting: &mut dyn FnMut(usize),
     ) -> EvaluateResult {
-        let mut result = EvaluateResult {
-            id: request.id,
-            status: Status::Ok,
-            reason: None,
-            samples: Vec::new(),
-            verify_s: 0.0,
-            verify_kernel_ms: 0.0,
-            benchmark_s: 0.0,
-            attributes: None,
-            verified_sets: 0,
-            context_lost: false,
-            clocks: None,
-        };
+        let mut result = EvaluateResult::empty(request.id);
         if let Err(ended) = self.measure(context, request, &mut result, waiting) {
             result.status = ended.status;
             result.reason = Some(ended.reason);

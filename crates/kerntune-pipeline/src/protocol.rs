@@ -192,6 +192,25 @@ pub struct EvaluateResult {
     pub clocks: Option<Clocks>,
 }
 
+impl EvaluateResult {
+    /// The result of evaluation `id` before anything is measured: ok, with no samples.
+    pub fn empty(id: u32) -> EvaluateResult {
+        EvaluateResult {
+            id,
+            status: Status::Ok,
+            reason: None,
+            samples: Vec::new(),
+            verify_s: 0.0,
+            verify_kernel_ms: 0.0,
+            benchmark_s: 0.0,
+            attributes: None,
+            verified_sets: 0,
+            context_lost: false,
+            clocks: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FromBench {

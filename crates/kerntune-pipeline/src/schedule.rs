@@ -236,17 +236,10 @@ impl BenchSession {
             Err(error) => {
                 self.restart()?;
                 Ok(EvaluateResult {
-                    id: 0,
                     status: FailureKind::WorkerDied.status(),
                     reason: Some(error.to_string()),
-                    samples: Vec::new(),
-                    verify_s: 0.0,
-                    verify_kernel_ms: 0.0,
-                    benchmark_s: 0.0,
-                    attributes: None,
-                    verified_sets: 0,
                     context_lost: true,
-                    clocks: None,
+                    ..EvaluateResult::empty(0)
                 })
             }
         }
