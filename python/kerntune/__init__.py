@@ -27,6 +27,7 @@ from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
 from kerntune._kernel_tuner import run_kernel, tune_kernel
 from kerntune._schedule import use_schedule
+from kerntune._space import load_configs
 from kerntune._kernel_source import remember_main_source
 
 remember_main_source()
@@ -49,6 +50,7 @@ __all__ = [
     "autotune",
     "compile",
     "default_db",
+    "load_configs",
     "run_kernel",
     "tune",
     "tune_kernel",

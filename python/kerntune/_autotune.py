@@ -25,25 +25,13 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 from kerntune._errors import ArgumentError, ArgumentTypeError
-from kerntune._space import launch_options, names_of, space_of
+from kerntune._space import as_config, launch_options, names_of, space_of
 from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "timing", "seed",
     "compile_workers", "device", "progress", "finalists", "schedule", "schedule_options",
 )
-
-
-def _as_config(config: Mapping[str, Any]):
-    """A configuration as a ``triton.Config``, as Triton's ``best_config`` and ``cache`` hold."""
-    import triton
-
-    values = dict(config)
-    options = {k: values.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in values}
-    if options.get("maxnreg") == 0:
-        options["maxnreg"] = None
-    values.pop("ptx_options", None)
-    return triton.Config(values, **options)
 
 
 class Autotuner:
@@ -97,7 +85,7 @@ class Autotuner:
     def configs(self) -> list:
         """The search space as ``triton.Config`` objects (the first 10,000 of a params space)."""
         rows = self.listed.rows if self.listed is not None else _first_valid_config(self.table, self.restrictions, 10_000)
-        return [_as_config(row) for row in rows]
+        return [as_config(row) for row in rows]
 
     def _key(self, call: Mapping[str, Any]) -> tuple:
         """Triton's key: the key arguments' values (tensors by dtype and shape), then the
@@ -116,7 +104,7 @@ class Autotuner:
         as Triton prunes them."""
         rows = list(self.listed.rows)
         if self.early_config_prune is not None:
-            configs = [_as_config(row) for row in rows]
+            configs = [as_config(row) for row in rows]
             by_config = {id(c): row for c, row in zip(configs, rows)}
             kept = self.early_config_prune(configs, dict(call))
             if not kept:
@@ -129,7 +117,7 @@ class Autotuner:
             if not isinstance(top_k, int):
                 raise ArgumentTypeError("prune_configs_by['top_k'] must be an int or a float <= 1.0")
             if len(rows) > top_k:
-                estimate = {i: self.perf_model(**call, **_as_config(row).all_kwargs()) for i, row in enumerate(rows)}
+                estimate = {i: self.perf_model(**call, **as_config(row).all_kwargs()) for i, row in enumerate(rows)}
                 rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
         return rows
 
@@ -152,7 +140,7 @@ class Autotuner:
             config = result.best_config
         config = launch_options(config)
         self._best[key] = config
-        self.cache[key] = _as_config(config)
+        self.cache[key] = as_config(config)
         return config
 
     def run(self, *args, grid, warmup=False, **kwargs):

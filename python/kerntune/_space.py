@@ -155,3 +155,29 @@ def space_of(params: Optional[Mapping[str, Sequence]], configs, defaults: Mappin
         space = listed(params, defaults)  # a list of Configs passed where params go
         return space.params, space
     return check_params(params), None
+
+
+def as_config(config: Mapping[str, Any]):
+    """A configuration as a ``triton.Config``: constexprs as its kwargs, the compile options
+    as its fields (those at "the compiler's choice" left out; ``triton.Config`` has no
+    ``ptx_options``, which Triton takes at launch)."""
+    import triton
+
+    values = launch_options(config)
+    options = {name: values.pop(name) for name in OPTION_NAMES if name in values}
+    options.pop("ptx_options", None)
+    return triton.Config(values, **options)
+
+
+def load_configs(path) -> list:
+    """The configurations ``kerntune export DB --format triton -o FILE`` wrote, best first, as
+    ``triton.Config`` objects: ``@triton.autotune(configs=kerntune.load_configs(FILE), ...)``
+    or ``@kerntune.autotune(...)`` start from what an earlier tuning found."""
+    import json as _json
+
+    with open(path) as f:
+        document = _json.load(f)
+    entries = document.get("configs") if isinstance(document, Mapping) else None
+    if not isinstance(entries, list):
+        raise ArgumentError(f"{path}: not a file of `kerntune export --format triton` (no list of configs)")
+    return [as_config(entry["config"]) for entry in entries]

@@ -125,6 +125,11 @@ pub enum ExportFormat {
     /// The tuned native schedule (cubin) kept by `tune --schedule`, for deployment; its
     /// provenance (the search's report) goes to standard error.
     Cubin,
+    /// A C/C++ header: the best configuration's parameters as `#define KERNEL_PARAM value`.
+    Header,
+    /// The best configurations (--top) as JSON, best first, for `kerntune.load_configs`
+    /// to turn into `triton.Config`s.
+    Triton,
 }
 
 #[derive(Debug, Args)]
@@ -139,6 +144,9 @@ pub struct ExportArgs {
     /// Output file; `-` for standard output.
     #[arg(long, short = 'o', default_value = "-")]
     pub output: PathBuf,
+    /// Configurations to export with --format triton, best first.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
 }
 
 #[derive(Debug, Args)]

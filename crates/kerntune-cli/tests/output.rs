@@ -277,6 +277,31 @@ mod results {
         session.snapshot("export_t4", &session.run(&["export", &db, "--format", "t4"]));
         let written = session.run(&["export", &db, "--format", "t4", "-o", &session.temp("out.json")]);
         session.snapshot("export_to_a_file", &written);
+        session.snapshot("export_header", &session.run(&["export", &db, "--format", "header"]));
+        session.snapshot("export_triton", &session.run(&["export", &db, "--format", "triton", "--top", "2"]));
+    }
+
+    /// The header is for C and C++ code: it compiles as both, where a compiler is at hand.
+    #[test]
+    fn the_exported_header_compiles_as_c_and_as_cpp() {
+        let session = Session::new();
+        let db = session.temp("results.db");
+        let args = ["simulate", &shipped(PNPOLY), "--max-fevals", "5", "--strategy", "random_sample", "--db", &db];
+        assert_eq!(session.run(&args).code, Some(0));
+        let header = session.temp("pnpoly_tuned.h");
+        assert_eq!(session.run(&["export", &db, "--format", "header", "-o", &header]).code, Some(0));
+        let source = session.temp("use.c");
+        std::fs::write(&source, "#include \"pnpoly_tuned.h\"\nint main(void) { return 0; }\n").expect("writes");
+        for (compiler, language) in [("cc", "c"), ("c++", "c++")] {
+            let Ok(output) = std::process::Command::new(compiler)
+                .args(["-fsyntax-only", "-Wall", "-Werror", "-x", language, &source])
+                .output()
+            else {
+                eprintln!("skipped: no {compiler} on this machine");
+                continue;
+            };
+            assert!(output.status.success(), "{compiler}: {}", String::from_utf8_lossy(&output.stderr));
+        }
     }
 }
 

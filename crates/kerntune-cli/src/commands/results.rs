@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kerntune_store::{Store, StoredEvaluation, TuningSummary};
+use kerntune_store::formats::deploy::ranked;
+use kerntune_store::{Store, TuningSummary};
 use serde_json::json;
 
 use crate::args::ResultsArgs;
@@ -27,7 +28,7 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
     }
     for tuning in &tunings {
         let rows = store.evaluations(tuning.id).with_context(|| tuning.info.kernel_name.clone())?;
-        let best = best_rows(tuning, rows, usize::try_from(args.top).unwrap_or(usize::MAX));
+        let best = ranked(&tuning.info, &rows, usize::try_from(args.top).unwrap_or(usize::MAX));
         if args.json {
             json_out.push(json!({
                 "kernel_name": tuning.info.kernel_name,
@@ -74,13 +75,4 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
         println!("{}", serde_json::Value::Array(json_out));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The `top` best successful evaluations, best first.
-fn best_rows(tuning: &TuningSummary, rows: Vec<StoredEvaluation>, top: usize) -> Vec<StoredEvaluation> {
-    let objective = &tuning.info.objective;
-    let mut ok: Vec<(f64, StoredEvaluation)> =
-        rows.into_iter().filter_map(|r| r.evaluation.valid_objective().map(|o| (objective.score(o), r))).collect();
-    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
-    ok.into_iter().take(top).map(|(_, r)| r).collect()
 }

@@ -50,19 +50,41 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             many.iter().map(|t| t.info.kernel_name.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };
-    let write = match args.format {
-        ExportFormat::Cubin => return export_cubin(&store, tuning, &args),
-        ExportFormat::KernelTuner => formats::kernel_tuner::write,
-        ExportFormat::T4 => formats::t4::write,
-    };
     let rows = store.evaluations(tuning.id)?;
-    let document = write(&tuning.info, &rows);
-    let text = serde_json::to_string_pretty(&document)?;
+    let info = &tuning.info;
+    let (text, count) = match args.format {
+        ExportFormat::Cubin => return export_cubin(&store, tuning, &args),
+        ExportFormat::KernelTuner => {
+            (serde_json::to_string_pretty(&formats::kernel_tuner::write(info, &rows))?, rows.len())
+        }
+        ExportFormat::T4 => (serde_json::to_string_pretty(&formats::t4::write(info, &rows))?, rows.len()),
+        ExportFormat::Header => {
+            let Some(header) = formats::deploy::header(info, &rows) else {
+                bail!(
+                    "{}: no configuration of {} succeeded, so there is no best to export",
+                    args.db.display(),
+                    info.kernel_name
+                );
+            };
+            (header.trim_end().to_string(), 1)
+        }
+        ExportFormat::Triton => {
+            let top = usize::try_from(args.top).unwrap_or(usize::MAX);
+            let document = formats::deploy::configs(info, &rows, top);
+            let count = document["configs"].as_array().map_or(0, Vec::len);
+            (serde_json::to_string_pretty(&document)?, count)
+        }
+    };
     if args.output.as_os_str() == "-" {
         writeln!(std::io::stdout(), "{text}")?;
     } else {
-        std::fs::write(&args.output, text).with_context(|| args.output.display().to_string())?;
-        eprintln!("Wrote {} evaluations to {}", rows.len(), args.output.display());
+        std::fs::write(&args.output, format!("{text}\n")).with_context(|| args.output.display().to_string())?;
+        let what = if matches!(args.format, ExportFormat::Header | ExportFormat::Triton) {
+            "configurations"
+        } else {
+            "evaluations"
+        };
+        eprintln!("Wrote {count} {what} to {}", args.output.display());
     }
     Ok(ExitCode::SUCCESS)
 }

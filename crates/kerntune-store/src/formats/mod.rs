@@ -1,7 +1,9 @@
 //! Files other tools read and write: Kernel Tuner's cache JSON and the T4 format of the
 //! autotuning community's benchmark hub. Reading either, plain or gzipped, gives a
-//! [`Landscape`] ([`Landscape::read`] tells the formats apart).
+//! [`Landscape`] ([`Landscape::read`] tells the formats apart). [`deploy`] writes results
+//! for deployment: a C/C++ header, and Triton configs.
 
+pub mod deploy;
 pub mod kernel_tuner;
 pub mod t4;
 
