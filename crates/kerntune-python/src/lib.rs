@@ -4,7 +4,7 @@
 //! offers what it needs: tuning a Triton kernel or a CUDA C kernel with Kernel Tuner's
 //! conventions, each described by a JSON job, compiling either without a GPU, enumerating
 //! a space, and the worker processes' entry points. Results cross as JSON text. Every error
-//! kind maps to a Python exception class of its own ([`errors`]). Long calls release the
+//! kind maps to a Python exception class of its own (`errors.rs`). Long calls release the
 //! GIL and check for Ctrl-C after every evaluation.
 
 mod errors;

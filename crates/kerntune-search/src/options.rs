@@ -17,7 +17,7 @@ pub struct OptionInfo {
     pub range: Option<String>,
 }
 
-/// Options that check their values after deserializing; [`options!`] implements it.
+/// Options that check their values after deserializing; the `options!` macro implements it.
 pub trait ValidOptions {
     /// The first option outside its declared range, as a message that names it.
     fn validate(&self) -> Result<(), String>;

@@ -8,7 +8,7 @@ use kerntune_space::{Expression, Value};
 
 #[derive(Debug, Clone)]
 pub enum GridRule {
-    /// ceil(problem_size[axis] / product(div[axis])).
+    /// `ceil(problem_size[axis] / product(div[axis]))`.
     Divide {
         problem_size: [Expression; 3],
         div: [Vec<Expression>; 3],
