@@ -90,6 +90,8 @@ class TuneResult:
             failure=data.get("failure"),
             verified=data["verified"],
             verified_sets=data.get("verified_sets", int(data["verified"])),
+            finalists=data.get("finalists"),
+            schedule=data.get("schedule"),
         )
 
     def __repr__(self) -> str:

@@ -651,9 +651,6 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     result.phases = phases
     if result.failure is not None:
         raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
-    data = json.loads(text)
-    result.schedule = data.get("schedule")
-    result.finalists = data.get("finalists")
     return result
 
 

@@ -89,12 +89,6 @@ impl SearchOptions {
         }
     }
 
-    /// The strategy's name: the one given, else `default_strategy` (each front's own:
-    /// `default` for kerntune, brute force for Kernel Tuner's `tune_kernel`).
-    pub fn strategy_name<'a>(&'a self, default_strategy: &'a str) -> &'a str {
-        self.strategy.as_deref().unwrap_or(default_strategy)
-    }
-
     /// The strategy options as the strategies read them.
     pub fn strategy_options_map(&self) -> Map<String, Json> {
         self.strategy_options.iter().map(|o| (o.name.clone(), o.value.clone())).collect()
@@ -107,7 +101,9 @@ impl SearchOptions {
         if let Some(target) = self.target.filter(|target| !target.is_finite()) {
             return Err(SearchOptionsError::Target(target));
         }
-        let strategy_name = self.strategy_name(default_strategy).to_string();
+        // The front's own default when none is named: `default` for kerntune, brute force
+        // for Kernel Tuner's `tune_kernel`.
+        let strategy_name = self.strategy.as_deref().unwrap_or(default_strategy).to_string();
         let strategy = build_strategy(&strategy_name, &self.strategy_options_map())?;
         let max_fevals = match self.max_fevals {
             Some(0) => None,

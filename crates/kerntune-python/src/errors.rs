@@ -69,13 +69,13 @@ pub fn run(error: kerntune_run::RunError) -> PyErr {
     use kerntune_run::RunError;
     match error {
         RunError::NoGpu(message) => NoGpuError::new_err(message),
-        RunError::EmptySpace => SpaceError::new_err(error.to_string()),
+        RunError::EmptySpace => space(error),
         RunError::Search(e) => strategy(e),
-        RunError::Store(e) => StoreError::new_err(e.to_string()),
+        RunError::Store(e) => store(e),
         RunError::Tune(e) => tune(e),
-        RunError::Arch(_) | RunError::Setting(_) => SpecError::new_err(error.to_string()),
+        RunError::Arch(_) | RunError::Setting(_) => spec(error),
         RunError::Backend(e) => GpuError::from(e).into(),
-        other => BackendError::new_err(other.to_string()),
+        other => backend(other),
     }
 }
 

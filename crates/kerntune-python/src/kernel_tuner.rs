@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kerntune_engine::SearchOptions;
 use kerntune_lang_cuda::{CheckFn, CudaLanguage, Instance, InstanceFn, KernelSpec, OutputCheck};
 use kerntune_pipeline::Geometry;
-use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Tuning, Workers};
+use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Prepared, Tuning, Workers};
 use kerntune_space::Value;
 use kerntune_store::{config_key, Landscape, Store, TuningId};
 use pyo3::prelude::*;
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::errors;
-use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, require_gpu, run, worker_command, WITHOUT_GPU};
+use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, run, worker_command, WITHOUT_GPU};
 
 /// What `kerntune.tune_kernel` asks for, as JSON.
 #[derive(Debug, Deserialize)]
@@ -85,12 +85,6 @@ pub fn tune_kernel_tuner(
     let space = spec.space().map_err(errors::space)?;
     let worker = worker_command(&job.worker, job.worker_env.clone())?;
     let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
-    if let Some(cache) = &settings.cache {
-        let device = require_gpu(settings.device)?;
-        let store = Store::open(&db).map_err(errors::store)?;
-        let tuning = store.tuning(&spec.tuning_info(&device.name)).map_err(errors::store)?;
-        import_cache(&store, tuning, cache).map_err(errors::store)?;
-    }
     let result = py.detach(|| {
         let mut language =
             CudaLanguage::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
@@ -113,7 +107,12 @@ pub fn tune_kernel_tuner(
             schedule: None,
             without_gpu: WITHOUT_GPU,
         };
-        run(tuning, None)
+        // Entries of Kernel Tuner's cache file count as measured: into the store first.
+        let import = |prepared: &Prepared<'_>| match &settings.cache {
+            Some(cache) => import_cache(&prepared.store, prepared.tuning_id, cache).map_err(errors::store),
+            None => Ok(()),
+        };
+        run(tuning, None, &import)
     })?;
     Ok(result.to_string())
 }

@@ -16,7 +16,7 @@ use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
-use kerntune_run::{report, CompileOnly, CompileReport, Progress, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, CompileReport, Prepared, Progress, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
 use pyo3::prelude::*;
@@ -87,9 +87,15 @@ pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
 
 /// Runs one tuning through the run facade with Python's Ctrl-C and progress callback.
 /// Called with the GIL released.
-pub(crate) fn run(tuning: Tuning<'_>, progress: Option<&Py<PyAny>>) -> PyResult<Json> {
+/// `before_search` runs once the pre-flight checks have passed (the store is open).
+pub(crate) fn run(
+    tuning: Tuning<'_>,
+    progress: Option<&Py<PyAny>>,
+    before_search: &dyn Fn(&Prepared<'_>) -> PyResult<()>,
+) -> PyResult<Json> {
     let space_len = tuning.space.len();
     let prepared = tuning.prepare().map_err(errors::run)?;
+    before_search(&prepared)?;
     // Ctrl-C: Python runs its signal handlers when asked, on this (the main) thread, and
     // the tuner asks about every 0.1 s. Python may also run them inside any Python code the
     // run calls (a grid function, a destructor) and lose the KeyboardInterrupt there, so a
@@ -186,7 +192,7 @@ pub fn tune_triton(
             schedule: request.schedule.clone(),
             without_gpu: WITHOUT_GPU,
         };
-        run(tuning, progress.as_ref())
+        run(tuning, progress.as_ref(), &|_| Ok(()))
     })?;
     Ok(result.to_string())
 }

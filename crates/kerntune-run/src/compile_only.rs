@@ -127,7 +127,7 @@ impl CompileOnly<'_> {
             match self.language.compile_job(&values, &target) {
                 Ok(mut job) => {
                     if let CompileJob::Cuda { arch, .. } = &mut job {
-                        arch.clone_from(&self.arch.to_string());
+                        *arch = self.arch.to_string();
                     }
                     requests.push(CompileRequest { id: index as u32, job });
                 }

@@ -163,7 +163,7 @@ impl Prepared<'_> {
         if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
             if run.stop != StopReason::Interrupted {
                 on_progress(Progress::Schedule(schedule));
-                let values = config_values(space, &best.config)?;
+                let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
                 let stage =
                     ScheduleStage { language, device: &run.device, options: &options, store: &store, tuning_id };
                 run.schedule = Some(stage.run(&values, &best.config, schedule)?.0);
@@ -193,7 +193,11 @@ fn retime_finalists(
     if report.winner != 0 {
         run.replace_best(&contenders[report.winner], space);
     }
-    let finalists = Finalists { configs: contenders.iter().map(|r| r.config.clone()).collect(), report };
+    let finalists = Finalists {
+        configs: contenders.iter().map(|r| r.config.clone()).collect(),
+        descriptions: contenders.iter().map(|r| space.describe(r.id)).collect(),
+        report,
+    };
     // Kept under the search's best, so that a run the store answers says the same.
     let provenance =
         serde_json::to_string(&finalists).map_err(|e| RunError::Setting(format!("the finalists' report: {e}")))?;
@@ -265,16 +269,6 @@ impl ScheduleStage<'_> {
         self.store.save_artifact(self.tuning_id, config, "schedule", &kept, &provenance)?;
         Ok((report, kept))
     }
-}
-
-/// A configuration's values in parameter order, from its JSON object.
-fn config_values(space: &Space, config: &Map<String, Json>) -> Result<Vec<Value>, RunError> {
-    space
-        .params()
-        .iter()
-        .map(|p| config.get(p.name()).and_then(Value::from_json))
-        .collect::<Option<_>>()
-        .ok_or_else(|| RunError::Setting("the best configuration is not in the space".into()))
 }
 
 impl std::fmt::Debug for Tuning<'_> {

@@ -31,7 +31,8 @@ pub struct SimulationSummary {
 }
 
 impl Simulation<'_> {
-    /// The settled search's strategy name and budget, for fronts to show before the run.
+    /// The settled search (strategy built, budget settled), for fronts to show before they
+    /// [`Simulation::run`] it.
     pub fn search(&self) -> Result<kerntune_engine::Search, RunError> {
         if let Some(speed) = self.realtime.filter(|s| !(s.is_finite() && *s > 0.0)) {
             return Err(RunError::Setting(format!("--realtime needs a positive speed, not {speed}")));
@@ -41,10 +42,10 @@ impl Simulation<'_> {
 
     pub fn run(
         &self,
+        search: kerntune_engine::Search,
         on_event: &mut dyn FnMut(Event<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<SimulationSummary, RunError> {
-        let search = self.search()?;
         let store = self.store.map(|s| s.tuning(&self.landscape.tuning()).map(|t| (s, t))).transpose()?;
         let mut backend = SimBackend::new(self.landscape, self.space)?.with_batch(self.batch);
         if let Some(speed) = self.realtime {

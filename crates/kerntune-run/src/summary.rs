@@ -1,6 +1,6 @@
 //! What a tuning run found and what it cost, as every front reports it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
@@ -61,6 +61,8 @@ pub struct RunSummary {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Finalists {
     pub configs: Vec<Map<String, Json>>,
+    /// The same, as `Space::describe` writes them.
+    pub descriptions: Vec<String>,
     pub report: RetimeReport,
 }
 
@@ -74,6 +76,21 @@ pub struct BestSummary {
     pub time_ms: Option<f64>,
     pub samples: usize,
     pub description: String,
+}
+
+impl BestSummary {
+    /// The best configuration, timed by its latest evaluation with samples among `rows`.
+    fn new(id: ConfigId, config: Map<String, Json>, objective: f64, rows: &[ResultRow], space: &Space) -> Self {
+        let samples = rows.iter().rev().find(|r| r.id == id && !r.samples.is_empty()).map(|r| &r.samples);
+        BestSummary {
+            id,
+            config,
+            objective,
+            time_ms: samples.map(|s| median(s)),
+            samples: samples.map_or(0, Vec::len),
+            description: space.describe(id),
+        }
+    }
 }
 
 /// One evaluation as it arrived.
@@ -105,8 +122,6 @@ pub(crate) struct Tally {
     checked_s: f64,
     /// Summed time the benchmark worker spent per configuration, seconds.
     bench_round_trip_s: f64,
-    /// Median kernel time (ms) and sample count of each measured configuration.
-    timings: HashMap<ConfigId, (f64, usize)>,
     results: Vec<ResultRow>,
 }
 
@@ -125,9 +140,6 @@ impl Tally {
             costs: evaluation.costs,
             from_store,
         });
-        if !evaluation.samples.is_empty() {
-            self.timings.insert(id, (median(&evaluation.samples), evaluation.samples.len()));
-        }
         if from_store {
             return;
         }
@@ -162,17 +174,10 @@ pub(crate) struct RunFacts<'a> {
 
 impl RunSummary {
     pub(crate) fn new(summary: Summary, space: &Space, tally: Tally, facts: RunFacts<'_>) -> RunSummary {
-        let best = summary.best.as_ref().map(|best| {
-            let (time_ms, samples) = tally.timings.get(&best.id).map_or((None, 0), |(ms, n)| (Some(*ms), *n));
-            BestSummary {
-                id: best.id,
-                config: best.config.clone(),
-                objective: best.objective,
-                time_ms,
-                samples,
-                description: space.describe(best.id),
-            }
-        });
+        let best = summary
+            .best
+            .as_ref()
+            .map(|best| BestSummary::new(best.id, best.config.clone(), best.objective, &tally.results, space));
         let busy = tally.gpu_busy();
         RunSummary {
             kernel: facts.kernel,
@@ -224,14 +229,7 @@ impl RunSummary {
 
     /// Makes `row` the best configuration (re-timing found it faster).
     pub(crate) fn replace_best(&mut self, row: &ResultRow, space: &Space) {
-        let timing = (!row.samples.is_empty()).then(|| (median(&row.samples), row.samples.len()));
-        self.best = row.objective.map(|objective| BestSummary {
-            id: row.id,
-            config: row.config.clone(),
-            objective,
-            time_ms: timing.map(|t| t.0),
-            samples: timing.map_or(0, |t| t.1),
-            description: space.describe(row.id),
-        });
+        let best = row.objective.map(|o| BestSummary::new(row.id, row.config.clone(), o, &self.results, space));
+        self.best = best;
     }
 }

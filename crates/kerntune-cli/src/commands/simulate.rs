@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kerntune_engine::{Event, DEFAULT_STRATEGY};
+use kerntune_engine::Event;
 use kerntune_run::{report, Simulation};
 use kerntune_store::{Landscape, Store};
 
@@ -29,7 +29,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         realtime: args.realtime,
         batch: args.batch as usize,
     };
-    let budget = simulation.search()?.budget;
+    let search = simulation.search()?;
+    let budget = search.budget.clone();
     if !args.json {
         println!(
             "Simulating {} on {} from the recorded landscape {source}: no GPU is used, each evaluation \
@@ -41,8 +42,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             (None, Some(t)) => format!("{} of simulated time", render::duration(t)),
             (None, None) => "the whole space".to_string(),
         };
-        let strategy = args.search.strategy_name(DEFAULT_STRATEGY);
-        let seed = args.search.seed.unwrap_or(0);
+        let (strategy, seed) = (&search.strategy_name, search.seed);
         let batch = match args.batch {
             1 => String::new(),
             n => format!(", {n} evaluations at a time"),
@@ -60,7 +60,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         }
         Event::Started { .. } => {}
     };
-    let run = simulation.run(&mut on_event, &interrupt::requested)?;
+    let run = simulation.run(search, &mut on_event, &interrupt::requested)?;
     bar.finish_and_clear();
     if args.json {
         println!("{}", report::simulation_json(&run, &landscape));

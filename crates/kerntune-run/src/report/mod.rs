@@ -102,11 +102,10 @@ pub fn finalists_text(finalists: &Finalists) -> String {
         control.low,
         control.high
     );
-    for (config, ratio) in finalists.configs.iter().skip(1).zip(&report.contenders) {
+    for (description, ratio) in finalists.descriptions.iter().skip(1).zip(&report.contenders) {
         say!(
             out,
-            "  {}: {:.4} of the best's time (95% CI {:.4} to {:.4})",
-            describe(config),
+            "  {description}: {:.4} of the best's time (95% CI {:.4} to {:.4})",
             ratio.ratio,
             ratio.low,
             ratio.high
@@ -120,17 +119,11 @@ pub fn finalists_text(finalists: &Finalists) -> String {
             Verdict::Tie => "A tie within noise: the search's best is kept.".to_string(),
             Verdict::Overtaken => format!(
                 "{} is faster beyond the control's noise and becomes the best.",
-                describe(&finalists.configs[report.winner])
+                finalists.descriptions[report.winner]
             ),
         }
     );
     out
-}
-
-/// A configuration as `name=value name=value`, as `Space::describe` writes it.
-fn describe(config: &serde_json::Map<String, Json>) -> String {
-    let parts: Vec<String> = config.iter().map(|(name, value)| format!("{name}={value}")).collect();
-    parts.join(" ")
 }
 
 /// The line that opens the schedule stage.
