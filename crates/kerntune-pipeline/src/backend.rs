@@ -18,6 +18,7 @@ use kerntune_store::{Costs, Evaluation, Status};
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 
+use crate::early_stop::Noise;
 use crate::error::{Failure, FailureKind};
 use crate::language::Language;
 use crate::pool::{Binary, CompileOutcome, CompilePool};
@@ -70,6 +71,8 @@ struct Job {
     costs: Costs,
     /// When the benchmark worker received it, for the framework share of its time.
     sent: Option<Instant>,
+    /// The early-stop factor its samples were held to, if any.
+    early_stop_factor: Option<f64>,
 }
 
 pub struct Pipeline<'a> {
@@ -89,6 +92,8 @@ pub struct Pipeline<'a> {
     ready: VecDeque<(u32, KernelImage)>,
     done: VecDeque<(ConfigId, Evaluation)>,
     best_median_ms: Option<f64>,
+    /// How far first samples sat above their medians so far, for the early-stop factor.
+    noise: Noise,
     started: Instant,
 }
 
@@ -160,6 +165,7 @@ impl<'a> Pipeline<'a> {
             ready: VecDeque::new(),
             done: VecDeque::new(),
             best_median_ms: None,
+            noise: Noise::default(),
             started,
         })
     }
@@ -206,8 +212,14 @@ impl<'a> Pipeline<'a> {
             return Ok(());
         }
         let Some((id, kernel)) = self.ready.pop_front() else { return Ok(()) };
-        let best_median_ms = if self.language.early_stop_applies() { self.best_median_ms } else { None };
-        let request = ToBench::Evaluate(EvaluateRequest { id, kernel, best_median_ms });
+        let early_stop = self
+            .noise
+            .bar(self.setup.timing.early_stop, self.best_median_ms)
+            .filter(|_| self.language.early_stop_applies());
+        if let (Some(bar), Some(job)) = (early_stop, self.jobs.get_mut(&id)) {
+            job.early_stop_factor = Some(bar.factor);
+        }
+        let request = ToBench::Evaluate(EvaluateRequest { id, kernel, early_stop });
         if let Some(job) = self.jobs.get_mut(&id) {
             job.sent = Some(Instant::now());
         }
@@ -276,6 +288,9 @@ impl<'a> Pipeline<'a> {
             ..Costs::default()
         };
         let mut metrics = attribute_metrics(&result);
+        if let Some(factor) = job.early_stop_factor {
+            metrics.insert("early_stop_factor".into(), serde_json::json!(factor));
+        }
         // Outputs the language judges itself can still turn a measured configuration wrong.
         let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
             Ok(()) => (result.status, result.reason),
@@ -287,8 +302,11 @@ impl<'a> Pipeline<'a> {
         let evaluation = match status {
             Status::Ok | Status::EarlyStopped => {
                 let time = median(&result.samples);
-                if status == Status::Ok && self.best_median_ms.is_none_or(|best| time < best) {
-                    self.best_median_ms = Some(time);
+                if status == Status::Ok {
+                    self.noise.observe(&result.samples, self.setup.timing.early_stop_samples);
+                    if self.best_median_ms.is_none_or(|best| time < best) {
+                        self.best_median_ms = Some(time);
+                    }
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
                 match self.language.objective(&job.values, time) {
@@ -441,7 +459,7 @@ impl Backend for Pipeline<'_> {
         let job_id = self.next_job;
         self.next_job += 1;
         let compile_job = self.language.compile_job(&values, &self.device);
-        let mut job = Job { config: id, values, costs: Costs::default(), sent: None };
+        let mut job = Job { config: id, values, costs: Costs::default(), sent: None, early_stop_factor: None };
         job.costs.framework_s = prepared.elapsed().as_secs_f64();
         self.jobs.insert(job_id, job);
         match compile_job {

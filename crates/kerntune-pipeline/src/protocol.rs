@@ -6,6 +6,7 @@ use kerntune_device::{DType, DeviceInfo, FunctionAttributes, Init};
 use kerntune_store::Status;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::early_stop::Bar;
 use crate::error::FailureKind;
 use crate::sampling::Clocks;
 use crate::timing::Timing;
@@ -141,8 +142,8 @@ pub fn output_file(dir: &std::path::Path, id: u32, position: usize) -> std::path
 pub struct EvaluateRequest {
     pub id: u32,
     pub kernel: KernelImage,
-    /// The best median measured so far, for early stopping.
-    pub best_median_ms: Option<f64>,
+    /// The bar of an early stop, when one applies.
+    pub early_stop: Option<Bar>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

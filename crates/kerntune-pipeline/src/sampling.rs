@@ -11,6 +11,7 @@ use kerntune_device::nvml::{ClockReading, ThrottleReasons};
 use kerntune_engine::stats::{clearly_slower, median, relative_half_width};
 use serde::{Deserialize, Serialize};
 
+use crate::early_stop::Bar;
 use crate::timing::Timing;
 
 /// What the sampling loop does next.
@@ -20,29 +21,29 @@ pub(crate) enum Step {
     Take(usize),
     /// The samples answer: the interval is tight, or the time cap or `max_samples` is reached.
     Enough,
-    /// Every sample exceeds `factor` times the best median so far.
-    ClearlySlower { factor: f64, best: f64 },
+    /// Every sample exceeds the bar's factor times the best median so far.
+    ClearlySlower(Bar),
 }
 
 /// The stopping rule of one configuration's samples under a [`Timing`].
 #[derive(Debug, Clone)]
 pub(crate) struct Sampling<'a> {
     timing: &'a Timing,
-    /// The early-stop factor and the best median so far, where both exist.
-    early_stop: Option<(f64, f64)>,
+    /// The early-stop bar, where the pipeline sent one.
+    early_stop: Option<Bar>,
 }
 
 impl<'a> Sampling<'a> {
-    pub(crate) fn new(timing: &'a Timing, best_median_ms: Option<f64>) -> Sampling<'a> {
-        Sampling { timing, early_stop: timing.early_stop.zip(best_median_ms) }
+    pub(crate) fn new(timing: &'a Timing, early_stop: Option<Bar>) -> Sampling<'a> {
+        Sampling { timing, early_stop }
     }
 
     /// The next step after `samples` (milliseconds, in the order taken).
     pub(crate) fn next(&self, samples: &[f64]) -> Step {
         let timing = self.timing;
-        if let Some((factor, best)) = self.early_stop {
-            if !samples.is_empty() && clearly_slower(samples, best, factor, timing.early_stop_samples) {
-                return Step::ClearlySlower { factor, best };
+        if let Some(bar) = self.early_stop {
+            if !samples.is_empty() && clearly_slower(samples, bar.best_ms, bar.factor, timing.early_stop_samples) {
+                return Step::ClearlySlower(bar);
             }
         }
         let taken = samples.len();
@@ -213,7 +214,12 @@ mod tests {
     use super::*;
 
     fn timing() -> Timing {
-        Timing { min_samples: 7, max_samples: 40, ci_target: 0.01, early_stop: Some(1.1), ..Timing::default() }
+        Timing { min_samples: 7, max_samples: 40, ci_target: 0.01, ..Timing::default() }
+    }
+
+    /// The bar of a best median of `best_ms` at a factor of 1.1.
+    fn bar(best_ms: f64) -> Option<Bar> {
+        Some(Bar { best_ms, factor: 1.1 })
     }
 
     /// Runs the sampling rule over a recorded sequence as the worker would: the samples of
@@ -259,21 +265,21 @@ mod tests {
     #[test]
     fn a_clearly_slower_configuration_stops_after_the_early_stop_samples() {
         let timing = timing();
-        let (samples, step) = replay(&Sampling::new(&timing, Some(1.0)), std::iter::repeat(1.5));
-        assert_eq!((samples.len(), step), (2, Step::ClearlySlower { factor: 1.1, best: 1.0 }));
+        let (samples, step) = replay(&Sampling::new(&timing, bar(1.0)), std::iter::repeat(1.5));
+        assert_eq!((samples.len(), step), (2, Step::ClearlySlower(bar(1.0).unwrap())));
     }
 
     #[test]
     fn a_configuration_near_the_best_is_not_stopped_early() {
         let timing = timing();
-        let (samples, step) = replay(&Sampling::new(&timing, Some(1.0)), std::iter::repeat(1.05));
+        let (samples, step) = replay(&Sampling::new(&timing, bar(1.0)), std::iter::repeat(1.05));
         assert_eq!((samples.len(), step), (7, Step::Enough));
     }
 
     #[test]
     fn without_early_stop_the_first_step_takes_min_samples() {
-        let timing = Timing { early_stop: None, ..timing() };
-        assert_eq!(Sampling::new(&timing, Some(1.0)).next(&[]), Step::Take(7));
+        let timing = timing();
+        assert_eq!(Sampling::new(&timing, None).next(&[]), Step::Take(7));
     }
 
     fn reading(sm_mhz: u32, reasons: u64) -> ClockReading {

@@ -18,6 +18,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
+use crate::early_stop::Bar;
 use crate::error::FailureKind;
 use crate::language::Language;
 use crate::pool::CompilePool;
@@ -25,6 +26,7 @@ use crate::process::{Hub, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
 };
+use crate::timing::EarlyStop;
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::{block_medians, median, median_interval};
 
@@ -220,12 +222,8 @@ impl BenchSession {
 
     /// Verifies and times one kernel. A kernel that kills or hangs the worker is a failed
     /// evaluation; the worker is replaced.
-    pub fn evaluate(
-        &mut self,
-        kernel: KernelImage,
-        best_median_ms: Option<f64>,
-    ) -> Result<EvaluateResult, BackendError> {
-        match self.request(&ToBench::Evaluate(EvaluateRequest { id: 0, kernel, best_median_ms })) {
+    pub fn evaluate(&mut self, kernel: KernelImage, early_stop: Option<Bar>) -> Result<EvaluateResult, BackendError> {
+        match self.request(&ToBench::Evaluate(EvaluateRequest { id: 0, kernel, early_stop })) {
             Ok(FromBench::Result(result)) => {
                 if result.context_lost {
                     self.restart()?;
@@ -311,7 +309,7 @@ pub fn schedule_setup(mut setup: Setup, original: &KernelImage) -> Result<Setup,
     // random sets afterwards (`Compare`): extra sets per candidate would add nothing.
     setup.verify_sets = 0;
     // Every candidate is timed in full: the search compares medians.
-    setup.timing.early_stop = None;
+    setup.timing.early_stop = EarlyStop::Off;
     Ok(setup)
 }
 

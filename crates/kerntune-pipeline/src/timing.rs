@@ -16,6 +16,18 @@ pub enum Flush {
     None,
 }
 
+/// Whether and how a configuration clearly slower than the best is stopped after its
+/// first samples ([`crate::early_stop`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EarlyStop {
+    /// The factor follows the noise this run measures.
+    Auto,
+    /// A fixed factor of the best median.
+    Fixed(f64),
+    Off,
+}
+
 /// The measurement protocol.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timing {
@@ -27,8 +39,8 @@ pub struct Timing {
     pub ci_target: f64,
     /// Kernel time per configuration after which sampling stops (past `min_samples`).
     pub time_cap: Duration,
-    /// Stop a configuration whose samples are all above this factor times the best median.
-    pub early_stop: Option<f64>,
+    /// Stop a configuration whose samples are all above a factor times the best median.
+    pub early_stop: EarlyStop,
     pub early_stop_samples: usize,
     pub launch_timeout: Duration,
     pub compile_timeout: Duration,
@@ -44,7 +56,7 @@ impl Default for Timing {
             max_samples: 200,
             ci_target: 0.01,
             time_cap: Duration::from_secs(1),
-            early_stop: Some(1.1),
+            early_stop: EarlyStop::Auto,
             early_stop_samples: 2,
             launch_timeout: Duration::from_secs(10),
             compile_timeout: Duration::from_secs(60),
@@ -77,9 +89,13 @@ impl Timing {
         timing.time_cap = duration(&raw.time_cap, "time_cap", timing.time_cap)?;
         timing.early_stop = match &raw.early_stop {
             None => timing.early_stop,
-            Some(Json::Bool(false)) => None,
-            Some(Json::Number(n)) => n.as_f64().filter(|f| *f > 0.0).map(|f| f.max(1.0)),
-            Some(other) => return Err(format!("early_stop: {other} (a factor such as 1.1, or false)")),
+            Some(Json::String(text)) if text == "auto" => EarlyStop::Auto,
+            Some(Json::Bool(false)) => EarlyStop::Off,
+            Some(Json::Number(n)) => match n.as_f64() {
+                Some(f) if f > 0.0 => EarlyStop::Fixed(f.max(1.0)),
+                _ => EarlyStop::Off,
+            },
+            Some(other) => return Err(format!("early_stop: {other} (\"auto\", a factor such as 1.1, or false)")),
         };
         timing.early_stop_samples = raw.early_stop_samples.unwrap_or(timing.early_stop_samples).max(1);
         timing.launch_timeout = duration(&raw.launch_timeout, "launch_timeout", timing.launch_timeout)?;
@@ -103,8 +119,9 @@ pub struct RawTiming {
     pub ci_target: Option<f64>,
     #[serde(default)]
     pub time_cap: Option<String>,
-    /// Stop measuring a configuration once it is clearly slower than this factor times the
-    /// best median; `false` or 0 turns it off.
+    /// Stop measuring a configuration once it is clearly slower than a factor times the
+    /// best median: `"auto"` (the factor follows this run's noise), a factor, or `false`
+    /// (0 too) to turn it off.
     #[serde(default)]
     pub early_stop: Option<Json>,
     #[serde(default)]
@@ -115,4 +132,28 @@ pub struct RawTiming {
     pub compile_timeout: Option<String>,
     #[serde(default)]
     pub seed: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn early_stop(value: Json) -> Result<EarlyStop, String> {
+        Timing::from_json(&json!({ "early_stop": value })).map(|t| t.early_stop)
+    }
+
+    #[test]
+    fn early_stop_is_auto_unless_told_otherwise() {
+        assert_eq!(Timing::from_json(&json!({})).unwrap().early_stop, EarlyStop::Auto);
+        assert_eq!(early_stop(json!("auto")), Ok(EarlyStop::Auto));
+        assert_eq!(early_stop(json!(1.2)), Ok(EarlyStop::Fixed(1.2)));
+        // A factor below 1 would stop configurations faster than the best.
+        assert_eq!(early_stop(json!(0.5)), Ok(EarlyStop::Fixed(1.0)));
+        assert_eq!(early_stop(json!(false)), Ok(EarlyStop::Off));
+        assert_eq!(early_stop(json!(0)), Ok(EarlyStop::Off));
+        let error = early_stop(json!("fast")).unwrap_err();
+        assert!(error.contains("\"auto\""), "{error}");
+    }
 }

@@ -107,6 +107,10 @@ pub struct ResultRow {
     /// Input sets on which its outputs matched the reference (0: not checked, or wrong on
     /// the first); absent for results stored before this was recorded.
     pub verified_sets: Option<u32>,
+    /// The factor of the best median its first samples were held to, when early stopping
+    /// applied (it follows the run's noise unless the spec fixes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_stop_factor: Option<f64>,
     pub costs: Costs,
     pub from_store: bool,
 }
@@ -137,6 +141,7 @@ impl Tally {
             time_ms: evaluation.metrics.get("time").cloned(),
             samples: evaluation.samples.clone(),
             verified_sets: evaluation.metrics.get("verified_sets").and_then(Json::as_u64).map(|n| n as u32),
+            early_stop_factor: evaluation.metrics.get("early_stop_factor").and_then(Json::as_f64),
             costs: evaluation.costs,
             from_store,
         });

@@ -36,7 +36,7 @@ impl Worker {
             self.settle_clocks(context, launch, pointers, result.verify_kernel_ms, waiting)?;
         }
         let timing = self.timing.clone();
-        let sampling = Sampling::new(&timing, request.best_median_ms);
+        let sampling = Sampling::new(&timing, request.early_stop);
         let mut watch = ClockWatch::default();
         loop {
             let before = self.gauge.as_ref().map(Gauge::read);
@@ -70,14 +70,16 @@ impl Worker {
             let chunk = match sampling.next(samples) {
                 Step::Take(chunk) => chunk,
                 Step::Enough => return Ok(()),
-                Step::ClearlySlower { factor, best } => {
+                Step::ClearlySlower(bar) => {
                     return Err(Ended {
                         status: Status::EarlyStopped,
                         reason: format!(
-                        "every one of {} samples (fastest {:.4} ms) exceeds {factor} x the best median {best:.4} ms",
-                        samples.len(),
-                        samples.iter().copied().fold(f64::INFINITY, f64::min)
-                    ),
+                            "every one of {} samples (fastest {:.4} ms) exceeds {:.3} x the best median {:.4} ms",
+                            samples.len(),
+                            samples.iter().copied().fold(f64::INFINITY, f64::min),
+                            bar.factor,
+                            bar.best_ms
+                        ),
                         context_lost: false,
                     })
                 }
