@@ -30,7 +30,7 @@ from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "timing", "seed",
-    "compile_workers", "device", "progress", "finalists", "schedule", "schedule_options",
+    "compile_workers", "device", "progress", "finalists", "schedule", "schedule_options", "verify_sets",
 )
 
 

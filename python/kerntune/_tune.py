@@ -159,16 +159,15 @@ def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[s
 AGREEING_CONFIGS = 2
 
 
-def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol):
-    """Runs the first configurations that run (up to ``AGREEING_CONFIGS``) through Triton
-    itself, each on copies of the tensors: the tensors a run changes are the outputs. Their
-    outputs must agree within the tolerances; the first configuration's are the reference.
-    Returns that configuration and its outputs."""
+def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit):
+    """Runs configurations through Triton itself, each on copies of the tensors, until
+    ``limit`` have run. Returns ``[(config, {name: changed tensor})]`` and the errors of those
+    that did not run."""
     import torch
 
     runs, errors = [], []
     for config in configs:
-        if len(runs) == AGREEING_CONFIGS:
+        if len(runs) == limit:
             break
         copies = {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}
         for name in reset_to_zero:
@@ -183,8 +182,12 @@ def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol
         changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and k not in reset_to_zero and not _same_bytes(copies[k], v)}
         changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
         runs.append((config, changed))
-    if not runs:
-        raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
+    return runs, errors
+
+
+def _agreement_check(fn, call, reset_to_zero, atol, rtol, where=""):
+    """A function that raises ``ReferenceDisagreementError`` when reference runs disagree."""
+    import torch
 
     def unchanged(name):
         return torch.zeros_like(call[name]) if name in reset_to_zero else call[name]
@@ -193,13 +196,85 @@ def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol
         tolerance = _default_tolerance(expected)
         return _difference(actual, expected, tolerance if atol is None else atol, tolerance if rtol is None else rtol)
 
-    problem = _disagreement(runs, unchanged, difference)
-    if problem is not None:
-        raise ReferenceDisagreementError(
-            f"{fn.__name__}: without answer=, the reference is the outputs of the first configurations that run "
-            f"through Triton, and they disagree: {problem}. One of them is wrong (or the kernel is not "
-            f"deterministic beyond atol/rtol); give answer= (the expected outputs) to check against")
-    return runs[0]
+    def check(runs):
+        problem = _disagreement(runs, unchanged, difference)
+        if problem is not None:
+            raise ReferenceDisagreementError(
+                f"{fn.__name__}: without answer=, the reference is the outputs of the first configurations that run "
+                f"through Triton, and they disagree{where}: {problem}. One of them is wrong (or the kernel is not "
+                f"deterministic beyond atol/rtol); give answer= (the expected outputs) to check against")
+    return check
+
+
+def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol):
+    """Runs the first configurations that run (up to ``AGREEING_CONFIGS``) through Triton
+    itself, each on copies of the tensors: the tensors a run changes are the outputs. Their
+    outputs must agree within the tolerances; the first configuration's are the reference.
+    Returns the runs, the first being the reference."""
+    runs, errors = _run_configs(fn, grid, call, configs, reset_to_zero, hooks, AGREEING_CONFIGS)
+    if not runs:
+        raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
+    _agreement_check(fn, call, reset_to_zero, atol, rtol)(runs)
+    return runs
+
+
+#: Input sets beyond the call's own on which every configuration is checked when the
+#: reference configurations compute the expected outputs (``verify_sets=``): a
+#: configuration right on one set of inputs by accident (a bound the data happen to respect,
+#: a race the data hide) is caught on the next, as ``[verify] sets`` does for CUDA C.
+VERIFY_SETS = 2
+
+
+def _shuffled_inputs(call, outputs, reset_to_zero, number: int) -> dict:
+    """The call's tensors with each floating-point input's elements shuffled, seeded by
+    the set's ``number``: the same values in other places, so the same range and no NaN or
+    infinity the call lacked. Integer tensors (indices, offsets, lengths) keep their data,
+    as do outputs, zeroed tensors and tensors that are not plain contiguous blocks."""
+    import torch
+
+    generator = torch.Generator(device="cpu").manual_seed(0x5EED + number)
+    shuffled = {}
+    for name, value in call.items():
+        if (_is_tensor(value) and value.is_floating_point() and name not in outputs and name not in reset_to_zero
+                and value.is_contiguous() and value.numel() > 1):
+            order = torch.randperm(value.numel(), generator=generator).to(value.device)
+            shuffled[name] = value.reshape(-1)[order].reshape(value.shape)
+    return shuffled
+
+
+def _extra_sets(fn, grid, call, runs, reset_to_zero, hooks, atol, rtol, count, workdir, positions):
+    """Input sets beyond the call's own, with the outputs the reference configurations
+    (``runs``, which agreed on the call's tensors) compute on each; they must agree again.
+    Returns the job's ``extra_sets``: empty when no input can be shuffled."""
+    sets = []
+    expected_names = list(runs[0][1])
+    for number in range(1, count + 1):
+        shuffled = _shuffled_inputs(call, set(expected_names), reset_to_zero, number)
+        if not shuffled:
+            return []
+        data = {**call, **shuffled}
+        configs = [config for config, _ in runs]
+        again, errors = _run_configs(fn, grid, data, configs, reset_to_zero, hooks, len(configs))
+        if len(again) < len(configs):
+            raise RuntimeError(f"{fn.__name__}: a reference configuration failed on input set {number + 1} "
+                               f"(the call's inputs shuffled): " + "; ".join(errors[:2]))
+        _agreement_check(fn, data, reset_to_zero, atol, rtol,
+                         f" on input set {number + 1} (the call's floating-point inputs shuffled)")(again)
+        inputs = []
+        for name, tensor in shuffled.items():
+            path = os.path.join(workdir, f"{name}.set{number}.bin")
+            _write_tensor(tensor, path)
+            inputs.append([positions[name], path])
+        expected = []
+        for name in expected_names:
+            path = os.path.join(workdir, f"{name}.set{number}.expected.bin")
+            output = again[0][1].get(name)
+            if output is None:  # this set's run left it as the call had it (zeroed, if reset)
+                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else call[name]
+            _write_tensor(output, path)
+            expected.append(path)
+        sets.append({"inputs": inputs, "expected": expected})
+    return sets
 
 
 def _disagreement(runs, unchanged, difference) -> Optional[str]:
@@ -440,6 +515,7 @@ def tune(
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
+    verify_sets: int = VERIFY_SETS,
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -457,8 +533,11 @@ def tune(
     configuration that runs through Triton itself, the outputs being the tensors that run
     changes; the next configuration that runs must then agree with it within the
     tolerances (``AGREEING_CONFIGS``), else ``ReferenceDisagreementError`` asks for
-    ``answer``. Either reference fits the call's own tensors, so each configuration is
-    checked on that one input set (``result.verified_sets`` is 1); when no tensor changes,
+    ``answer``. Without ``answer``, every configuration is also checked on ``verify_sets``
+    (2) further input sets: the call's floating-point inputs with their elements shuffled,
+    on which the same reference configurations must agree again (``result.verified_sets``
+    counts the sets, the call's own included). ``answer`` fits the call's own tensors only,
+    so with it each configuration is checked on that one set; when no tensor changes,
     nothing is checked and ``UncheckedOutputsWarning`` says so.
     ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
     Outputs are poisoned before the checked run; list in ``restore_value`` those the kernel
@@ -526,6 +605,7 @@ def tune(
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
                 finalists=finalists,
             ),
+            verify_sets,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
@@ -568,7 +648,7 @@ def _config_key(config: Mapping[str, Any]) -> tuple:
 
 
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-             hooks, device, arch, info, workdir, search) -> TuneResult:
+             hooks, device, arch, info, workdir, search, verify_sets) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir)
@@ -587,8 +667,13 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
 
     phases["prepare_s"] = time.perf_counter() - clock
     reference = None
+    extra_sets = []
     if answer is None:
-        _, outputs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks, atol, rtol)
+        runs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks, atol, rtol)
+        outputs = runs[0][1]
+        if outputs and verify_sets > 0:
+            positions = {name: fn.arg_names.index(name) for name in call if name in fn.arg_names}
+            extra_sets = _extra_sets(fn, grid_fn, call, runs, reset_to_zero, hooks, atol, rtol, verify_sets, workdir, positions)
     else:
         if not isinstance(answer, Mapping):
             raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
@@ -620,6 +705,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     if reference is None:
         warn_unchecked(fn.__name__, "no tensor changed when the reference configurations ran", "give answer= to check them", 3)
     job["reference"] = reference
+    job["extra_sets"] = extra_sets if reference is not None else []
     job["timing"] = dict(search["timing"] or {})
     objective = search["objective"]
     if objective is not None:

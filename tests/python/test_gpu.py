@@ -72,9 +72,10 @@ def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
     assert all(statuses[(b, 1)] == "invalid_output" for b in (256, 512, 1024)), statuses
     assert all(statuses[(b, 0)] in ("ok", "early_stopped") for b in (256, 512, 1024)), statuses
     assert len(statuses) == 6 and result.failed == 3, result.results
-    assert result.verified and result.verified_sets == 1, result
+    # The call's own inputs and 2 sets of them shuffled, computed by the agreeing configurations.
+    assert result.verified and result.verified_sets == 3, result
     passed = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["verified_sets"] for r in result.results}
-    assert all(passed[(b, 0)] == 1 and passed[(b, 1)] == 0 for b in (256, 512, 1024)), passed
+    assert all(passed[(b, 0)] == 3 and passed[(b, 1)] == 0 for b in (256, 512, 1024)), passed
     ok = [r for r in result.results if r["status"] == "ok"]
     assert ok and result.best_objective == min(r["objective"] for r in ok), result.results
     assert result.best_config["BUGGY"] == 0
@@ -93,9 +94,44 @@ def test_an_automatic_reference_from_configurations_that_disagree_is_refused(db)
         kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()}, lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
                       {"BLOCK": [256, 512], "BUGGY": [0, 1]}, strategy="brute_force", db=db, progress=False)
 
+def test_a_configuration_right_on_the_calls_inputs_only_fails_on_a_shuffled_set(db):
+    """A configuration whose output matches on the call's own tensors by accident (here it
+    reads x where it should read y, and the call passes y equal to x) passes the first
+    check and fails on the next input set, the call's inputs shuffled; a configuration
+    given answer= is checked on the call's inputs only."""
+    import torch
+    import triton
+
+    torch.manual_seed(0)
+    x = torch.randn(1 << 16, device="cuda")
+    y = x.clone()
+    out = torch.empty_like(x)
+    call = {"x_ptr": x, "y_ptr": y, "out_ptr": out, "n": x.numel()}
+    grid = lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)
+    params = {"CHEAT": [0, 1], "BLOCK": [256, 512]}
+    result = kerntune.tune(_add_kernel, call, grid, params, strategy="brute_force", db=db, progress=False)
+    assert result.verified_sets == 3, result
+    rows = {(r["config"]["CHEAT"], r["config"]["BLOCK"]): r for r in result.results}
+    for block in (256, 512):
+        cheat = rows[(1, block)]
+        assert cheat["status"] == "invalid_output" and cheat["verified_sets"] == 1, cheat
+        assert cheat["reason"].startswith("on input set 2 of 3"), cheat["reason"]
+        assert rows[(0, block)]["status"] in ("ok", "early_stopped") and rows[(0, block)]["verified_sets"] == 3, rows
+    answered = kerntune.tune(_add_kernel, call, grid, params, answer={"out_ptr": x + y}, strategy="brute_force",
+                             db=db, fresh=True, progress=False)
+    assert answered.verified_sets == 1 and answered.failed == 0, answered.results
+
+
 try:
     import triton
     import triton.language as tl
+
+    @triton.jit
+    def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, CHEAT: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        y = tl.load((x_ptr if CHEAT else y_ptr) + offs, mask=offs < n)
+        tl.store(out_ptr + offs, x + y, mask=offs < n)
 
     @triton.jit
     def _scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, BUGGY: tl.constexpr):

@@ -114,7 +114,7 @@ impl<'a> CudaLanguage<'a> {
     ) -> Result<ReferenceSetup, String> {
         let spec = self.spec;
         let (source, name, options, geometry) = match reference {
-            Reference::Outputs(data) => return Ok(ReferenceSetup::Outputs { data: data.clone() }),
+            Reference::Outputs(data) => return Ok(ReferenceSetup::Outputs { data: data.clone(), sets: Vec::new() }),
             Reference::Config(values) => {
                 let Instance { source, name, geometry } = self.instance(values)?;
                 (source, name, spec.options_for(values), geometry)

@@ -107,6 +107,10 @@ pub struct TritonJob {
     /// `None`: outputs are not checked.
     #[serde(default)]
     pub reference: Option<Vec<ReferenceOutput>>,
+    /// Further input sets, each with the outputs expected on it (in the order of
+    /// `reference`): every configuration is checked on these too.
+    #[serde(default)]
+    pub extra_sets: Vec<InputSet>,
     /// In the spec's `[timing]` format; defaults where absent.
     #[serde(default)]
     pub timing: Option<Json>,
@@ -123,6 +127,16 @@ pub struct TritonJob {
     /// Environment variables for both kinds of worker.
     #[serde(default)]
     pub worker_env: Map<String, Json>,
+}
+
+/// An input set beyond the call's own: new data for some arguments and the outputs expected.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSet {
+    /// `(argument position, raw file)` of each argument given new data.
+    pub inputs: Vec<(usize, std::path::PathBuf)>,
+    /// Raw files of the expected outputs, in the order of the job's `reference`.
+    pub expected: Vec<std::path::PathBuf>,
 }
 
 fn yes() -> bool {

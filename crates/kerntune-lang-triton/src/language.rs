@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use kerntune_device::{DeviceInfo, Init};
-use kerntune_pipeline::protocol::{ArgSetup, CompileJob, KernelImage, ReferenceSetup, Setup};
+use kerntune_pipeline::protocol::{ArgSetup, CompileJob, GivenSet, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::{Binary, Geometry, Language, Timing};
 use kerntune_space::{Expression, Param, Value};
 use kerntune_store::{Objective, TuningInfo};
@@ -74,10 +74,10 @@ impl Language for TritonLanguage<'_> {
         self.job.tuning_info(device, self.params.clone(), self.objective.clone())
     }
 
-    /// The reference is expected outputs (the user's `answer`, or what Triton computed),
-    /// which fit the call's own tensors only.
+    /// The reference is expected outputs (the user's `answer`, or what Triton computed) on
+    /// the call's own tensors, and on each input set the front drew and computed too.
     fn verified_sets(&self) -> u32 {
-        u32::from(self.job.reference.is_some())
+        self.job.reference.as_ref().map_or(0, |_| 1 + self.job.extra_sets.len() as u32)
     }
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
@@ -175,7 +175,18 @@ impl Language for TritonLanguage<'_> {
         let (reference, tolerances) = match &self.job.reference {
             None => (None, Vec::new()),
             Some(outputs) => (
-                Some(ReferenceSetup::Outputs { data: outputs.iter().map(|o| Init::Raw(o.file.clone())).collect() }),
+                Some(ReferenceSetup::Outputs {
+                    data: outputs.iter().map(|o| Init::Raw(o.file.clone())).collect(),
+                    sets: self
+                        .job
+                        .extra_sets
+                        .iter()
+                        .map(|set| GivenSet {
+                            inputs: set.inputs.iter().map(|(p, file)| (*p, Init::Raw(file.clone()))).collect(),
+                            expected: set.expected.iter().map(|file| Init::Raw(file.clone())).collect(),
+                        })
+                        .collect(),
+                }),
                 outputs.iter().map(|o| (o.position, o.atol, o.rtol)).collect(),
             ),
         };
@@ -197,5 +208,57 @@ impl Language for TritonLanguage<'_> {
 
     fn compile_timeout(&self) -> Duration {
         self.timing.compile_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A job of one input and one checked output, with `sets` further input sets.
+    fn job(sets: usize) -> TritonJob {
+        let extra: Vec<_> = (1..=sets)
+            .map(|set| json!({ "inputs": [[0, format!("x.set{set}.bin")]], "expected": [format!("y.set{set}.bin")] }))
+            .collect();
+        serde_json::from_value(json!({
+            "kernel_name": "k",
+            "params": { "BLOCK": [128, 256] },
+            "args": [
+                { "kind": "buffer", "name": "x", "dtype": "f32", "len": 16, "file": "x.bin", "output": false },
+                { "kind": "buffer", "name": "y", "dtype": "f32", "len": 16, "file": "y.bin", "output": true },
+                { "kind": "constant", "name": "BLOCK" },
+            ],
+            "reference": [{ "position": 1, "file": "y.expected.bin", "atol": 0.01, "rtol": 0.01 }],
+            "extra_sets": extra,
+            "fingerprint": "f",
+            "problem": {},
+            "compile_worker": ["python"],
+            "bench_worker": ["kerntune"],
+        }))
+        .expect("a job")
+    }
+
+    #[test]
+    fn the_fronts_input_sets_reach_the_setup_and_count_as_verified_sets() {
+        let job = job(2);
+        let language = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).expect("a language");
+        assert_eq!(language.verified_sets(), 3);
+        let device = DeviceInfo::compile_target("sm_90").expect("a target");
+        let setup = language.setup(&device, &mut |_| Err("no compile".into())).expect("a setup");
+        let Some(ReferenceSetup::Outputs { data, sets }) = setup.reference else { panic!("{:?}", setup.reference) };
+        assert_eq!(data, [Init::Raw("y.expected.bin".into())]);
+        assert_eq!(sets.len(), 2);
+        assert_eq!(sets[1].inputs, [(0, Init::Raw("x.set2.bin".into()))]);
+        assert_eq!(sets[1].expected, [Init::Raw("y.set2.bin".into())]);
+    }
+
+    #[test]
+    fn without_a_reference_no_set_is_verified() {
+        let mut job = job(2);
+        job.reference = None;
+        let language = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).expect("a language");
+        assert_eq!(language.verified_sets(), 0);
     }
 }

@@ -273,9 +273,10 @@ impl Worker {
                 worker.comparer = Some(Comparer::new(context)?);
                 worker.compute_reference(context, reference, &setup.args, setup.verify_sets)?;
             }
-            Some(ReferenceSetup::Outputs { data }) => {
+            Some(ReferenceSetup::Outputs { data, sets }) => {
                 worker.comparer = Some(Comparer::new(context)?);
                 worker.load_reference(context, data)?;
+                worker.extra_sets = worker.load_given_sets(context, sets)?;
             }
             None => {}
         }

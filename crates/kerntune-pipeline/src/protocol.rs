@@ -98,8 +98,23 @@ pub enum ArgSetup {
 pub enum ReferenceSetup {
     /// The outputs of this kernel, run once at setup.
     Kernel(KernelImage),
+    /// Expected contents of each checked output, in the order of `tolerances`, and any
+    /// further input sets with their own expected outputs.
+    Outputs {
+        data: Vec<Init>,
+        #[serde(default)]
+        sets: Vec<GivenSet>,
+    },
+}
+
+/// An input set given as data, with the outputs expected on it (where the reference is
+/// data, the front computes them: the worker cannot).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GivenSet {
+    /// `(argument position, its data)` of each argument that differs from the setup's.
+    pub inputs: Vec<(usize, Init)>,
     /// Expected contents of each checked output, in the order of `tolerances`.
-    Outputs { data: Vec<Init> },
+    pub expected: Vec<Init>,
 }
 
 /// Input sets checked beyond the setup's own when a language's settings do not say.

@@ -5,6 +5,9 @@
 //! configuration right on one set of inputs by accident (a bound the data happen to
 //! respect, a race the data hide) is caught on the next.
 //!
+//! Where the reference is data (Triton's route: the front computed the expected outputs),
+//! the front may give further input sets with their expected outputs, loaded as they are.
+//!
 //! The sets live on the device, so that a configuration's extra checks cost copies and
 //! launches, not uploads: each set takes as much memory as the random arguments and the
 //! outputs.
@@ -16,7 +19,7 @@ use kerntune_device::{fill, Init};
 
 use super::{Ended, Worker};
 use crate::error::FailureKind;
-use crate::protocol::ArgSetup;
+use crate::protocol::{ArgSetup, GivenSet};
 
 /// Whether an argument's data change from one input set to the next: its `Init` draws
 /// random numbers, and the kernel reads what the buffer holds (an input, or an output
@@ -47,6 +50,8 @@ pub(super) fn set_seed(seed: u64, set: u32) -> u64 {
 /// The extra input sets on the device, and the setup's own data of the same arguments, to
 /// put back after each configuration's checks.
 pub(super) struct ExtraSets {
+    /// How the sets' inputs came about, for the reason of a failure.
+    origin: &'static str,
     positions: Vec<usize>,
     original: Vec<DeviceBuffer>,
     sets: Vec<ExtraSet>,
@@ -127,7 +132,52 @@ impl Worker {
             sets.push(ExtraSet { inputs, expected });
         }
         self.load_set(context, &positions, &original).map_err(text)?;
-        Ok(Some(ExtraSets { positions, original, sets }))
+        Ok(Some(ExtraSets { origin: "inputs drawn with another seed", positions, original, sets }))
+    }
+
+    /// Puts input sets given as data (each with its expected outputs) on the device.
+    /// `None` when there are none. Every set must give the same arguments.
+    pub(super) fn load_given_sets(&self, context: &Context, given: &[GivenSet]) -> Result<Option<ExtraSets>, String> {
+        let Some(first) = given.first() else { return Ok(None) };
+        let positions: Vec<usize> = first.inputs.iter().map(|(position, _)| *position).collect();
+        let text = |e: CudaError| e.to_string();
+        let upload = |dtype, len, init: &Init| -> Result<DeviceBuffer, String> {
+            let data = fill(dtype, len, init, 0)?;
+            let buffer = context.alloc(data.len()).map_err(text)?;
+            context.upload(&buffer, &data).map_err(text)?;
+            Ok(buffer)
+        };
+        let mut sets = Vec::new();
+        for (index, set) in given.iter().enumerate() {
+            let name = index + 2;
+            let these: Vec<usize> = set.inputs.iter().map(|(position, _)| *position).collect();
+            if these != positions || set.expected.len() != self.tolerances.len() {
+                return Err(format!("input set {name} gives other arguments or outputs than set 2"));
+            }
+            let mut inputs = Vec::new();
+            for (position, init) in &set.inputs {
+                let argument = self.arguments.get(*position).filter(|_| self.data_buffer(*position).is_some());
+                let argument =
+                    argument.ok_or_else(|| format!("input set {name}: argument #{position} is no buffer"))?;
+                inputs.push(upload(argument.dtype, argument.len, init).map_err(|e| format!("input set {name}: {e}"))?);
+            }
+            let mut expected = Vec::new();
+            for ((position, _, _), init) in self.tolerances.iter().zip(&set.expected) {
+                let argument = &self.arguments[*position];
+                let buffer = upload(argument.dtype, argument.len, init)
+                    .map_err(|e| format!("expected outputs of input set {name}: {e}"))?;
+                self.reference_defined(context, *position, &buffer)
+                    .map_err(|e| format!("expected outputs of input set {name}: {e}"))?;
+                expected.push(buffer);
+            }
+            sets.push(ExtraSet { inputs, expected });
+        }
+        let original: Vec<DeviceBuffer> = positions
+            .iter()
+            .map(|p| self.copy_of(context, self.data_buffer(*p)))
+            .collect::<Result<_, _>>()
+            .map_err(text)?;
+        Ok(Some(ExtraSets { origin: "inputs given with the outputs expected on them", positions, original, sets }))
     }
 
     /// Checks a configuration on every extra input set, `launch` running it on the current
@@ -170,8 +220,9 @@ impl Worker {
             let references: Vec<Option<&DeviceBuffer>> = set.expected.iter().map(Some).collect();
             self.verify_against(context, &references).map_err(|mut ended| {
                 ended.reason = format!(
-                    "on input set {} of {total} (inputs drawn with another seed; the setup's passed): {}",
+                    "on input set {} of {total} ({}; the setup's passed): {}",
                     index + 2,
+                    extra.origin,
                     ended.reason
                 );
                 ended
