@@ -25,6 +25,7 @@ use crate::protocol::{
     output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
     Setup, ToBench,
 };
+use crate::sampling::ClockSpan;
 use crate::timing::{Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
 use kerntune_device::nvml::{nvml, Gauge};
@@ -103,8 +104,8 @@ pub fn run(ordinal: usize) -> i32 {
                 match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
-                    Ok((a, b)) => {
-                        reply(&FromBench::Interleaved { a, b });
+                    Ok((a, b, clocks)) => {
+                        reply(&FromBench::Interleaved { a, b, clocks });
                         if released_badly(&context) {
                             return 2;
                         }
@@ -639,14 +640,21 @@ impl Worker {
         kernels: [&KernelImage; 2],
         plan: Interleaving,
         waiting: &mut dyn FnMut(usize),
-    ) -> Result<(Vec<f64>, Vec<f64>), String> {
+    ) -> Result<(Vec<f64>, Vec<f64>, Option<ClockSpan>), String> {
         let text = |e: CudaError| e.to_string();
         let mut rng = kerntune_space::Rng::seeded(plan.seed);
+        let mut span = self.gauge.as_ref().map(|_| ClockSpan::default());
+        let mut read_clocks = |worker: &Worker| {
+            if let (Some(span), Some(gauge)) = (span.as_mut(), &worker.gauge) {
+                span.add(&gauge.read());
+            }
+        };
         let blocks = plan.blocks.clamp(1, plan.rounds.max(1));
         let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let chunk = 16u32;
         self.ensure_events(context, 2 * chunk as usize).map_err(text)?;
         for block in 0..blocks {
+            read_clocks(self);
             let rounds = plan.rounds / blocks + u32::from(block < plan.rounds % blocks);
             let order: [usize; 2] = if rng.chance(0.5) { [0, 1] } else { [1, 0] };
             let mut modules = Vec::with_capacity(2);
@@ -692,8 +700,9 @@ impl Worker {
                 done += count as u32;
             }
         }
+        read_clocks(self);
         let [a, b] = times;
-        Ok((a, b))
+        Ok((a, b, span))
     }
 
     /// Loads a kernel's module and fills its `__constant__` symbols.

@@ -17,7 +17,8 @@ use crate::language::Language;
 use crate::pool::CompilePool;
 use crate::process::Hub;
 use crate::protocol::KernelImage;
-use crate::schedule::BenchSession;
+use crate::sampling::ClockSpan;
+use crate::schedule::{BenchSession, Interleaved};
 
 /// How finalists are chosen and timed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -76,6 +77,9 @@ pub struct RetimeReport {
     /// Index among the finalists of the winner (0: the search's best).
     pub winner: usize,
     pub verdict: Verdict,
+    /// The clocks' range over all the rounds, where NVML reads them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<ClockSpan>,
 }
 
 /// Times `finalists[0]` (the search's best) against each of the others and against itself.
@@ -88,8 +92,13 @@ pub fn retime(
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
     let mut leader_times = Vec::new();
+    let mut clocks: Option<ClockSpan> = None;
     let mut pair = |other: &KernelImage, seed: u64| -> Result<Ratio, BackendError> {
-        let (a, b) = session.interleave(leader.clone(), other.clone(), rounds, blocks, seed)?;
+        let Interleaved { a, b, clocks: span } =
+            session.interleave(leader.clone(), other.clone(), rounds, blocks, seed)?;
+        if let Some(span) = span {
+            clocks = Some(clocks.take().unwrap_or_default().merge(&span));
+        }
         leader_times.extend_from_slice(&a);
         let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
         let per_block = block_medians(&ratios, blocks as usize);
@@ -102,7 +111,16 @@ pub fn retime(
         contenders.push(pair(contender, options.seed.wrapping_add(index as u64))?);
     }
     let (winner, verdict) = decide(&control, &contenders);
-    Ok(RetimeReport { rounds, blocks, control, contenders, leader_median_ms: median(&leader_times), winner, verdict })
+    Ok(RetimeReport {
+        rounds,
+        blocks,
+        control,
+        contenders,
+        leader_median_ms: median(&leader_times),
+        winner,
+        verdict,
+        clocks,
+    })
 }
 
 /// Compiles the finalists of any language (values in parameter order, the search's best

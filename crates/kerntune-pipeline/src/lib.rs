@@ -38,5 +38,5 @@ pub use language::Language;
 pub use pool::Binary;
 pub use process::WorkerCommand;
 pub use protocol::Geometry;
-pub use sampling::Clocks;
+pub use sampling::{ClockSpan, Clocks};
 pub use timing::{EarlyStop, Flush, RawTiming, Timing};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::early_stop::Bar;
 use crate::error::FailureKind;
-use crate::sampling::Clocks;
+use crate::sampling::{ClockSpan, Clocks};
 use crate::timing::Timing;
 
 /// Bytes that serialize as a base64 string.
@@ -245,10 +245,13 @@ pub enum FromBench {
         differing: u32,
         first_difference: Option<String>,
     },
-    /// The samples of `Interleave`, in ms, in round order.
+    /// The samples of `Interleave`, in ms, in round order, and the clocks' range over them
+    /// where NVML reads them.
     Interleaved {
         a: Vec<f64>,
         b: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clocks: Option<ClockSpan>,
     },
     /// The worker cannot go on (no device, a broken reference...).
     Fatal {

@@ -106,6 +106,67 @@ pub struct Clocks {
     pub unsteady: bool,
 }
 
+/// The range the clocks kept over longer timed work (the interleaved rounds of re-timing
+/// and the schedule's A/B), read before each block and after the last. Interleaving puts
+/// both kernels under the same clocks, so a move does not bias their ratio; it is reported
+/// so that a reader sees under what conditions the ratio was taken.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClockSpan {
+    pub sm_mhz_low: Option<u32>,
+    pub sm_mhz_high: Option<u32>,
+    pub temperature_c_high: Option<u32>,
+    /// Every throttle reason that slows the GPU, read at any reading.
+    #[serde(default)]
+    pub throttle_reasons: Vec<String>,
+}
+
+impl ClockSpan {
+    /// Widens the span by one reading.
+    pub(crate) fn add(&mut self, reading: &ClockReading) {
+        self.sm_mhz_low = either(self.sm_mhz_low, reading.sm_mhz, u32::min);
+        self.sm_mhz_high = either(self.sm_mhz_high, reading.sm_mhz, u32::max);
+        self.temperature_c_high = either(self.temperature_c_high, reading.temperature_c, u32::max);
+        let slowing = reading.reasons.map(ThrottleReasons::slowing).unwrap_or_default();
+        self.add_reasons(&slowing.names());
+    }
+
+    /// Both spans in one.
+    pub fn merge(mut self, other: &ClockSpan) -> ClockSpan {
+        self.sm_mhz_low = either(self.sm_mhz_low, other.sm_mhz_low, u32::min);
+        self.sm_mhz_high = either(self.sm_mhz_high, other.sm_mhz_high, u32::max);
+        self.temperature_c_high = either(self.temperature_c_high, other.temperature_c_high, u32::max);
+        self.add_reasons(&other.throttle_reasons);
+        self
+    }
+
+    fn add_reasons(&mut self, names: &[String]) {
+        for name in names {
+            if !self.throttle_reasons.contains(name) {
+                self.throttle_reasons.push(name.clone());
+            }
+        }
+    }
+
+    /// Whether the SM clock moved by more than the tolerance that has samples taken again.
+    pub fn moved(&self) -> bool {
+        self.sm_spread().is_some_and(|spread| spread > CLOCK_TOLERANCE)
+    }
+
+    /// How far the SM clock moved, as a fraction of its highest reading.
+    pub fn sm_spread(&self) -> Option<f64> {
+        let (low, high) = (self.sm_mhz_low?, self.sm_mhz_high?);
+        (high > 0).then(|| f64::from(high - low) / f64::from(high))
+    }
+}
+
+/// `pick` of both values where both exist, else whichever does.
+fn either(a: Option<u32>, b: Option<u32>, pick: fn(u32, u32) -> u32) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// What to do with samples after comparing the readings around them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClockVerdict {
@@ -290,6 +351,24 @@ mod tests {
             power_mw: Some(300_000),
             reasons: Some(ThrottleReasons(reasons)),
         }
+    }
+
+    #[test]
+    fn a_clock_span_keeps_the_range_and_the_slowing_reasons() {
+        let mut span = ClockSpan::default();
+        span.add(&reading(1980, 0x1));
+        span.add(&reading(1755, 0x20));
+        span.add(&reading(1890, 0x20));
+        assert_eq!((span.sm_mhz_low, span.sm_mhz_high), (Some(1755), Some(1980)));
+        assert_eq!(span.throttle_reasons.len(), 1, "gpu_idle does not slow a busy GPU: {:?}", span.throttle_reasons);
+        assert!((span.sm_spread().unwrap() - 225.0 / 1980.0).abs() < 1e-12);
+        assert!(span.moved());
+        let mut other = ClockSpan::default();
+        other.add(&reading(1600, 0));
+        let merged = span.clone().merge(&other);
+        assert_eq!((merged.sm_mhz_low, merged.sm_mhz_high), (Some(1600), Some(1980)));
+        assert_eq!(merged.throttle_reasons, span.throttle_reasons);
+        assert_eq!(ClockSpan::default().sm_spread(), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::process::{Hub, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
 };
+use crate::sampling::ClockSpan;
 use crate::timing::EarlyStop;
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::{block_medians, median, median_interval};
@@ -264,13 +265,21 @@ impl BenchSession {
         rounds: u32,
         blocks: u32,
         seed: u64,
-    ) -> Result<(Vec<f64>, Vec<f64>), BackendError> {
+    ) -> Result<Interleaved, BackendError> {
         match self.request(&ToBench::Interleave { a, b, rounds, blocks, seed })? {
-            FromBench::Interleaved { a, b } => Ok((a, b)),
+            FromBench::Interleaved { a, b, clocks } => Ok(Interleaved { a, b, clocks }),
             FromBench::Fatal { message } => Err(BackendError::DeviceLost(message)),
             other => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
         }
     }
+}
+
+/// The times of two kernels timed alternately, and the clocks' range over them.
+#[derive(Debug, Clone)]
+pub struct Interleaved {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub clocks: Option<ClockSpan>,
 }
 
 fn placeholder_device() -> DeviceInfo {
@@ -392,7 +401,8 @@ pub fn tune_schedule(
     if contenders.len() > 1 {
         for contender in contenders {
             let rounds = options.finalist_rounds;
-            let (a, b) = session.interleave(original.clone(), image(&contender.cubin), rounds, 2, options.seed)?;
+            let Interleaved { a, b, .. } =
+                session.interleave(original.clone(), image(&contender.cubin), rounds, 2, options.seed)?;
             finalists.push(Finalist {
                 moves: contender.moves.len(),
                 search_ratio: contender.energy / outcome.baseline_energy,
@@ -413,7 +423,8 @@ pub fn tune_schedule(
         (0, None)
     };
     let mut compare_with_original = |kernel: KernelImage, seed: u64| -> Result<_, BackendError> {
-        let (a, b) = session.interleave(original.clone(), kernel, options.rounds, options.blocks, seed)?;
+        let Interleaved { a, b, .. } =
+            session.interleave(original.clone(), kernel, options.rounds, options.blocks, seed)?;
         let blocks = block_medians(&per_round_ratios(&a, &b), options.blocks as usize);
         Ok((median(&a), median(&b), median(&blocks), median_interval(&blocks)))
     };

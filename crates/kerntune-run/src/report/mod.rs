@@ -10,6 +10,7 @@ use std::time::Duration;
 use kerntune_engine::StopReason;
 use kerntune_pipeline::finalists::Verdict;
 use kerntune_pipeline::schedule::ScheduleReport;
+use kerntune_pipeline::ClockSpan;
 use kerntune_space::Space;
 use kerntune_store::{Costs, Landscape, Objective};
 use serde_json::{json, Value as Json};
@@ -111,6 +112,9 @@ pub fn finalists_text(finalists: &Finalists) -> String {
             ratio.high
         );
     }
+    if let Some(clocks) = &report.clocks {
+        say!(out, "{}", clock_span(clocks));
+    }
     say!(
         out,
         "{}",
@@ -124,6 +128,27 @@ pub fn finalists_text(finalists: &Finalists) -> String {
         }
     );
     out
+}
+
+/// The clocks over interleaved rounds, as one line.
+pub fn clock_span(clocks: &ClockSpan) -> String {
+    let mut line = match (clocks.sm_mhz_low, clocks.sm_mhz_high) {
+        (Some(low), Some(high)) if low == high => format!("SM clock {high} MHz throughout"),
+        (Some(low), Some(high)) => format!("SM clock {low} to {high} MHz"),
+        _ => "SM clock not read".to_string(),
+    };
+    if let Some(celsius) = clocks.temperature_c_high {
+        line.push_str(&format!(", up to {celsius} °C"));
+    }
+    if !clocks.throttle_reasons.is_empty() {
+        line.push_str(&format!(", slowed by {}", clocks.throttle_reasons.join(", ")));
+    }
+    if clocks.moved() {
+        line.push_str(
+            ": the clocks moved, but each round runs both kernels under the same clocks, so the ratios stand",
+        );
+    }
+    format!("Clocks over the rounds: {line}.")
 }
 
 /// The line that opens the schedule stage.
@@ -366,6 +391,20 @@ mod tests {
         assert_eq!(duration(Duration::from_secs_f64(4.24)), "4.2 s");
         assert_eq!(duration(Duration::from_secs(279)), "4m 39s");
         assert_eq!(duration(Duration::from_secs(7500)), "2h 05m");
+    }
+
+    #[test]
+    fn a_clock_span_reads_as_one_line() {
+        let steady = ClockSpan {
+            sm_mhz_low: Some(1980),
+            sm_mhz_high: Some(1980),
+            temperature_c_high: Some(51),
+            throttle_reasons: Vec::new(),
+        };
+        assert_eq!(clock_span(&steady), "Clocks over the rounds: SM clock 1980 MHz throughout, up to 51 °C.");
+        let moved = ClockSpan { sm_mhz_low: Some(1605), throttle_reasons: vec!["sw_power_cap".into()], ..steady };
+        let line = clock_span(&moved);
+        assert!(line.starts_with("Clocks over the rounds: SM clock 1605 to 1980 MHz, up to 51 °C, slowed by sw_power_cap: the clocks moved"), "{line}");
     }
 
     #[test]
