@@ -26,6 +26,7 @@ use crate::protocol::{
     Setup, ToBench,
 };
 use crate::sampling::ClockSpan;
+use crate::schedule::Interleaved;
 use crate::timing::{Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
 use kerntune_device::nvml::{nvml, Gauge};
@@ -104,7 +105,7 @@ pub fn run(ordinal: usize) -> i32 {
                 match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
-                    Ok((a, b, clocks)) => {
+                    Ok(Interleaved { a, b, clocks }) => {
                         reply(&FromBench::Interleaved { a, b, clocks });
                         if released_badly(&context) {
                             return 2;
@@ -640,7 +641,7 @@ impl Worker {
         kernels: [&KernelImage; 2],
         plan: Interleaving,
         waiting: &mut dyn FnMut(usize),
-    ) -> Result<(Vec<f64>, Vec<f64>, Option<ClockSpan>), String> {
+    ) -> Result<Interleaved, String> {
         let text = |e: CudaError| e.to_string();
         let mut rng = kerntune_space::Rng::seeded(plan.seed);
         let mut span = self.gauge.as_ref().map(|_| ClockSpan::default());
@@ -702,7 +703,7 @@ impl Worker {
         }
         read_clocks(self);
         let [a, b] = times;
-        Ok((a, b, span))
+        Ok(Interleaved { a, b, clocks: span })
     }
 
     /// Loads a kernel's module and fills its `__constant__` symbols.
