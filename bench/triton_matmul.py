@@ -127,7 +127,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="kerntune-bench-")
     if "brute" in stages:
         fresh_triton_cache()
-        result, tensors = run("brute_force", "brute_force", os.path.join(workdir, "brute.db"), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "30s")})
+        result, tensors = run("brute_force", "brute_force", os.path.join(workdir, "brute.db"), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
         run("brute_force_again", "brute_force", os.path.join(workdir, "brute.db"))
         a, b, _ = tensors
         torch_ms = triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=25, rep=200, return_mode="median")
@@ -139,7 +139,7 @@ def main():
         rows["launcher"] = triton_launcher_times(result.results, tensors)
     if "default" in stages:
         fresh_triton_cache()
-        run("default", "default", os.path.join(workdir, "default.db"), max_fevals=int(os.environ.get("DEFAULT_FEVALS", "100")), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "30s")})
+        run("default", "default", os.path.join(workdir, "default.db"), max_fevals=int(os.environ.get("DEFAULT_FEVALS", "100")), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
     if "scaling" in stages:
         rows["scaling"] = compile_scaling()
     with open(os.path.join(OUT, "triton_matmul.json"), "w") as f:

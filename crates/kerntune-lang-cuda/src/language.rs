@@ -271,6 +271,10 @@ impl Language for CudaLanguage<'_> {
     fn compile_timeout(&self) -> Duration {
         self.spec.timing.compile_timeout
     }
+
+    fn compile_timeout_adapts(&self) -> bool {
+        self.spec.timing.compile_timeout_adapts
+    }
 }
 
 /// Limits every kernel of the device has, whatever it compiles to: a reason the

@@ -209,6 +209,10 @@ impl Language for TritonLanguage<'_> {
     fn compile_timeout(&self) -> Duration {
         self.timing.compile_timeout
     }
+
+    fn compile_timeout_adapts(&self) -> bool {
+        self.timing.compile_timeout_adapts
+    }
 }
 
 #[cfg(test)]

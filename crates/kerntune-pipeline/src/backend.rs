@@ -21,7 +21,7 @@ use kerntune_engine::stats::median;
 use crate::early_stop::Noise;
 use crate::error::{Failure, FailureKind};
 use crate::language::Language;
-use crate::pool::{Binary, CompileOutcome, CompilePool};
+use crate::pool::{Binary, CompileLimit, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
@@ -122,9 +122,9 @@ impl<'a> Pipeline<'a> {
                 .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
         // The compile workers start (import their compiler) while the benchmark worker
         // opens the GPU: both take seconds, and neither needs the other.
-        let mut pool =
-            CompilePool::new(&options.compile_worker, options.compile_workers, language.compile_timeout(), &hub, 1)
-                .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
+        let limit = CompileLimit::new(language.compile_timeout(), language.compile_timeout_adapts());
+        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, 1)
+            .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
         let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
             FromBench::Ready { device } => device,
             FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
 use crate::language::Language;
-use crate::pool::CompilePool;
+use crate::pool::{CompileLimit, CompilePool};
 use crate::process::Hub;
 use crate::protocol::KernelImage;
 use crate::sampling::ClockSpan;
@@ -136,7 +136,7 @@ pub fn retime_configs(
     let hub = Hub::default();
     let timeout = language.compile_timeout();
     let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));
-    let mut pool = CompilePool::new(&pipeline.compile_worker, workers, timeout, &hub, 1)
+    let mut pool = CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
         .map_err(|e| failed("starting a compile worker", e.to_string()))?;
     let mut images = Vec::with_capacity(finalists.len());
     for values in finalists {

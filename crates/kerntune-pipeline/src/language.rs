@@ -67,4 +67,8 @@ pub trait Language {
     /// Timeouts of the protocol.
     fn launch_timeout(&self) -> Duration;
     fn compile_timeout(&self) -> Duration;
+    /// Whether the compile limit adapts to the run's compile times within that timeout.
+    fn compile_timeout_adapts(&self) -> bool {
+        false
+    }
 }

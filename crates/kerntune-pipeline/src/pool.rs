@@ -1,6 +1,6 @@
 //! A pool of compile workers (one per core by default) kept busy from a queue. A compile
-//! that crashes its worker or outlives the timeout fails that configuration only: the
-//! worker is replaced and the pool goes on.
+//! that crashes its worker or outlives the limit ([`CompileLimit`]) fails that
+//! configuration only: the worker is replaced and the pool goes on.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -49,7 +49,71 @@ pub struct CompilePool {
     /// Hub slot of the first worker; the pool owns `first..first + slots.len()`.
     first: usize,
     queue: VecDeque<CompileRequest>,
-    timeout: Duration,
+    limit: CompileLimit,
+}
+
+/// How long a compile may run: the configured timeout, or, once it adapts, a limit drawn
+/// from this run's own compile times. A configuration whose compile takes many times longer
+/// than nine in ten of the run's is one ptxas struggles with (huge tiles, deep pipelines,
+/// spills): waiting the full timeout for each of them sets the floor of a tuning run (on an
+/// H200, 36 Triton matmul configurations of 576 that outlived 10 s cost more than the rest
+/// put together at a 60 s timeout).
+#[derive(Debug, Clone)]
+pub struct CompileLimit {
+    /// The configured timeout; the adapted limit never exceeds it.
+    cap: Duration,
+    adapts: bool,
+    /// Wall seconds of each successful compile so far.
+    seconds: Vec<f64>,
+}
+
+/// Successful compiles before the limit adapts.
+pub const ADAPT_AFTER: usize = 16;
+/// The adapted limit is this many times the 90th percentile of the compile times so far...
+pub const ADAPT_FACTOR: f64 = 4.0;
+/// ...and never below this.
+pub const ADAPT_FLOOR: Duration = Duration::from_secs(10);
+
+impl CompileLimit {
+    /// The configured `cap`, adapting to the run's compile times when `adapts`.
+    pub fn new(cap: Duration, adapts: bool) -> CompileLimit {
+        CompileLimit { cap, adapts, seconds: Vec::new() }
+    }
+
+    /// Records a successful compile's wall time.
+    pub fn record(&mut self, seconds: f64) {
+        if self.adapts && seconds.is_finite() {
+            self.seconds.push(seconds);
+        }
+    }
+
+    /// The limit now.
+    pub fn current(&self) -> Duration {
+        if !self.adapts || self.seconds.len() < ADAPT_AFTER {
+            return self.cap;
+        }
+        let mut sorted = self.seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let rank = ((0.9 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        Duration::from_secs_f64(ADAPT_FACTOR * sorted[rank - 1]).clamp(ADAPT_FLOOR.min(self.cap), self.cap)
+    }
+
+    /// Why a compile that ran past [`Self::current`] failed.
+    fn reason(&self) -> String {
+        let limit = self.current();
+        if limit == self.cap {
+            format!("the compile did not finish within {:.0} s", limit.as_secs_f64())
+        } else {
+            format!(
+                "the compile did not finish within {:.0} s, this run's limit: {ADAPT_FACTOR} x the 90th percentile \
+                 of its {} compile times, at least {} s (a fixed compile_timeout, e.g. \"{:.0}s\", waits longer)",
+                limit.as_secs_f64(),
+                self.seconds.len(),
+                ADAPT_FLOOR.as_secs(),
+                self.cap.as_secs_f64()
+            )
+        }
+    }
 }
 
 const COMPILE_ARGS: [&str; 2] = ["__worker", "compile"];
@@ -58,7 +122,7 @@ impl CompilePool {
     pub fn new(
         command: &WorkerCommand,
         workers: usize,
-        timeout: Duration,
+        limit: CompileLimit,
         hub: &Hub,
         first: usize,
     ) -> std::io::Result<CompilePool> {
@@ -69,7 +133,7 @@ impl CompilePool {
                     .map(|worker| Slot { worker, job: None })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), timeout })
+        Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), limit })
     }
 
     pub fn workers(&self) -> usize {
@@ -132,9 +196,10 @@ impl CompilePool {
                 seconds: started.elapsed().as_secs_f64(),
             });
         };
-        self.slots[index].job = None;
+        let started = self.slots[index].job.take().map(|(_, started)| started);
         match serde_json::from_str::<FromCompiler>(&text) {
             Ok(FromCompiler::Compiled { id, cubin, seconds, launch, symbol }) => {
+                self.limit.record(started.map_or(seconds, |s| s.elapsed().as_secs_f64()));
                 Some(CompileOutcome::Compiled { id, binary: Binary { cubin: cubin.0, launch, symbol }, seconds })
             }
             Ok(FromCompiler::Failed { id, kind, message, seconds }) => {
@@ -154,22 +219,24 @@ impl CompilePool {
 
     /// The earliest moment a running compile times out.
     pub fn deadline(&self) -> Option<Instant> {
-        self.slots.iter().filter_map(|s| s.job.map(|(_, started)| started + self.timeout)).min()
+        let limit = self.limit.current();
+        self.slots.iter().filter_map(|s| s.job.map(|(_, started)| started + limit)).min()
     }
 
     /// Fails and replaces every compile past its timeout.
     pub fn expire(&mut self, hub: &Hub) -> Vec<CompileOutcome> {
         let now = Instant::now();
+        let limit = self.limit.current();
         let mut expired = Vec::new();
         for index in 0..self.slots.len() {
             if let Some((id, started)) = self.slots[index].job {
-                if now >= started + self.timeout {
+                if now >= started + limit {
                     self.slots[index].job = None;
                     self.replace(index, hub);
                     expired.push(CompileOutcome::Failed {
                         id,
                         kind: FailureKind::CompileTimeout,
-                        reason: format!("the compile did not finish within {:.0} s", self.timeout.as_secs_f64()),
+                        reason: self.limit.reason(),
                         seconds: started.elapsed().as_secs_f64(),
                     });
                 }
@@ -222,4 +289,56 @@ pub fn compile_all(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit_after(seconds: &[f64], cap: u64) -> Duration {
+        let mut limit = CompileLimit::new(Duration::from_secs(cap), true);
+        for &s in seconds {
+            limit.record(s);
+        }
+        limit.current()
+    }
+
+    #[test]
+    fn the_limit_is_the_cap_until_enough_compiles_succeeded() {
+        assert_eq!(limit_after(&[5.0; ADAPT_AFTER - 1], 60), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_limit_is_four_times_the_90th_percentile_within_floor_and_cap() {
+        // 20 compiles: 18 of 2 s, then 3.5 s and 30 s; the 90th percentile (18th) is 2 s.
+        let mut times = vec![2.0; 18];
+        times.extend([3.5, 30.0]);
+        assert_eq!(limit_after(&times, 60), Duration::from_secs(10), "4 x 2 s is below the floor");
+        let slow = vec![4.0; 20];
+        assert_eq!(limit_after(&slow, 60), Duration::from_secs(16));
+        let slower = vec![20.0; 20];
+        assert_eq!(limit_after(&slower, 60), Duration::from_secs(60), "never above the cap");
+        assert_eq!(limit_after(&slow, 5), Duration::from_secs(5), "a cap below the floor wins");
+    }
+
+    #[test]
+    fn a_fixed_timeout_never_adapts() {
+        let mut limit = CompileLimit::new(Duration::from_secs(60), false);
+        for _ in 0..100 {
+            limit.record(1.0);
+        }
+        assert_eq!(limit.current(), Duration::from_secs(60));
+        assert_eq!(limit.reason(), "the compile did not finish within 60 s");
+    }
+
+    #[test]
+    fn an_adapted_limit_explains_itself() {
+        let mut limit = CompileLimit::new(Duration::from_secs(60), true);
+        for _ in 0..20 {
+            limit.record(4.0);
+        }
+        let reason = limit.reason();
+        assert!(reason.starts_with("the compile did not finish within 16 s, this run's limit"), "{reason}");
+        assert!(reason.contains("\"60s\""), "{reason}");
+    }
 }

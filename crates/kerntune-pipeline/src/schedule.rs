@@ -21,7 +21,7 @@ use crate::backend::{compile_now, PipelineOptions};
 use crate::early_stop::Bar;
 use crate::error::FailureKind;
 use crate::language::Language;
-use crate::pool::CompilePool;
+use crate::pool::{CompileLimit, CompilePool};
 use crate::process::{Hub, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     ArgSetup, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ReferenceSetup, Setup, ToBench,
@@ -479,7 +479,7 @@ pub fn schedule_config(
 ) -> Result<(ScheduleReport, KernelImage), BackendError> {
     let hub = Hub::default();
     let timeout = language.compile_timeout();
-    let mut pool = CompilePool::new(&pipeline.compile_worker, 1, timeout, &hub, 1)
+    let mut pool = CompilePool::new(&pipeline.compile_worker, 1, CompileLimit::new(timeout, false), &hub, 1)
         .map_err(|e| BackendError::CannotStart(format!("cannot start a compile worker: {e}")))?;
     let job = language.compile_job(config, device).map_err(BackendError::Other)?;
     let binary = compile_now(&mut pool, &hub, job, timeout)

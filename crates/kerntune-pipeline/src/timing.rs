@@ -43,7 +43,12 @@ pub struct Timing {
     pub early_stop: EarlyStop,
     pub early_stop_samples: usize,
     pub launch_timeout: Duration,
+    /// The longest a compile may take.
     pub compile_timeout: Duration,
+    /// The limit adapts to the run's compile times, within `compile_timeout`
+    /// ([`crate::pool::CompileLimit`]).
+    #[serde(default)]
+    pub compile_timeout_adapts: bool,
     /// Seed of the random input data.
     pub seed: u64,
 }
@@ -60,6 +65,7 @@ impl Default for Timing {
             early_stop_samples: 2,
             launch_timeout: Duration::from_secs(10),
             compile_timeout: Duration::from_secs(60),
+            compile_timeout_adapts: true,
             seed: 0,
         }
     }
@@ -99,7 +105,10 @@ impl Timing {
         };
         timing.early_stop_samples = raw.early_stop_samples.unwrap_or(timing.early_stop_samples).max(1);
         timing.launch_timeout = duration(&raw.launch_timeout, "launch_timeout", timing.launch_timeout)?;
-        timing.compile_timeout = duration(&raw.compile_timeout, "compile_timeout", timing.compile_timeout)?;
+        if raw.compile_timeout.as_deref().is_some_and(|text| text != "auto") {
+            timing.compile_timeout = duration(&raw.compile_timeout, "compile_timeout", timing.compile_timeout)?;
+            timing.compile_timeout_adapts = false;
+        }
         timing.seed = raw.seed.unwrap_or(timing.seed);
         Ok(timing)
     }
@@ -128,6 +137,8 @@ pub struct RawTiming {
     pub early_stop_samples: Option<usize>,
     #[serde(default)]
     pub launch_timeout: Option<String>,
+    /// `"auto"` (the default): at most 60 s, and once 16 compiles succeeded, 4 x the 90th
+    /// percentile of this run's compile times (at least 10 s); a duration fixes it.
     #[serde(default)]
     pub compile_timeout: Option<String>,
     #[serde(default)]
@@ -155,5 +166,16 @@ mod tests {
         assert_eq!(early_stop(json!(0)), Ok(EarlyStop::Off));
         let error = early_stop(json!("fast")).unwrap_err();
         assert!(error.contains("\"auto\""), "{error}");
+    }
+
+    #[test]
+    fn the_compile_timeout_adapts_unless_a_duration_fixes_it() {
+        let auto = Timing::from_json(&json!({})).unwrap();
+        assert!(auto.compile_timeout_adapts);
+        assert_eq!(auto.compile_timeout, Duration::from_secs(60));
+        assert!(Timing::from_json(&json!({ "compile_timeout": "auto" })).unwrap().compile_timeout_adapts);
+        let fixed = Timing::from_json(&json!({ "compile_timeout": "10s" })).unwrap();
+        assert!(!fixed.compile_timeout_adapts);
+        assert_eq!(fixed.compile_timeout, Duration::from_secs(10));
     }
 }

@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
-use kerntune_pipeline::pool::{CompileOutcome, CompilePool};
+use kerntune_pipeline::pool::{CompileLimit, CompileOutcome, CompilePool};
 use kerntune_pipeline::process::Hub;
 use kerntune_pipeline::protocol::{CompileJob, CompileRequest};
 use kerntune_pipeline::{FailureKind, WorkerCommand};
 
 /// A worker that answers "failed: fine" to each request (an old reply, without a kind),
 /// except that a request whose source says `crash` kills the worker, one that says `hang`
-/// never answers, and one that says `huge` is refused as an invalid configuration.
+/// never answers, one that says `huge` is refused as an invalid configuration, and one that
+/// says `quick` compiles (to a one-byte binary).
 fn fake_worker() -> WorkerCommand {
     let script = r#"
         while read -r line; do
@@ -19,6 +20,9 @@ fn fake_worker() -> WorkerCommand {
             case "$line" in
                 *'"source":"crash"'*) echo 'about to crash' >&2; kill -SEGV $$ ;;
                 *'"source":"hang"'*) sleep 600 ;;
+                *'"source":"quick"'*)
+                    printf '{"type":"compiled","id":%s,"cubin":"AA==","seconds":0.0}\n' "$id"
+                    continue ;;
                 *'"source":"huge"'*)
                     printf '{"type":"failed","id":%s,"kind":"invalid_config","message":"too much shared memory","seconds":0.0}\n' "$id"
                     continue ;;
@@ -73,7 +77,8 @@ fn kind_of(outcomes: &[CompileOutcome], wanted: u32) -> FailureKind {
 #[test]
 fn a_crashing_compiler_fails_one_request_and_is_replaced() {
     let hub = Hub::default();
-    let mut pool = CompilePool::new(&fake_worker(), 1, Duration::from_secs(30), &hub, 0).expect("starts");
+    let mut pool = CompilePool::new(&fake_worker(), 1, CompileLimit::new(Duration::from_secs(30), false), &hub, 0)
+        .expect("starts");
     pool.submit(request(1, "ok"));
     pool.submit(request(2, "crash"));
     pool.submit(request(3, "ok"));
@@ -89,7 +94,8 @@ fn a_crashing_compiler_fails_one_request_and_is_replaced() {
 #[test]
 fn a_hanging_compile_times_out_and_the_pool_goes_on() {
     let hub = Hub::default();
-    let mut pool = CompilePool::new(&fake_worker(), 2, Duration::from_millis(500), &hub, 0).expect("starts");
+    let mut pool = CompilePool::new(&fake_worker(), 2, CompileLimit::new(Duration::from_millis(500), false), &hub, 0)
+        .expect("starts");
     for (id, source) in [(1, "hang"), (2, "ok"), (3, "ok"), (4, "ok")] {
         pool.submit(request(id, source));
     }
@@ -106,11 +112,33 @@ fn a_hanging_compile_times_out_and_the_pool_goes_on() {
 #[test]
 fn the_kind_a_compiler_names_decides_the_outcome_and_a_reply_without_one_is_a_compile_failure() {
     let hub = Hub::default();
-    let mut pool = CompilePool::new(&fake_worker(), 1, Duration::from_secs(30), &hub, 0).expect("starts");
+    let mut pool = CompilePool::new(&fake_worker(), 1, CompileLimit::new(Duration::from_secs(30), false), &hub, 0)
+        .expect("starts");
     pool.submit(request(1, "huge"));
     pool.submit(request(2, "ok"));
     let outcomes = drain(&mut pool, &hub);
     assert_eq!(kind_of(&outcomes, 1), FailureKind::InvalidConfig);
     assert_eq!(reason_of(&outcomes, 1), "too much shared memory", "the message has no prefix to strip");
     assert_eq!(kind_of(&outcomes, 2), FailureKind::CompileFailed);
+}
+
+#[test]
+fn the_limit_adapts_to_the_runs_compile_times() {
+    let hub = Hub::default();
+    // A 60 s timeout that adapts: after 16 quick compiles the limit is its floor, 10 s.
+    let mut pool = CompilePool::new(&fake_worker(), 4, CompileLimit::new(Duration::from_secs(60), true), &hub, 0)
+        .expect("starts");
+    for id in 1..=16 {
+        pool.submit(request(id, "quick"));
+    }
+    let quick = drain(&mut pool, &hub);
+    assert!(quick.iter().all(|o| matches!(o, CompileOutcome::Compiled { .. })), "{quick:?}");
+    pool.submit(request(17, "hang"));
+    let clock = std::time::Instant::now();
+    let outcomes = drain(&mut pool, &hub);
+    let waited = clock.elapsed();
+    assert_eq!(kind_of(&outcomes, 17), FailureKind::CompileTimeout);
+    let reason = reason_of(&outcomes, 17);
+    assert!(reason.starts_with("the compile did not finish within 10 s, this run's limit"), "{reason}");
+    assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(50), "waited {waited:?}");
 }

@@ -138,7 +138,6 @@ pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> P
             arch: &arch,
             worker,
             compile_workers: job.compile_workers,
-            timeout: spec.timing.compile_timeout,
             store: Some((&store, tuning)),
             resume: true,
         };

@@ -211,7 +211,6 @@ pub fn compile_triton(
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
     let space = job.space(params.clone()).map_err(errors::space)?;
-    let timing = job.timing().map_err(errors::spec)?;
     let worker = job.worker(&job.compile_worker).map_err(errors::spec)?;
     let rows = py.detach(|| -> PyResult<Vec<Json>> {
         let store = db.map(|path| Store::open(std::path::Path::new(&path))).transpose().map_err(errors::store)?;
@@ -224,7 +223,6 @@ pub fn compile_triton(
             arch,
             worker,
             compile_workers,
-            timeout: timing.compile_timeout,
             store: tuning,
             resume: false,
         };

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use kerntune_device::DeviceInfo;
-use kerntune_pipeline::pool::{compile_all, CompileOutcome, CompilePool};
+use kerntune_pipeline::pool::{compile_all, CompileLimit, CompileOutcome, CompilePool};
 use kerntune_pipeline::process::Hub;
 use kerntune_pipeline::protocol::{CompileJob, CompileRequest, LaunchInfo};
 use kerntune_pipeline::{Language, WorkerCommand};
@@ -26,7 +26,6 @@ pub struct CompileOnly<'a> {
     pub worker: WorkerCommand,
     /// Default: one per core.
     pub compile_workers: Option<usize>,
-    pub timeout: std::time::Duration,
     /// Where cubins and failures are kept.
     pub store: Option<(&'a Store, TuningId)>,
     /// Skip what the store already holds for this tuning.
@@ -141,8 +140,9 @@ impl CompileOnly<'_> {
         }
         let workers = self.compile_workers.unwrap_or_else(default_compile_workers).max(1);
         let hub = Hub::default();
-        let mut pool = CompilePool::new(&self.worker, workers, self.timeout, &hub, 0)
-            .map_err(|e| RunError::Compile(e.to_string()))?;
+        let limit = CompileLimit::new(self.language.compile_timeout(), self.language.compile_timeout_adapts());
+        let mut pool =
+            CompilePool::new(&self.worker, workers, limit, &hub, 0).map_err(|e| RunError::Compile(e.to_string()))?;
         let mut compile_s = 0.0;
         let mut record = |outcome: CompileOutcome| -> Result<(), String> {
             let (index, compilation, seconds) = match outcome {

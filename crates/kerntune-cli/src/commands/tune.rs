@@ -189,7 +189,6 @@ fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, a
         arch: &args.arch,
         worker: workers(None)?.compile,
         compile_workers: args.compile_workers,
-        timeout: spec.timing.compile_timeout,
         store: Some((&store, tuning)),
         resume: true,
     };
