@@ -84,7 +84,7 @@ for stage in $stages; do
     finalists)
         echo "=== finalists re-timed against an A/A control (CUDA matmul, CLI)"
         step finalists "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/finalists.db" --max-fevals 40 --finalists 4
-        summary+=("finalists: $(grep -E '^(The best [0-9]+ timed|The search|A tie|.* becomes the best)' "$OUT/finalists.log" | tr '\n' ' ')")
+        summary+=("finalists: $(grep -E '^(The best [0-9]+ timed|Clocks over|The search|A tie|.* becomes the best)' "$OUT/finalists.log" | tr '\n' ' ')")
         ;;
     vendor)
         echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"

@@ -345,8 +345,8 @@ def test_hooks_run_around_the_launches_made_in_this_process(db):
                               post_hook=lambda nargs, exception: calls.append("post"), db=db, progress=False)(_scale_kernel)
     tuned[lambda META: (triton.cdiv(META["n"], META["BLOCK"]),)](x, y, x.numel())
     torch.testing.assert_close(y, x * 2)
-    # Once around the reference run, once around the launch itself.
-    assert calls == [("config", 128), "pre", "post"] * 2, calls
+    # Around the reference run, its runs on the 2 shuffled input sets, and the launch itself.
+    assert calls == [("config", 128), "pre", "post"] * 4, calls
 
 
 try:

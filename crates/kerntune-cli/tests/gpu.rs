@@ -195,6 +195,6 @@ fn the_early_stop_factor_follows_the_runs_own_noise() {
     // Wide until 8 configurations were measured in full, then from their noise, in range.
     assert_eq!(factors.first().copied(), Some(1.25), "{factors:?}");
     let learned = factors.last().copied().expect("a factor");
-    assert!((1.03..=1.5).contains(&learned), "{learned}");
+    assert!((1.05..=1.5).contains(&learned), "{learned}");
     assert_ne!(learned, 1.25, "the factor never left its starting value: {factors:?}");
 }
