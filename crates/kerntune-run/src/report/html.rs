@@ -196,7 +196,7 @@ fn section(tuning: &Tuning) -> Result<String, ReportError> {
 
 fn best_table(info: &TuningInfo, rows: &[StoredEvaluation]) -> String {
     let best = ranked(info, rows, BEST_ROWS);
-    let mut out = format!("<h3>Best configurations</h3>\n");
+    let mut out = String::from("<h3>Best configurations</h3>\n");
     if best.is_empty() {
         out.push_str("<p>No configuration ran and passed its check.</p>\n");
         return out;
