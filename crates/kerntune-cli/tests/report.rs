@@ -128,9 +128,16 @@ fn the_report_of_a_simulated_store_renders_every_chart_in_a_browser() {
     assert!(dom.contains("timeout") && dom.contains("1× the kernel ran past its 1 s limit"));
     let png = std::fs::read(&screenshot).expect("screenshot written");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 50_000, "a screenshot of {} bytes", png.len());
-    if let Some(keep) = std::env::var_os("KERNTUNE_KEEP_REPORT") {
-        std::fs::copy(&page, Path::new(&keep).with_extension("html")).expect("kept");
-        std::fs::copy(&screenshot, Path::new(&keep).with_extension("png")).expect("kept");
+    keep(&page, &screenshot, "simulated");
+}
+
+/// With `KERNTUNE_KEEP_REPORT=DIR`, keeps a test's page and screenshot there, to look at.
+fn keep(page: &Path, screenshot: &Path, name: &str) {
+    if let Some(dir) = std::env::var_os("KERNTUNE_KEEP_REPORT") {
+        let dir = Path::new(&dir);
+        std::fs::create_dir_all(dir).expect("a folder to keep the report in");
+        std::fs::copy(page, dir.join(format!("{name}.html"))).expect("kept");
+        std::fs::copy(screenshot, dir.join(format!("{name}.png"))).expect("kept");
     }
 }
 
@@ -166,7 +173,9 @@ fn a_store_with_time_and_energy_gets_a_pareto_front() {
     assert!(html.contains("3 of 4 configurations are on the Pareto front"));
 
     let Some(browser) = chromium() else { return };
-    let (dom, log) = open_in_browser(&browser, &page, &dir.path().join("energy.png"));
+    let screenshot = dir.path().join("energy.png");
+    let (dom, log) = open_in_browser(&browser, &page, &screenshot);
+    keep(&page, &screenshot, "energy");
     assert!(!log.contains("Uncaught"), "script errors: {log}");
     assert_eq!(dom.matches("<svg").count(), 4);
     assert!(dom.contains("Pareto front of time and energy"));
