@@ -172,8 +172,9 @@ fn section(tuning: &Tuning) -> Result<String, ReportError> {
         ),
         (
             "first and last evaluation",
-            match (rows.first(), rows.last()) {
-                (Some(first), Some(last)) => format!("{} to {}", first.created, last.created),
+            // ISO 8601 times in UTC: their order as text is their order in time.
+            match (rows.iter().map(|r| &r.created).min(), rows.iter().map(|r| &r.created).max()) {
+                (Some(first), Some(last)) => format!("{first} to {last}"),
                 _ => "none".to_string(),
             },
         ),
