@@ -10,14 +10,16 @@ venv=${KERNTUNE_VENV:-.venv}
 # shellcheck disable=SC1091
 source "$venv/bin/activate"  # python3 is the venv's from here on, for the Rust tests too
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
-# Tests that read ../shared (recorded landscapes) or need NVRTC skip themselves when it is
-# missing and say so ("skipped: ...") on standard error, which cargo test hides for passing
-# tests; Python's GPU tests skip without a GPU. Both are counted and listed at the end, so a
-# run that passed by skipping says so. KERNTUNE_REQUIRE_SHARED=1 and KERNTUNE_REQUIRE_NVRTC=1
-# (CI sets both) turn those Rust skips into failures; KERNTUNE_REQUIRE_GPU=1 (gpu/check.sh
+# Tests that read ../shared (recorded landscapes), need NVRTC or open a page in Chromium skip
+# themselves (or their browser half) when it is missing and say so ("skipped: ...") on
+# standard error, which cargo test hides for passing tests; Python's GPU tests skip without
+# a GPU. Both are counted and listed at the end, so a run that passed by skipping says so.
+# KERNTUNE_REQUIRE_SHARED=1, KERNTUNE_REQUIRE_NVRTC=1 and KERNTUNE_REQUIRE_CHROMIUM=1 (CI
+# sets all three) turn those Rust skips into failures; KERNTUNE_REQUIRE_GPU=1 (gpu/check.sh
 # sets it) does the same for the Python GPU tests.
 [ -d ../shared/data/landscapes ] || echo "note: ../shared/data/landscapes is missing: the tests that compare against those landscapes skip them" >&2
 python3 -c "import nvidia.cu13" 2>/dev/null || echo "note: NVRTC (pip nvidia-cuda-nvrtc) is missing: the CUDA compile tests skip" >&2
+command -v chromium >/dev/null || echo "note: chromium is missing (apt-get install chromium): the report tests do not open the report in a browser" >&2
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # --show-output keeps what passing tests printed, so that their skip notes can be counted.

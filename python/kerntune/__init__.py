@@ -5,7 +5,8 @@
 - ``kerntune.tune_kernel(...)`` and ``kerntune.run_kernel(...)`` take Kernel Tuner's arguments for CUDA C
   kernels (``kerntune.util`` and ``kerntune.file_utils`` hold the helpers its scripts import);
 - ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU;
-- ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton.
+- ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton;
+- ``kerntune.report(db, path)`` (or ``result.report(path)``) writes an HTML report of a results store.
 
 Results are kept in a SQLite store, so tuning the same thing again costs nothing.
 """
@@ -22,7 +23,7 @@ from kerntune._kerntune import (
     default_db,
 )
 from kerntune._errors import ArgumentError, ArgumentTypeError, ReferenceDisagreementError, UncheckedOutputsWarning
-from kerntune._results import NoValidConfigError, TuneResult
+from kerntune._results import NoValidConfigError, TuneResult, report
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
 from kerntune._kernel_tuner import run_kernel, tune_kernel
@@ -51,6 +52,7 @@ __all__ = [
     "compile",
     "default_db",
     "load_configs",
+    "report",
     "run_kernel",
     "tune",
     "tune_kernel",

@@ -390,7 +390,7 @@ class _Call:
             print(f"best performing configuration:\n{get_config_string(best, list(self.params) + [self.objective])}")
         env = {
             "device_name": info["name"], "best_config": best, "objective": self.objective, "strategy": strategy,
-            "db": data["db"], "evaluations": data["evaluations"], "from_store": data["from_store"],
+            "db": data["db"], "tuning": data.get("tuning"), "evaluations": data["evaluations"], "from_store": data["from_store"],
             "stop": data["stop"], "best": data["best"],
             "iterations": self.iterations, "compiler_options": self.compiler_options,
             "overhead_time": 1000 * (time.perf_counter() - started),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from kerntune._kerntune import BackendError
+from kerntune._kerntune import BackendError, write_report
 from kerntune._space import launch_options
 
 
@@ -64,6 +65,8 @@ class TuneResult:
     #: kernel captured, tensors copied out), ``reference_s`` (the reference runs through
     #: Triton), ``tune_s`` (the search, workers started included).
     phases: dict = field(default_factory=dict)
+    #: The tuning's number in the store ``db`` (``kerntune report DB --tuning N``).
+    tuning: Optional[int] = None
 
     @classmethod
     def from_json(cls, text: str) -> "TuneResult":
@@ -92,6 +95,7 @@ class TuneResult:
             verified_sets=data.get("verified_sets", int(data["verified"])),
             finalists=data.get("finalists"),
             schedule=data.get("schedule"),
+            tuning=data.get("tuning"),
         )
 
     def __repr__(self) -> str:
@@ -103,3 +107,24 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def report(self, path: Union[str, os.PathLike] = "report.html") -> str:
+        """Writes the HTML report of this tuning (every evaluation the store holds for it,
+        earlier runs' included) to ``path``; returns the path. See ``kerntune.report``."""
+        return report(self.db, path, tuning=self.tuning)
+
+
+def report(db: Union[str, os.PathLike], path: Union[str, os.PathLike] = "report.html",
+           tuning: Optional[int] = None) -> str:
+    """Writes the HTML report of the results store ``db`` to ``path`` (one self-contained
+    page: the best configurations, best so far against evaluations and time, the objective
+    against each parameter, failures, a time/energy Pareto front where both were measured,
+    the device and the costs) and returns the path. ``tuning`` picks one tuning by its
+    number (``kerntune results`` lists them); default: every tuning in the store.
+    ``kerntune.StoreError`` when the store has no tunings or no such tuning."""
+    if tuning is not None and (isinstance(tuning, bool) or not isinstance(tuning, int)):
+        from kerntune._errors import ArgumentTypeError
+
+        raise ArgumentTypeError(f"tuning: give a tuning's number (an int), not {tuning!r}")
+    write_report(os.fspath(db), os.fspath(path), tuning)
+    return os.fspath(path)

@@ -556,6 +556,11 @@ def tune(
     every recorded result (evaluations still in flight are dropped). ``fresh=True`` measures everything again instead of answering from the
     store (the new results replace the stored ones).
 
+    ``progress`` (default True) shows the count and the best so far while the run goes: on a
+    terminal, a line on standard error redrawn in place; in a Jupyter notebook, a line in the
+    cell's output; elsewhere (output to a pipe or a file) only one summary line at the end.
+    ``result.report("report.html")`` writes an HTML report of the tuning.
+
     After the search, the best ``finalists`` configurations (those within 5% of the best) are
     timed again, each interleaved with the best in rounds over several reloads, and the best
     against a copy of itself (an A/A control); one replaces the best only when it is faster
@@ -727,7 +732,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "retime": {"finalists": int(search["finalists"]), "seed": search["seed"]} if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
     }
-    bar = _Progress() if search["progress"] else None
+    bar = _Progress(fn.__name__, objective[0] if objective else "time") if search["progress"] else None
     try:
         text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar)
     finally:
@@ -742,19 +747,70 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
 
 
 class _Progress:
-    """A one-line progress report on standard error."""
+    """A tuning's progress, where the caller looks: on a terminal, one line on standard error
+    redrawn in place with the count and the best so far; in a Jupyter notebook, that line in
+    the cell's output, updated in place; elsewhere (a pipe, a log file) nothing while the run
+    goes, then one summary line. ``stream`` and ``display`` are for tests."""
 
-    def __init__(self):
-        self.shown = False
+    #: Seconds between two updates of a notebook's line (a redraw per evaluation is slow there).
+    NOTEBOOK_INTERVAL = 0.25
+
+    def __init__(self, kernel_name: str, objective: str, stream=None, display=None):
+        self.kernel_name = kernel_name
+        self.unit = "ms" if objective == "time" else objective
+        self.stream = sys.stderr if stream is None else stream
+        self.handle = None
+        self.last = None
+        self.updated = 0.0
+        if self.stream.isatty():
+            self.mode = "terminal"
+        else:
+            display = display or _notebook_display()
+            self.mode = "quiet" if display is None else "notebook"
+            self.display = display
+
+    def line(self) -> str:
+        done, total, best = self.last
+        best_text = "no configuration has worked yet" if best is None else f"best {best:.5g} {self.unit}"
+        return f"kerntune: {self.kernel_name}: {done}/{total} configurations, {best_text}"
 
     def __call__(self, done, total, best):
-        if not sys.stderr.isatty():
-            return
-        best_text = "" if best is None else f", best {best:.5g}"
-        sys.stderr.write(f"\rkerntune: {done}/{total} configurations{best_text}   ")
-        sys.stderr.flush()
-        self.shown = True
+        self.last = (done, total, best)
+        if self.mode == "terminal":
+            self.stream.write(f"\r{self.line()}   ")
+            self.stream.flush()
+        elif self.mode == "notebook":
+            now = time.monotonic()
+            if self.handle is None:
+                self.handle = self.display(self.line(), display_id=True)
+                self.updated = now
+            elif now - self.updated >= self.NOTEBOOK_INTERVAL:
+                self.handle.update(self.line())
+                self.updated = now
 
     def close(self):
-        if self.shown:
-            sys.stderr.write("\n")
+        """Ends the line (terminal), shows the last state (notebook) or writes the summary."""
+        if self.last is None:
+            return
+        if self.mode == "terminal":
+            self.stream.write("\n")
+        elif self.mode == "notebook":
+            if self.handle is None:
+                self.display(self.line())
+            else:
+                self.handle.update(self.line())
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+
+def _notebook_display():
+    """IPython's ``display`` when running in a Jupyter kernel (whose standard error is no
+    terminal, but whose cell output can be updated in place), else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if getattr(shell, "kernel", None) is None:
+        return None
+    from IPython.display import display
+
+    return display

@@ -35,7 +35,7 @@ def check_best_is_the_fastest_verified(result):
     return statuses
 
 
-def test_matmul_tunes_verifies_and_its_best_config_runs(db):
+def test_matmul_tunes_verifies_and_its_best_config_runs(db, tmp_path):
     import torch
     import matmul
 
@@ -53,6 +53,10 @@ def test_matmul_tunes_verifies_and_its_best_config_runs(db):
                           answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
     assert again.from_store == 24 and again.best_config == result.best_config
     assert again.best_objective == result.best_objective, "the stored answer is the measured one"
+    page = again.report(tmp_path / "report.html")
+    html = open(page).read()
+    assert "matmul_kernel on " in html and f"tuning {again.tuning}" in html
+    assert html.count("<svg") >= 3 and "Best configurations" in html, "progress and parameter charts"
 
 
 def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):

@@ -31,6 +31,9 @@ pub enum Command {
     Space(SpaceArgs),
     /// Show the best configurations stored in a results database.
     Results(ResultsArgs),
+    /// Write an HTML report of a results database: best configurations, convergence,
+    /// parameters, failures and costs, as one self-contained page.
+    Report(ReportArgs),
     /// Import a Kernel Tuner cache file or a T4 file into a results database.
     Import(ImportArgs),
     /// Export a tuning from a results database as a Kernel Tuner cache file or a T4 file.
@@ -105,6 +108,19 @@ pub struct ResultsArgs {
     pub kernel: Option<String>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results database.
+    pub db: PathBuf,
+    /// Output file (HTML).
+    #[arg(long, short = 'o', default_value = "report.html")]
+    pub output: PathBuf,
+    /// Only this tuning (its number, as `kerntune results` lists it). Default: every
+    /// tuning in the database.
+    #[arg(long, value_name = "ID")]
+    pub tuning: Option<i64>,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,6 @@ pub use kerntune_run::report::{duration, objective, table};
 use indicatif::{ProgressBar, ProgressStyle};
 use kerntune_store::Objective;
 
-/// A progress bar on standard error; drawn only when that is a terminal.
 /// A bar over a share of work done, in thousandths (building a space).
 pub fn share_progress(hidden: bool) -> ProgressBar {
     if hidden {
@@ -21,7 +20,11 @@ pub fn share_progress(hidden: bool) -> ProgressBar {
     bar
 }
 
-pub fn progress(total: Option<u64>, hidden: bool) -> ProgressBar {
+/// A progress bar on standard error over `total` things counted in `unit`s (a spinner when
+/// the total is unknown). It is drawn only when standard error is a terminal (indicatif
+/// hides it elsewhere) and never when `hidden` (`--json`): a run without a terminal
+/// prints nothing while it goes, then its summary.
+pub fn progress(total: Option<u64>, unit: &str, hidden: bool) -> ProgressBar {
     if hidden {
         return ProgressBar::hidden();
     }
@@ -30,11 +33,11 @@ pub fn progress(total: Option<u64>, hidden: bool) -> ProgressBar {
         None => ProgressBar::new_spinner(),
     };
     let template = if total.is_some() {
-        "{bar:30.cyan/blue} {pos}/{len} evaluations  {msg}  [{elapsed_precise}]"
+        format!("{{bar:30.cyan/blue}} {{pos}}/{{len}} {unit}  {{msg}}  [{{elapsed_precise}}]")
     } else {
-        "{spinner} {pos} evaluations  {msg}  [{elapsed_precise}]"
+        format!("{{spinner}} {{pos}} {unit}  {{msg}}  [{{elapsed_precise}}]")
     };
-    if let Ok(style) = ProgressStyle::with_template(template) {
+    if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar

@@ -348,7 +348,9 @@ fn compare_strategies_reports_each_budget_and_draws_the_plot() {
         assert_eq!(contender["curve"].as_array().map(Vec::len), Some(30));
     }
     let svg = std::fs::read_to_string(&plot).expect("plot written");
-    assert_eq!(svg.matches("<polyline").count(), 2);
+    for label in ["random_sample", "default"] {
+        assert!(svg.contains(&format!(">\n{label}\n</text>")), "no legend entry for {label}: {svg}");
+    }
 }
 
 #[test]
@@ -382,4 +384,27 @@ fn a_run_where_every_configuration_fails_the_same_way_stops_early_and_exits_1() 
     let summary: Json = serde_json::from_slice(&output.stdout).expect("the summary is still printed");
     assert_eq!(summary["stop"], "all_failed");
     assert!(summary["evaluations"].as_u64().is_some_and(|n| n < 40), "{summary}");
+}
+
+/// Progress bars are drawn only on a terminal: a run whose output goes to a pipe or a file
+/// writes nothing while it goes, then its summary (or, with `--json`, only its object).
+#[test]
+fn without_a_terminal_runs_show_no_progress_only_their_summary() {
+    let landscape = repo("data/landscapes/pnpoly_RTX_3090.json.gz");
+    let runs: [&[&str]; 3] = [
+        &["simulate", "--max-fevals", "40"],
+        &["simulate", "--max-fevals", "40", "--json"],
+        &["compare-strategies", &landscape, "--strategies", "random_sample", "--budgets", "10", "--seeds", "2"],
+    ];
+    for args in runs {
+        let output = kerntune(args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?} wrote to standard error");
+        assert!(!stdout.contains('\r') && !stdout.contains("\x1b["), "{args:?} drew on standard output: {stdout:?}");
+    }
+    let text = kerntune(runs[0]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("\nBest: "));
+    let json = kerntune(runs[1]);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 1, "one JSON object");
 }

@@ -259,6 +259,16 @@ mod results {
     }
 
     #[test]
+    fn report_writes_a_page_or_says_in_one_line_why_not() {
+        let session = Session::new();
+        let db = session.temp("imported.db");
+        session.run(&["import", &shipped(PNPOLY), "--db", &db]);
+        let page = session.temp("report.html");
+        session.snapshot("report", &session.run(&["report", &db, "-o", &page]));
+        session.snapshot("report_unknown_tuning", &session.run(&["report", &db, "--tuning", "7", "-o", &page]));
+    }
+
+    #[test]
     fn export_as_kernel_tuner_cache_and_as_t4() {
         let session = Session::new();
         let db = session.temp("results.db");

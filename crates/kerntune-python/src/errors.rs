@@ -112,3 +112,13 @@ impl From<GpuError> for PyErr {
         }
     }
 }
+
+/// A report the store cannot give (no tunings, an unknown tuning) is a `StoreError`; a
+/// chart that could not be drawn a `KerntuneError`.
+pub fn report(error: kerntune_run::report::html::ReportError) -> PyErr {
+    use kerntune_run::report::html::ReportError;
+    match error {
+        ReportError::Chart(e) => KerntuneError::new_err(e.to_string()),
+        other => store(other),
+    }
+}

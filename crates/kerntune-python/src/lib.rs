@@ -31,6 +31,21 @@ fn default_db() -> String {
     kerntune_store::Store::default_path().display().to_string()
 }
 
+/// Writes the HTML report of the store at `db` (every tuning, or the one numbered
+/// `tuning`) to `path`.
+#[pyfunction]
+#[pyo3(signature = (db, path, tuning = None))]
+fn write_report(py: Python<'_>, db: std::path::PathBuf, path: std::path::PathBuf, tuning: Option<i64>) -> PyResult<()> {
+    py.detach(|| {
+        if !db.exists() {
+            return Err(errors::store(format!("{}: no such results database", db.display())));
+        }
+        let store = kerntune_store::Store::open(&db).map_err(errors::store)?;
+        let page = kerntune_run::report::html::page(&store, tuning).map_err(errors::report)?;
+        std::fs::write(&path, page).map_err(|e| errors::store(format!("writing {}: {e}", path.display())))
+    })
+}
+
 /// The valid configurations of `params` (a JSON object of `name: [values]`) under
 /// `restrictions`, as a JSON list of objects, at most `limit` of them, in order.
 #[pyfunction]
@@ -68,6 +83,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_compile_worker, m)?)?;
     m.add_function(wrap_pyfunction!(default_db, m)?)?;
     m.add_function(wrap_pyfunction!(valid_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(write_report, m)?)?;
     m.add_function(wrap_pyfunction!(triton_options, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;

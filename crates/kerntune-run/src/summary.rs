@@ -50,6 +50,8 @@ pub struct RunSummary {
     pub gpu_busy_timed_runs: Option<f64>,
     pub gpu_busy_tuned_kernels: Option<f64>,
     pub db: String,
+    /// The tuning's number in the store (`kerntune report --tuning N`).
+    pub tuning: i64,
     pub trace: Vec<TracePoint>,
     pub results: Vec<ResultRow>,
     /// The search's best few timed again against each other (see `finalists`).
@@ -175,6 +177,7 @@ pub(crate) struct RunFacts<'a> {
     pub wall_s: f64,
     pub compile_workers: Option<usize>,
     pub db: String,
+    pub tuning: i64,
 }
 
 impl RunSummary {
@@ -207,6 +210,7 @@ impl RunSummary {
             gpu_busy_timed_runs: busy.map(|b| b.0),
             gpu_busy_tuned_kernels: busy.map(|b| b.1),
             db: facts.db,
+            tuning: facts.tuning,
             trace: summary.trace,
             results: tally.results,
             finalists: None,

@@ -91,6 +91,13 @@ pub struct TuningSummary {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TuningId(i64);
 
+impl TuningId {
+    /// The number by which people name the tuning (`kerntune report --tuning N`).
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
 /// One stored evaluation with its configuration.
 #[derive(Debug, Clone)]
 pub struct StoredEvaluation {

@@ -30,7 +30,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let contenders: Vec<Contender> = names.iter().map(|name| Contender::named(name)).collect();
     let largest = args.budgets.iter().copied().max().unwrap_or(0);
     let runs = contenders.len() * landscapes.len() * args.seeds as usize;
-    let bar = render::progress(Some(runs as u64), args.json);
+    let bar = render::progress(Some(runs as u64), "runs", args.json);
     bar.set_message(format!("{runs} runs of up to {largest} evaluations"));
     let seeds = args.first_seed..args.first_seed + args.seeds;
     let comparison =
@@ -39,7 +39,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         })?;
     bar.finish_and_clear();
     if let Some(path) = &args.plot {
-        std::fs::write(path, plot::svg(&comparison)).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, plot::svg(&comparison)?).with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string(&comparison)?);

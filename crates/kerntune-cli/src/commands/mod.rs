@@ -1,6 +1,7 @@
 //! One module per subcommand; each turns parsed arguments into library calls and output.
 
 mod compare;
+mod report;
 mod results;
 mod sass;
 mod simulate;
@@ -22,6 +23,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Simulate(args) => simulate::run(args),
         Command::Space(args) => space::run(args),
         Command::Results(args) => results::run(args),
+        Command::Report(args) => report::run(args),
         Command::Import(args) => transfer::import(args),
         Command::Export(args) => transfer::export(args),
         Command::Strategies(args) => strategies::run(args),

@@ -31,6 +31,7 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
         let best = ranked(&tuning.info, &rows, usize::try_from(args.top).unwrap_or(usize::MAX));
         if args.json {
             json_out.push(json!({
+                "tuning": tuning.id.get(),
                 "kernel_name": tuning.info.kernel_name,
                 "kernel": tuning.info.kernel,
                 "device": tuning.info.device,
@@ -46,8 +47,14 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
         let info = &tuning.info;
         let direction = if info.objective.higher_is_better { "higher is better" } else { "lower is better" };
         println!(
-            "\n{} on {} (problem {}): {} evaluations, {} failed; objective {} ({direction})",
-            info.kernel_name, info.device, info.problem, tuning.evaluations, tuning.failed, info.objective.name
+            "\nTuning {}: {} on {} (problem {}): {} evaluations, {} failed; objective {} ({direction})",
+            tuning.id.get(),
+            info.kernel_name,
+            info.device,
+            info.problem,
+            tuning.evaluations,
+            tuning.failed,
+            info.objective.name
         );
         if best.is_empty() {
             println!("  no successful evaluation yet");

@@ -49,7 +49,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         };
         println!("Space: {} configurations. Strategy {strategy}, seed {seed}, budget {limit}{batch}.", space.len());
     }
-    let bar = render::progress(budget.max_fevals.map(|n| n.min(space.len()) as u64), args.json);
+    let bar = render::progress(budget.max_fevals.map(|n| n.min(space.len()) as u64), "evaluations", args.json);
     let objective = landscape.objective.clone();
     let mut on_event = |event: Event<'_>| match event {
         Event::Started { from_store, .. } if from_store > 0 => {

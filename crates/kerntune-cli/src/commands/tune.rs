@@ -101,7 +101,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             sets => println!("Outputs are checked on {sets} input sets: the spec's, and {} redrawn.", sets - 1),
         }
     }
-    let bar = render::progress(Some(budget.max_fevals.unwrap_or(space.len()).min(space.len()) as u64), args.json);
+    let bar = render::progress(
+        Some(budget.max_fevals.unwrap_or(space.len()).min(space.len()) as u64),
+        "evaluations",
+        args.json,
+    );
     let objective = spec.objective.clone();
     let json = args.json;
     let mut on_progress = |progress: Progress<'_>| match progress {
@@ -192,7 +196,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, a
         store: Some((&store, tuning)),
         resume: true,
     };
-    let bar = render::progress(Some(space.len() as u64), args.json);
+    let bar = render::progress(Some(space.len() as u64), "compiled", args.json);
     let report = compile.run(&mut |_| bar.inc(1), &interrupt::requested)?;
     bar.finish_and_clear();
     if args.json {

@@ -1,8 +1,10 @@
 //! What a run's summary says to people and to programs: the text the CLI prints, the
-//! JSON both fronts read, the formatting of durations, objectives and tables, and the
-//! charts ([`plot`]). One place, so that the CLI, the Python package and reports say the
-//! same thing.
+//! JSON both fronts read, the formatting of durations, objectives and tables, the HTML
+//! report of a store ([`html`]) and the charts ([`charts`], [`plot`]). One place, so that
+//! the CLI, the Python package and reports say the same thing.
 
+pub mod charts;
+pub mod html;
 pub mod plot;
 
 use std::time::Duration;
