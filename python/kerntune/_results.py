@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kerntune._kerntune import BackendError
-from kerntune._space import launch_options
+from kerntune._space import without_compilers_choice
 
 
 class NoValidConfigError(BackendError):
@@ -58,6 +58,8 @@ class TuneResult:
     #: them), more where a reference kernel also checked redrawn random inputs. Each entry
     #: of ``results`` says in its metrics how many sets that configuration passed.
     verified_sets: int = 1
+    #: The ptxas the caller chose (``ptxas=``), with its version and path, else None.
+    compiler: Optional[str] = None
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
     failure: Optional[str] = None
     #: Seconds spent in this process before and around the search: ``prepare_s`` (the
@@ -71,7 +73,7 @@ class TuneResult:
         best = data.get("best") or {}
         config = best.get("config")
         if config is not None:
-            config = launch_options(config)
+            config = without_compilers_choice(config)
         return cls(
             best_config=config,
             best_objective=best.get("objective"),
@@ -92,6 +94,7 @@ class TuneResult:
             verified_sets=data.get("verified_sets", int(data["verified"])),
             finalists=data.get("finalists"),
             schedule=data.get("schedule"),
+            compiler=data.get("compiler"),
         )
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
                               check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
+from kerntune import _ptxas
 from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
@@ -321,27 +322,36 @@ def _describe(fn, call, params, specialization):
     return job_args, describe
 
 
-def check_ptx_options(values) -> None:
-    """ACF files (``--apply-controls``) need ptxas 13.3 or newer: a clear error otherwise."""
-    if not any("apply-controls" in str(v) for v in values):
+def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
+    """ACF files (``--apply-controls`` in ``ptx_options``, or an ``acf`` parameter) need
+    ptxas 13.3 or newer: a clear error otherwise, naming the ptxas (``chosen``, or Triton's)."""
+    acfs = [v for v in params.get("acf", []) if v not in ("", "none")]
+    if not acfs and not any("apply-controls" in str(v) for v in params.get("ptx_options", [])):
         return
-    from triton.backends.nvidia.compiler import get_ptxas
+    if chosen is None:
+        from triton.backends.nvidia.compiler import get_ptxas
 
-    ptxas = get_ptxas(90)
-    found = tuple(int(x) for x in str(ptxas.version).split(".")[:2])
+        ptxas = get_ptxas(90)
+        version, path = str(ptxas.version), ptxas.path
+    else:
+        version, path = chosen["version"], chosen["path"]
+    found = tuple(int(x) for x in version.split(".")[:2])
     if found < (13, 3):
         raise _kerntune.SpecError(
-            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {ptxas.version} "
-            f"({ptxas.path}); set TRITON_PTXAS_PATH to a newer ptxas"
+            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {version} "
+            f"({path}); pass ptxas=\"pip\" (with nvidia-cuda-nvcc 13.3 installed) or a newer ptxas's path"
         )
+    for acf in acfs:
+        if not os.path.isfile(str(acf)):
+            raise ArgumentError(f"acf = {acf!r}: no such file")
 
 
-def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
+def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, ptxas=None):
     """The tuning job every call shares: arguments described, the compile worker's setup
-    file written, the kernel fingerprinted."""
+    file written, the kernel fingerprinted. ``ptxas`` is the chosen one (``_ptxas.resolve``)."""
     import triton
 
-    check_ptx_options(params.get("ptx_options", []))
+    check_ptx_options(params, ptxas)
 
     configs = listed.rows if listed is not None else _first_valid_config(params, restrictions)
     if not configs:
@@ -360,7 +370,13 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
         "args": {d["name"]: (f"{d['dtype']}{list(call[d['name']].shape)}" if d["kind"] == "tensor" else d.get("value")) for d in describe if d["kind"] != "tuned"},
         "specialization": [list(s) for s in specialization if s[0] != "constexpr"],
     }
-    fingerprint = hashlib.sha256(json.dumps([fn.cache_key, triton.__version__, problem["specialization"]], default=str).encode()).hexdigest()[:16]
+    identity = [fn.cache_key, triton.__version__, problem["specialization"]]
+    if ptxas is not None:
+        identity.append(f"ptxas {ptxas['version']}")  # another ptxas makes other binaries
+    fingerprint = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
+    env = worker_env()
+    if ptxas is not None:
+        env["TRITON_PTXAS_PATH"] = ptxas["path"]
     job = {
         "kernel_name": fn.__name__,
         "params": params,
@@ -371,7 +387,8 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
         "problem": problem,
         "compile_worker": worker_command(["--triton-setup", setup_path]),
         "bench_worker": worker_command([]),
-        "worker_env": worker_env(),
+        "worker_env": env,
+        "ptxas": ptxas,
     }
     return job, describe, configs
 
@@ -388,6 +405,7 @@ def compile(
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
     compile_timeout: Optional[float] = None,
+    ptxas: Optional[str] = None,
 ) -> list:
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
@@ -396,14 +414,16 @@ def compile(
     (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
     memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
     kept in the results store. A compile that outlasts ``compile_timeout`` seconds (default
-    60) fails that configuration."""
+    60) fails that configuration. ``ptxas`` (a path, or ``"pip"`` for the nvidia-cuda-nvcc
+    wheel's) assembles instead of Triton's own; compiler controls (``acf``, ``opt_level``,
+    ``allow_expensive_optimizations`` parameters, ``ptx_options``) reach it."""
     fn = jit_function(kernel)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
     number = check_arch(arch)
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
-        job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir)
+        job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir, _ptxas.resolve(ptxas))
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
         text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db)
@@ -440,6 +460,7 @@ def tune(
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
+    ptxas: Optional[str] = None,
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -493,6 +514,12 @@ def tune(
     original the same way as a control the winner must beat), ``finalists`` (8),
     ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
     can be launched through Triton with ``kerntune.use_schedule``.
+
+    ``ptxas`` (a path, or ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles the kernels
+    instead of Triton's own ptxas; its version shows in ``result.compiler`` and is part of
+    the results' identity. Compiler controls are parameters like the rest: ``acf`` (ACF
+    files, ``"none"``), ``opt_level`` (0-3), ``allow_expensive_optimizations`` (bools),
+    ``maxnreg`` and ``ptx_options``.
     """
     fn = jit_function(kernel)
     check_device(device)
@@ -516,6 +543,7 @@ def tune(
     info = json.loads(_kerntune.device_info(device))
     arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
     grid_fn = _grid_function(grid, call, list(params))
+    chosen = _ptxas.resolve(ptxas)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
         return _tune_in(
@@ -524,7 +552,7 @@ def tune(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
-                finalists=finalists,
+                finalists=finalists, ptxas=chosen,
             ),
         )
     finally:
@@ -571,7 +599,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
              hooks, device, arch, info, workdir, search) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
-    job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir)
+    job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
+                                  search["ptxas"])
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":

@@ -40,6 +40,24 @@ pub trait Language {
     /// device (recorded `invalid_config` without compiling).
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
 
+    /// The compile job of a configuration with further ptxas arguments after its own
+    /// controls (an ACF file a controls search proposes); an error where this language
+    /// cannot pass them.
+    fn compile_job_with_controls(
+        &self,
+        _config: &[Value],
+        _device: &DeviceInfo,
+        _ptxas_args: &[String],
+    ) -> Result<CompileJob, String> {
+        Err(format!("{} takes no compiler controls", self.kernel_name()))
+    }
+
+    /// The compiler that builds the binaries, where the user chose one (`ptxas 13.3.73
+    /// (PATH)`): shown in results.
+    fn compiler(&self) -> Option<String> {
+        None
+    }
+
     /// How to launch a compiled configuration; an error is a reason it is invalid.
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
 

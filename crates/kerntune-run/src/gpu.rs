@@ -146,6 +146,7 @@ impl Prepared<'_> {
             wall_s,
             compile_workers,
             db: request.db.display().to_string(),
+            compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
         if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
