@@ -58,6 +58,8 @@ class TuneResult:
     #: them), more where a reference kernel also checked redrawn random inputs. Each entry
     #: of ``results`` says in its metrics how many sets that configuration passed.
     verified_sets: int = 1
+    #: The compiler-controls stage's report (``tune(..., controls="compileiq")``), else None.
+    controls: Optional[dict] = None
     #: The ptxas the caller chose (``ptxas=``), with its version and path, else None.
     compiler: Optional[str] = None
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).

@@ -23,7 +23,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune import _ptxas
-from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
+from kerntune._space import CONTROL_NAMES, OPTION_NAMES, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
 _DTYPES = {
@@ -143,7 +143,8 @@ def _specialization(fn, call: Mapping[str, Any], config: Mapping[str, Any], arch
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     kwargs = dict(call)
     kwargs.update({k: v for k, v in config.items() if k in fn.arg_names})
-    options = {k: v for k, v in config.items() if k not in fn.arg_names and not (k == "maxnreg" and v == 0)}
+    options = {k: v for k, v in config.items()
+               if k not in fn.arg_names and not (k == "maxnreg" and v == 0) and k not in CONTROL_NAMES}
     _, specialization, _ = binder(**kwargs, **options)
     return specialization
 
@@ -457,10 +458,13 @@ def tune(
     device: Optional[int] = None,
     progress: bool = True,
     finalists: int = 4,
+    finalists_within: float = 0.05,
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
     ptxas: Optional[str] = None,
+    controls: Optional[str] = None,
+    controls_budget: int = 24,
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -500,8 +504,8 @@ def tune(
     After the search, the best ``finalists`` configurations (those within 5% of the best) are
     timed again, each interleaved with the best in rounds over several reloads, and the best
     against a copy of itself (an A/A control); one replaces the best only when it is faster
-    beyond that control's noise. ``result.finalists`` holds the report; ``finalists=1`` takes
-    the search's best as it is.
+    beyond that control's noise (``finalists_within`` sets the 5%). ``result.finalists`` holds
+    the report; ``finalists=1`` takes the search's best as it is.
 
     ``schedule=True`` then tunes the native instruction schedule (SASS) of the best
     configuration: legal reorderings of its memory instructions, each checked to compute
@@ -519,7 +523,12 @@ def tune(
     instead of Triton's own ptxas; its version shows in ``result.compiler`` and is part of
     the results' identity. Compiler controls are parameters like the rest: ``acf`` (ACF
     files, ``"none"``), ``opt_level`` (0-3), ``allow_expensive_optimizations`` (bools),
-    ``maxnreg`` and ``ptx_options``.
+    ``maxnreg`` and ``ptx_options``. ``controls="compileiq"`` then searches the ACF files of
+    the best configuration with CompileIQ (installed separately: ``pip install compileiq``),
+    ``controls_budget`` candidates in generations, each compiled and timed like any
+    configuration; the fastest is timed against the configuration without an ACF,
+    interleaved with an A/A control, and kept only when faster beyond the control's noise.
+    The report is ``result.controls``; a kept ACF is in ``result.best_config["acf"]``.
     """
     fn = jit_function(kernel)
     check_device(device)
@@ -542,22 +551,37 @@ def tune(
     device = torch.cuda.current_device() if device is None else device
     info = json.loads(_kerntune.device_info(device))
     arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
+    if controls not in (None, "compileiq"):
+        raise ArgumentError(f"controls = {controls!r}: the controls search is \"compileiq\" (or None)")
     grid_fn = _grid_function(grid, call, list(params))
     chosen = _ptxas.resolve(ptxas)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
-        return _tune_in(
+        result = _tune_in(
             fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
             hooks or Hooks(), device, arch, info, workdir, dict(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
-                finalists=finalists, ptxas=chosen,
+                finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
             ),
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
             shutil.rmtree(workdir, ignore_errors=True)
+    if controls == "compileiq":
+        from kerntune._controls import compileiq_stage
+
+        def retune(configs, **options):
+            return tune(kernel, args, grid, restrictions=None, answer=answer, atol=atol, rtol=rtol, db=db,
+                        strategy="brute_force", timing=timing, restore_value=restore_value,
+                        reset_to_zero=reset_to_zero, configs=configs, seed=seed, compile_workers=compile_workers,
+                        device=device, progress=False, hooks=hooks, ptxas=ptxas, objective=objective, **options)
+
+        result.controls = compileiq_stage(result, retune, controls_budget, chosen)
+        if result.controls["kept"]:
+            result.best_config = {**result.best_config, "acf": result.controls["best_acf"]}
+    return result
 
 
 class Hooks:
@@ -666,7 +690,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "fresh": search["fresh"],
         "device": device,
         "compile_workers": search["compile_workers"],
-        "retime": {"finalists": int(search["finalists"]), "seed": search["seed"]} if search["finalists"] > 1 else None,
+        "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
+        if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
     }
     bar = _Progress() if search["progress"] else None

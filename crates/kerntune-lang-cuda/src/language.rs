@@ -188,18 +188,9 @@ impl Language for CudaLanguage<'_> {
     }
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
-        self.compile_job_with_controls(config, device, &[])
-    }
-
-    fn compile_job_with_controls(
-        &self,
-        config: &[Value],
-        device: &DeviceInfo,
-        ptxas_args: &[String],
-    ) -> Result<CompileJob, String> {
         let Instance { source, name, geometry } = self.instance(config)?;
         check_device_limits(&geometry, device)?;
-        let ptxas = self.spec.ptxas_step(config, ptxas_args)?;
+        let ptxas = self.spec.ptxas_step(config)?;
         Ok(CompileJob::Cuda { source, name, options: self.spec.options_for(config), arch: device.arch(), ptxas })
     }
 

@@ -109,18 +109,9 @@ impl Language for TritonLanguage<'_> {
         self.job.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
     }
 
-    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
-        self.compile_job_with_controls(config, device, &[])
-    }
-
     /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
     /// words of `ptx_options`, after the configuration's own.
-    fn compile_job_with_controls(
-        &self,
-        config: &[Value],
-        device: &DeviceInfo,
-        ptxas_args: &[String],
-    ) -> Result<CompileJob, String> {
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         self.check_launch(config, device)?;
         let mut constexprs = Map::new();
         let mut options = Map::new();
@@ -136,7 +127,6 @@ impl Language for TritonLanguage<'_> {
         let mut words: Vec<String> =
             options.get("ptx_options").and_then(|v| v.as_str()).map(|text| vec![text.to_string()]).unwrap_or_default();
         words.extend(controls.args);
-        words.extend(ptxas_args.iter().cloned());
         if !words.is_empty() {
             options.insert("ptx_options".into(), words.join(" ").into());
         }

@@ -41,12 +41,6 @@ pub struct Controls {
 }
 
 impl Controls {
-    /// Whether any control is in play (a configuration with none compiles as it would
-    /// without controls, through the same ptxas).
-    pub fn is_empty(&self) -> bool {
-        self.args.is_empty() && !self.cutlass_name
-    }
-
     /// The controls of one configuration, from its values of the parameters that
     /// `is_control_param` says are controls (`params` and `config` in parameter order);
     /// ACF paths are relative to `base`.
@@ -163,7 +157,7 @@ mod tests {
         let params =
             params(r#"{"acf": ["none"], "ptxas_options": [""], "maxrregcount": [0], "cutlass_name": [false]}"#);
         let config: Vec<Value> = params.iter().map(|p| p.values()[0].clone()).collect();
-        assert!(Controls::of(&params, &config, is_control, Path::new(".")).expect("controls").is_empty());
+        assert_eq!(Controls::of(&params, &config, is_control, Path::new(".")).expect("controls"), Controls::default());
     }
 
     #[test]

@@ -40,18 +40,6 @@ pub trait Language {
     /// device (recorded `invalid_config` without compiling).
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
 
-    /// The compile job of a configuration with further ptxas arguments after its own
-    /// controls (an ACF file a controls search proposes); an error where this language
-    /// cannot pass them.
-    fn compile_job_with_controls(
-        &self,
-        _config: &[Value],
-        _device: &DeviceInfo,
-        _ptxas_args: &[String],
-    ) -> Result<CompileJob, String> {
-        Err(format!("{} takes no compiler controls", self.kernel_name()))
-    }
-
     /// The compiler that builds the binaries, where the user chose one (`ptxas 13.3.73
     /// (PATH)`): shown in results.
     fn compiler(&self) -> Option<String> {

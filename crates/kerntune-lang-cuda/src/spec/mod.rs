@@ -192,18 +192,10 @@ impl KernelSpec {
         Controls::of(&self.params, config, |name| self.is_control(name), &self.base)
     }
 
-    /// How the chosen ptxas assembles one configuration, `extra` arguments (controls a
-    /// stage proposes) after the configuration's own; `None` without a chosen ptxas.
-    pub fn ptxas_step(&self, config: &[Value], extra: &[String]) -> Result<Option<PtxasStep>, String> {
-        let Some(ptxas) = &self.ptxas else {
-            return if extra.is_empty() {
-                Ok(None)
-            } else {
-                Err("compiler controls from a search need [compiler] ptxas".into())
-            };
-        };
-        let mut controls = self.controls_for(config)?;
-        controls.args.extend(extra.iter().cloned());
+    /// How the chosen ptxas assembles one configuration; `None` without a chosen ptxas.
+    pub fn ptxas_step(&self, config: &[Value]) -> Result<Option<PtxasStep>, String> {
+        let Some(ptxas) = &self.ptxas else { return Ok(None) };
+        let controls = self.controls_for(config)?;
         Ok(Some(PtxasStep {
             path: ptxas.path.clone(),
             version: ptxas.version.clone(),

@@ -170,7 +170,7 @@ fn ptxas_knobs_in_compiler_controls_are_parameters_that_reach_ptxas_not_the_sour
         ]
     );
     assert!(!spec.source_for(&config).contains("maxrregcount"), "a control is not #defined");
-    assert_eq!(spec.ptxas_step(&config, &[]).expect("no chosen ptxas"), None);
+    assert_eq!(spec.ptxas_step(&config).expect("no chosen ptxas"), None);
 }
 
 #[test]
@@ -202,11 +202,11 @@ fn a_chosen_ptxas_assembles_every_configuration_and_its_version_is_in_the_finger
     let spec = spec_with("13.3.73");
     assert_eq!(spec.ptxas.as_ref().map(|p| p.version.as_str()), Some("13.3.73"));
     let plain = vec![Value::Int(32), Value::Int(1), Value::Str("none".into()), Value::Bool(false)];
-    let step = spec.ptxas_step(&plain, &[]).expect("step").expect("a chosen ptxas");
+    let step = spec.ptxas_step(&plain).expect("step").expect("a chosen ptxas");
     assert!(step.args.is_empty() && step.prefix.is_none(), "{step:?}");
     let tuned = vec![Value::Int(32), Value::Int(1), Value::Str("tuned.acf".into()), Value::Bool(true)];
-    let step = spec.ptxas_step(&tuned, &["-O1".to_string()]).expect("step").expect("a chosen ptxas");
-    assert_eq!(step.args, [format!("--apply-controls={}", dir.path().join("tuned.acf").display()), "-O1".to_string()]);
+    let step = spec.ptxas_step(&tuned).expect("step").expect("a chosen ptxas");
+    assert_eq!(step.args, [format!("--apply-controls={}", dir.path().join("tuned.acf").display())]);
     assert_eq!(step.prefix.as_deref(), Some("cutlass_"));
     assert!(spec.options_for(&tuned).is_empty(), "controls go to the chosen ptxas, not NVRTC's");
     assert_ne!(spec.fingerprint, spec_with("13.3.80").fingerprint, "another ptxas, other results");
