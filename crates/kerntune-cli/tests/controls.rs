@@ -67,7 +67,8 @@ fn vector_add_with(compiler: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::copy(repo("examples/cuda/vector_add/vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
     let spec = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("reads");
-    let spec = spec.replace("block_size_x = [64, 128, 256, 512, 1024]\ntile = [1, 2, 4, 8]", "block_size_x = [256]\ntile = [1]");
+    let spec = spec
+        .replace("block_size_x = [64, 128, 256, 512, 1024]\ntile = [1, 2, 4, 8]", "block_size_x = [256]\ntile = [1]");
     std::fs::write(dir.path().join("spec.toml"), format!("{spec}\n{compiler}\n")).expect("writes");
     let path = dir.path().join("spec.toml").display().to_string();
     (dir, path)
