@@ -48,7 +48,10 @@ rows = []
 
 def verdict(finalists, challenger_key, challenger_value):
     """The interleaved A/B's ratio (challenger / baseline), its interval, the control's, and
-    whether the challenger beats the control."""
+    whether the challenger beats the control; or why there was no interleaved timing (one
+    of the two failed its compile or its check)."""
+    if not finalists:
+        return {"error": "no interleaved timing: the challenger or the baseline failed (see the store)"}
     report = finalists["report"]
     leader_is_challenger = finalists["configs"][0].get(challenger_key) == challenger_value
     ratio = report["contenders"][0]
@@ -58,6 +61,15 @@ def verdict(finalists, challenger_key, challenger_value):
     beats = report["verdict"] == ("lead_holds" if leader_is_challenger else "overtaken")
     return dict(ratio=ratio["ratio"], low=ratio["low"], high=ratio["high"],
                 control_low=control["low"], control_high=control["high"], beats=beats)
+
+
+def fresh_db(name):
+    """A store of this run's own: a verdict answered from an earlier run's is no measurement."""
+    path = os.path.join(OUT, name)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    return path
 
 
 def record(kernel, what, outcome, **extra):
@@ -77,7 +89,7 @@ def triton_stage(ptxas):
     b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
     c = torch.empty((SIZE, SIZE), device="cuda", dtype=torch.float16)
     answer = {"c_ptr": torch.matmul(a, b)}
-    db = os.path.join(OUT, "controls-triton.db")
+    db = fresh_db("controls-triton.db")
     common = dict(answer=answer, db=db, progress=False, ptxas=ptxas["path"])
     source = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                            max_fevals=int(os.environ.get("SOURCE_FEVALS", "60")), **common)
@@ -120,7 +132,7 @@ def cuda_stage(ptxas):
     for name in os.listdir(example):
         if name != "spec.toml":
             os.symlink(os.path.join(example, name), os.path.join(workdir, name))
-    db = os.path.join(OUT, "controls-cuda.db")
+    db = fresh_db("controls-cuda.db")
     source = kerntune_cli(os.path.join(example, "spec.toml"), db, "--max-fevals", os.environ.get("SOURCE_FEVALS", "60"))
     best = source["best"]["config"]
     record("cuda matmul_sram", "source search", {"best_ms": source["best"].get("time_ms"), "config": best})

@@ -144,3 +144,10 @@ def test_an_acf_is_kept_only_when_it_beats_the_aa_control_whichever_led_the_sear
             {"config": {"acf": "b"}, "status": "compile_failed", "time_ms": None, "reason": "Invalid compiler controls file"}]
     assert times_of(rows, "acf", ["b", "a", "c"]) == [(None, "compile_failed: Invalid compiler controls file"), (0.5, None),
                                                        (None, "c: no result")]
+
+
+def test_autotune_refuses_acf_and_ptxas_knobs_it_could_not_launch_with():
+    import matmul
+
+    with pytest.raises(kerntune.SpecError, match="applies no compiler controls \\(acf, opt_level\\)"):
+        kerntune.autotune(key=["M"], params={**SOURCE_CONFIG, "acf": ["none"], "opt_level": [3, 1]})(matmul.matmul_kernel.fn)
