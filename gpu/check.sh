@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls]
 # (default: all); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u -o pipefail
@@ -25,7 +25,7 @@ fi
 # A skipped GPU test on the GPU machine is a failure, not a pass (tests/python/conftest.py).
 export KERNTUNE_REQUIRE_GPU=1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor}
+stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor controls}
 summary=()
 failed=()
 # Runs a stage's command with its output shown and kept in $OUT/NAME.log; a failure is noted.
@@ -90,6 +90,20 @@ for stage in $stages; do
         echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"
         step vendor_compare python3 bench/vendor_compare.py
         summary+=("$(sed -n '/=== vendor_compare summary/,$p' "$OUT/vendor_compare.log")")
+        ;;
+    controls)
+        echo "=== compiler controls: CompileIQ's ACF search and the ptxas knobs, against an A/A control"
+        # A venv over the system's packages (torch...): from .device/wheels only what is missing.
+        rm -rf /tmp/controls-venv
+        if python3 -m venv --system-site-packages /tmp/controls-venv &&
+            /tmp/controls-venv/bin/pip install -q --no-index --find-links .device/wheels --no-deps compileiq 'nvidia-cuda-nvcc==13.3.*' &&
+            /tmp/controls-venv/bin/pip install -q --no-index --find-links .device/wheels loguru "pandas>=2.2.3,<3" pydantic requests tqdm; then
+            step controls /tmp/controls-venv/bin/python3 bench/controls.py
+        else
+            echo "installing .device/wheels failed (run gpu/prepare.sh)" | tee "$OUT/controls.log"
+            failed+=("controls")
+        fi
+        summary+=("$(sed -n '/=== controls summary/,$p' "$OUT/controls.log")")
         ;;
     timing)
         echo "=== timing agreement"

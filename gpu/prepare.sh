@@ -18,6 +18,17 @@ strip -o .device/kerntune target/release/kerntune
 strip -o .device/gpu-tests "$test_binary"
 strip -o .device/single_moves target/release/examples/single_moves
 maturin build --release -q -o .device
+# bench/controls.py (gpu/check.sh controls): the nvidia-cuda-nvcc wheel's ptxas 13.3 and
+# CompileIQ with what it imports for an ask/tell search (not ray, which it imports only to
+# run objective functions itself; numpy comes with torch), for the GPU machine's Python
+# 3.12, which has no internet (about 60 MB).
+# NVIDIA's licence: downloaded for the user's run, never committed.
+rm -rf .device/wheels
+python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: --platform manylinux_2_34_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .device/wheels \
+    'nvidia-cuda-nvcc==13.3.*' 'compileiq==1.1.*' loguru 'pandas>=2.2.3,<3' python-dateutil pytz tzdata six pydantic pydantic-core \
+    annotated-types typing-inspection typing-extensions requests certifi idna charset-normalizer urllib3 tqdm
+du -sh .device/wheels
 wheels=(.device/kerntune-*.whl)
 [ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "gpu/prepare.sh: expected one wheel in .device, found: ${wheels[*]}" >&2; exit 1; }
 ls -la .device

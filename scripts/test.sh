@@ -16,10 +16,14 @@ python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-te
 # a GPU. Both are counted and listed at the end, so a run that passed by skipping says so.
 # KERNTUNE_REQUIRE_SHARED=1, KERNTUNE_REQUIRE_NVRTC=1 and KERNTUNE_REQUIRE_CHROMIUM=1 (CI
 # sets all three) turn those Rust skips into failures; KERNTUNE_REQUIRE_GPU=1 (gpu/check.sh
-# sets it) does the same for the Python GPU tests.
+# sets it) does the same for the Python GPU tests, and KERNTUNE_REQUIRE_PTXAS=1 (CI) for the
+# compiler-controls tests that need the pip ptxas and CompileIQ. CompileIQ's ptxas search
+# space is not on PyPI: the tests that need real ACF files skip without it
+# ($KERNTUNE_CIQ_SEARCH_SPACE names the .bin), whatever the flag says.
 [ -d ../shared/data/landscapes ] || echo "note: ../shared/data/landscapes is missing: the tests that compare against those landscapes skip them" >&2
 python3 -c "import nvidia.cu13" 2>/dev/null || echo "note: NVRTC (pip nvidia-cuda-nvrtc) is missing: the CUDA compile tests skip" >&2
 command -v chromium >/dev/null || echo "note: chromium is missing (apt-get install chromium): the report tests do not open the report in a browser" >&2
+[ -n "${KERNTUNE_CIQ_SEARCH_SPACE:-}" ] || echo "note: KERNTUNE_CIQ_SEARCH_SPACE is unset: the tests that need CompileIQ's ACF files skip unless CompileIQ finds its search space itself" >&2
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # --show-output keeps what passing tests printed, so that their skip notes can be counted.

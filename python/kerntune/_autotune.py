@@ -25,7 +25,7 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 from kerntune._errors import ArgumentError, ArgumentTypeError
-from kerntune._space import as_config, launch_options, names_of, space_of
+from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
 from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
 
 _TUNE_OPTIONS = (
@@ -214,6 +214,12 @@ def autotune(
             f"autotune() got unexpected keyword arguments {', '.join(sorted(unknown))}; it takes Triton's "
             f"arguments and kerntune.tune's: {', '.join(_TUNE_OPTIONS)}"
         )
+    listed = configs if isinstance(configs, (list, tuple)) else []
+    names = set(params or {}) | {name for c in listed if isinstance(c, Mapping) for name in c}
+    if names & set(CONTROL_NAMES):
+        raise ArgumentError(
+            f"autotune() launches through Triton's own ptxas, which applies no compiler controls "
+            f"({', '.join(sorted(names & set(CONTROL_NAMES)))}): tune them with kerntune.tune(..., ptxas=...)")
     if do_bench is not None:
         warnings.warn("kerntune times kernels in its own worker: do_bench is not used", stacklevel=2)
     search = dict(tune_options, strategy=strategy, max_fevals=max_fevals, time_limit=time_limit, db=db)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from kerntune._kerntune import BackendError, write_report
-from kerntune._space import launch_options
+from kerntune._space import launch_options, without_compilers_choice
 
 
 class NoValidConfigError(BackendError):
@@ -59,6 +59,10 @@ class TuneResult:
     #: them), more where a reference kernel also checked redrawn random inputs. Each entry
     #: of ``results`` says in its metrics how many sets that configuration passed.
     verified_sets: int = 1
+    #: The compiler-controls stage's report (``tune(..., controls="compileiq")``), else None.
+    controls: Optional[dict] = None
+    #: The ptxas the caller chose (``ptxas=``), with its version and path, else None.
+    compiler: Optional[str] = None
     #: Why nothing was found, when nothing was (see ``NoValidConfigError``).
     failure: Optional[str] = None
     #: Seconds spent in this process before and around the search: ``prepare_s`` (the
@@ -74,7 +78,7 @@ class TuneResult:
         best = data.get("best") or {}
         config = best.get("config")
         if config is not None:
-            config = launch_options(config)
+            config = without_compilers_choice(config)
         return cls(
             best_config=config,
             best_objective=best.get("objective"),
@@ -96,6 +100,7 @@ class TuneResult:
             finalists=data.get("finalists"),
             schedule=data.get("schedule"),
             tuning=data.get("tuning"),
+            compiler=data.get("compiler"),
         )
 
     def __repr__(self) -> str:

@@ -136,10 +136,22 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
     return Listed(table, filled, [hook for _, hook in pairs])
 
 
-def launch_options(config: Mapping[str, Any]) -> dict:
-    """A configuration as a Triton launch's keyword arguments: ``maxnreg = 0`` and an empty
-    ``ptx_options`` mean "the compiler's choice", which a launch spells by leaving them out."""
+#: Compile options that are compiler controls: kerntune hands them to the chosen ptxas
+#: (through ``ptx_options``); a Triton launch has no such keyword.
+CONTROL_NAMES = ("acf", "opt_level", "allow_expensive_optimizations")
+
+
+def without_compilers_choice(config: Mapping[str, Any]) -> dict:
+    """A configuration without the options at "the compiler's choice" (``maxnreg = 0``, an
+    empty ``ptx_options``, ``acf = "none"``...), which a launch spells by leaving them out."""
     return {k: v for k, v in config.items() if not (k in COMPILERS_CHOICE and v == COMPILERS_CHOICE[k])}
+
+
+def launch_options(config: Mapping[str, Any]) -> dict:
+    """A configuration as a Triton launch's keyword arguments: without the options at the
+    compiler's choice, and without compiler controls (a launch through Triton uses Triton's
+    ptxas, which takes no ``acf`` keyword)."""
+    return {k: v for k, v in without_compilers_choice(config).items() if k not in CONTROL_NAMES}
 
 
 def space_of(params: Optional[Mapping[str, Sequence]], configs, defaults: Mapping[str, Any]):

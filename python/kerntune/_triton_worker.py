@@ -17,6 +17,7 @@ Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "conste
 """
 
 import base64
+import contextlib
 import json
 import re
 import sys
@@ -124,6 +125,19 @@ def without_torch(kernel):
         sys.modules["torch"] = None  # `import torch` raises ImportError from here on
 
 
+def name_versions(message, options, arch):
+    """A ptxas failure with ACF files in ``ptx_options``, with the versions named: the ACF's
+    (unreadable: CompileIQ's files are encrypted) and ptxas's. An ACF is tied to one ptxas."""
+    files = re.findall(r"-?-apply-controls=(\S+)", str(options.get("ptx_options") or ""))
+    if not files or "ptxas" not in message.lower():
+        return message
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(arch)
+    acfs = ", ".join(f"ACF {f} (its version cannot be read)" for f in files)
+    return f"{message} ({acfs}; ptxas {ptxas.version} at {ptxas.path})"
+
+
 def main(setup_path):
     with open(setup_path) as f:
         setup = json.load(f)
@@ -156,7 +170,9 @@ def main(setup_path):
             options = {k: v for k, v in kwargs.items() if k not in arg_names}
             bound, specialization, opts = binder(**call, **options)
             parsed, signature, constexprs, attrs = kernel._pack_args(backend, options, bound, specialization, opts)
-            compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target, options=parsed.__dict__)
+            # Triton prints the whole PTX when ptxas fails: to standard error, not into the replies.
+            with contextlib.redirect_stdout(sys.stderr):
+                compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target, options=parsed.__dict__)
             metadata = compiled.metadata
             passed = [i for i, name in enumerate(arg_names) if signature[name] != "constexpr"]
             extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(passed)
@@ -181,7 +197,7 @@ def main(setup_path):
         except SharedMemoryTooLarge as error:
             reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error), "seconds": time.perf_counter() - start}
         except Exception as error:  # any compiler error fails this configuration only
-            message = f"{type(error).__name__}: {error}".strip()
+            message = name_versions(f"{type(error).__name__}: {error}".strip(), request["options"], setup["arch"])
             reply = {"type": "failed", "id": request["id"], "kind": "compile_failed", "message": message[-4000:], "seconds": time.perf_counter() - start}
         out.write(json.dumps(reply) + "\n")
         out.flush()

@@ -22,7 +22,8 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
                               check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
-from kerntune._space import OPTION_NAMES, launch_options, names_of, space_of
+from kerntune import _ptxas
+from kerntune._space import CONTROL_NAMES, OPTION_NAMES, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
 _DTYPES = {
@@ -142,7 +143,8 @@ def _specialization(fn, call: Mapping[str, Any], config: Mapping[str, Any], arch
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     kwargs = dict(call)
     kwargs.update({k: v for k, v in config.items() if k in fn.arg_names})
-    options = {k: v for k, v in config.items() if k not in fn.arg_names and not (k == "maxnreg" and v == 0)}
+    options = {k: v for k, v in config.items()
+               if k not in fn.arg_names and not (k == "maxnreg" and v == 0) and k not in CONTROL_NAMES}
     _, specialization, _ = binder(**kwargs, **options)
     return specialization
 
@@ -396,27 +398,36 @@ def _describe(fn, call, params, specialization):
     return job_args, describe
 
 
-def check_ptx_options(values) -> None:
-    """ACF files (``--apply-controls``) need ptxas 13.3 or newer: a clear error otherwise."""
-    if not any("apply-controls" in str(v) for v in values):
+def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
+    """ACF files (``--apply-controls`` in ``ptx_options``, or an ``acf`` parameter) need
+    ptxas 13.3 or newer: a clear error otherwise, naming the ptxas (``chosen``, or Triton's)."""
+    acfs = [v for v in params.get("acf", []) if v not in ("", "none")]
+    if not acfs and not any("apply-controls" in str(v) for v in params.get("ptx_options", [])):
         return
-    from triton.backends.nvidia.compiler import get_ptxas
+    if chosen is None:
+        from triton.backends.nvidia.compiler import get_ptxas
 
-    ptxas = get_ptxas(90)
-    found = tuple(int(x) for x in str(ptxas.version).split(".")[:2])
+        ptxas = get_ptxas(90)
+        version, path = str(ptxas.version), ptxas.path
+    else:
+        version, path = chosen["version"], chosen["path"]
+    found = tuple(int(x) for x in version.split(".")[:2])
     if found < (13, 3):
         raise _kerntune.SpecError(
-            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {ptxas.version} "
-            f"({ptxas.path}); set TRITON_PTXAS_PATH to a newer ptxas"
+            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {version} "
+            f"({path}); pass ptxas=\"pip\" (with nvidia-cuda-nvcc 13.3 installed) or a newer ptxas's path"
         )
+    for acf in acfs:
+        if not os.path.isfile(str(acf)):
+            raise ArgumentError(f"acf = {acf!r}: no such file")
 
 
-def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
+def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, ptxas=None):
     """The tuning job every call shares: arguments described, the compile worker's setup
-    file written, the kernel fingerprinted."""
+    file written, the kernel fingerprinted. ``ptxas`` is the chosen one (``_ptxas.resolve``)."""
     import triton
 
-    check_ptx_options(params.get("ptx_options", []))
+    check_ptx_options(params, ptxas)
 
     configs = listed.rows if listed is not None else _first_valid_config(params, restrictions)
     if not configs:
@@ -435,7 +446,13 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
         "args": {d["name"]: (f"{d['dtype']}{list(call[d['name']].shape)}" if d["kind"] == "tensor" else d.get("value")) for d in describe if d["kind"] != "tuned"},
         "specialization": [list(s) for s in specialization if s[0] != "constexpr"],
     }
-    fingerprint = hashlib.sha256(json.dumps([fn.cache_key, triton.__version__, problem["specialization"]], default=str).encode()).hexdigest()[:16]
+    identity = [fn.cache_key, triton.__version__, problem["specialization"]]
+    if ptxas is not None:
+        identity.append(f"ptxas {ptxas['version']}")  # another ptxas makes other binaries
+    fingerprint = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
+    env = worker_env()
+    if ptxas is not None:
+        env["TRITON_PTXAS_PATH"] = ptxas["path"]
     job = {
         "kernel_name": fn.__name__,
         "params": params,
@@ -446,7 +463,8 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir):
         "problem": problem,
         "compile_worker": worker_command(["--triton-setup", setup_path]),
         "bench_worker": worker_command([]),
-        "worker_env": worker_env(),
+        "worker_env": env,
+        "ptxas": ptxas,
     }
     return job, describe, configs
 
@@ -463,6 +481,7 @@ def compile(
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
     compile_timeout: Optional[float] = None,
+    ptxas: Optional[str] = None,
 ) -> list:
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
@@ -472,14 +491,17 @@ def compile(
     memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
     kept in the results store. A compile that outlasts ``compile_timeout`` seconds fails that
     configuration; by default the limit is 60 s, and once 16 compiles succeeded, 4 times the
-    90th percentile of the run's compile times (at least 10 s)."""
+    90th percentile of the run's compile times (at least 10 s). ``ptxas`` (a path, or
+    ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles instead of Triton's own; compiler
+    controls (``acf``, ``opt_level``, ``allow_expensive_optimizations`` parameters,
+    ``ptx_options``) reach it."""
     fn = jit_function(kernel)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
     number = check_arch(arch)
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
-        job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir)
+        job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir, _ptxas.resolve(ptxas))
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
         text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db)
@@ -513,10 +535,14 @@ def tune(
     device: Optional[int] = None,
     progress: bool = True,
     finalists: int = 4,
+    finalists_within: float = 0.05,
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
     verify_sets: int = VERIFY_SETS,
+    ptxas: Optional[str] = None,
+    controls: Optional[str] = None,
+    controls_budget: int = 24,
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -564,8 +590,8 @@ def tune(
     After the search, the best ``finalists`` configurations (those within 5% of the best) are
     timed again, each interleaved with the best in rounds over several reloads, and the best
     against a copy of itself (an A/A control); one replaces the best only when it is faster
-    beyond that control's noise. ``result.finalists`` holds the report; ``finalists=1`` takes
-    the search's best as it is.
+    beyond that control's noise (``finalists_within`` sets the 5%). ``result.finalists`` holds
+    the report; ``finalists=1`` takes the search's best as it is.
 
     ``schedule=True`` then tunes the native instruction schedule (SASS) of the best
     configuration: legal reorderings of its memory instructions, each checked to compute
@@ -578,6 +604,17 @@ def tune(
     original the same way as a control the winner must beat), ``finalists`` (8),
     ``finalist_rounds`` (20), ``seed``. The report is ``result.schedule``; a kept schedule
     can be launched through Triton with ``kerntune.use_schedule``.
+
+    ``ptxas`` (a path, or ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles the kernels
+    instead of Triton's own ptxas; its version shows in ``result.compiler`` and is part of
+    the results' identity. Compiler controls are parameters like the rest: ``acf`` (ACF
+    files, ``"none"``), ``opt_level`` (0-3), ``allow_expensive_optimizations`` (bools),
+    ``maxnreg`` and ``ptx_options``. ``controls="compileiq"`` then searches the ACF files of
+    the best configuration with CompileIQ (installed separately: ``pip install compileiq``),
+    ``controls_budget`` candidates in generations, each compiled and timed like any
+    configuration; the fastest is timed against the configuration without an ACF,
+    interleaved with an A/A control, and kept only when faster beyond the control's noise.
+    The report is ``result.controls``; a kept ACF is in ``result.best_config["acf"]``.
     """
     fn = jit_function(kernel)
     check_device(device)
@@ -600,22 +637,39 @@ def tune(
     device = torch.cuda.current_device() if device is None else device
     info = json.loads(_kerntune.device_info(device))
     arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
+    if controls not in (None, "compileiq"):
+        raise ArgumentError(f"controls = {controls!r}: the controls search is \"compileiq\" (or None)")
     grid_fn = _grid_function(grid, call, list(params))
+    chosen = _ptxas.resolve(ptxas)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
-        return _tune_in(
+        result = _tune_in(
             fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
             hooks or Hooks(), device, arch, info, workdir, dict(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
-                finalists=finalists,
+                finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
             ),
             verify_sets,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
             shutil.rmtree(workdir, ignore_errors=True)
+    if controls == "compileiq":
+        from kerntune._controls import compileiq_stage
+
+        def retune(configs, **options):
+            return tune(kernel, args, grid, restrictions=None, answer=answer, atol=atol, rtol=rtol, db=db,
+                        strategy="brute_force", timing=timing, restore_value=restore_value,
+                        reset_to_zero=reset_to_zero, configs=configs, seed=seed, compile_workers=compile_workers,
+                        device=device, progress=False, hooks=hooks, ptxas=ptxas, objective=objective, verify_sets=verify_sets,
+                        **options)
+
+        result.controls = compileiq_stage(result, retune, controls_budget, chosen)
+        if result.controls["kept"]:
+            result.best_config = {**result.best_config, "acf": result.controls["best_acf"]}
+    return result
 
 
 class Hooks:
@@ -657,7 +711,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
              hooks, device, arch, info, workdir, search, verify_sets) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
-    job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir)
+    job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
+                                  search["ptxas"])
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
@@ -729,7 +784,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "fresh": search["fresh"],
         "device": device,
         "compile_workers": search["compile_workers"],
-        "retime": {"finalists": int(search["finalists"]), "seed": search["seed"]} if search["finalists"] > 1 else None,
+        "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
+        if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
     }
     bar = _Progress(fn.__name__, objective[0] if objective else "time") if search["progress"] else None

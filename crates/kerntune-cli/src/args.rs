@@ -207,6 +207,9 @@ pub struct TuneArgs {
     /// when it is faster beyond that control's noise. 1 takes the search's best as it is.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub finalists: usize,
+    /// Finalists are those whose search median is within this fraction of the best's.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
+    pub finalists_within: f64,
     /// Then tune the native instruction schedule (SASS) of the best configuration.
     #[arg(long)]
     pub schedule: bool,

@@ -2,7 +2,7 @@
 //!
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
-//! the CPU; [`data`] makes the host contents of buffers (element types, seeded fills);
+//! the CPU, and [`ptxas`] assembles PTX with a ptxas the user chose; [`data`] makes the host contents of buffers (element types, seeded fills);
 //! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`nvml`] reads
 //! clocks, temperature, power and throttle reasons. The driver, NVRTC and NVML are loaded
 //! when first used, so a machine without them still runs everything that needs none of
@@ -13,6 +13,7 @@ pub mod data;
 pub mod driver;
 pub mod nvml;
 pub mod nvrtc;
+pub mod ptxas;
 mod target;
 pub mod verify;
 

@@ -101,6 +101,30 @@ const NAME_MAP: &str = "__nv_name_map";
 /// `kernel<float, 4>`): NVRTC instantiates it and reports its mangled name, so kernels
 /// need not be declared `extern "C"`.
 pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Result<Compiled, CompileError> {
+    compile_to(source, name, options, arch, Output::Cubin)
+}
+
+/// Compiles `source` to PTX for the virtual architecture of `arch` (`sm_90a` ->
+/// `compute_90a`), for a ptxas of the user's choice to assemble: [`Compiled::cubin`]
+/// holds the PTX text.
+pub fn compile_ptx(source: &str, name: &str, options: &[String], arch: &str) -> Result<Compiled, CompileError> {
+    let virtual_arch = arch.replacen("sm_", "compute_", 1);
+    compile_to(source, name, options, &virtual_arch, Output::Ptx)
+}
+
+#[derive(Clone, Copy)]
+enum Output {
+    Cubin,
+    Ptx,
+}
+
+fn compile_to(
+    source: &str,
+    name: &str,
+    options: &[String],
+    arch: &str,
+    output: Output,
+) -> Result<Compiled, CompileError> {
     let start = Instant::now();
     let fail = |message: String| CompileError { message, seconds: start.elapsed().as_secs_f64() };
     if !nvrtc_available() {
@@ -132,9 +156,13 @@ pub fn compile(source: &str, name: &str, options: &[String], arch: &str) -> Resu
     let compiled = match outcome {
         // SAFETY: as above; the size query precedes the copy into a buffer of that size,
         // and the lowered name is asked for after a successful compile.
-        Ok(()) => unsafe { cubin_of(program) }
-            .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))
-            .and_then(|cubin| unsafe { lowered_name(program, &expression) }.map(|symbol| (cubin, symbol))),
+        Ok(()) => match output {
+            Output::Cubin => unsafe { cubin_of(program) }.map_err(|e| format!("nvrtcGetCUBIN: {e:?}")),
+            Output::Ptx => unsafe { result::get_ptx(program) }
+                .map(|chars| text(&chars).into_bytes())
+                .map_err(|e| format!("nvrtcGetPTX: {e:?}")),
+        }
+        .and_then(|cubin| unsafe { lowered_name(program, &expression) }.map(|symbol| (cubin, symbol))),
         Err(_) if log.contains(NAME_MAP) => Err(format!(
             "the kernel name '{name}' names no __global__ function of the source (NVRTC: {})",
             log.lines().find(|l| l.contains(NAME_MAP)).unwrap_or_default().trim()

@@ -140,7 +140,7 @@ impl<'a> CudaLanguage<'a> {
                 (text, name.clone(), options.clone(), geometry)
             }
         };
-        let job = CompileJob::Cuda { source, name: name.clone(), options, arch: device.arch() };
+        let job = CompileJob::Cuda { source, name: name.clone(), options, arch: device.arch(), ptxas: None };
         let binary = compile(job).map_err(|e| format!("compiling the reference {name}: {e}"))?;
         let symbol = binary.symbol.unwrap_or(name);
         Ok(ReferenceSetup::Kernel(KernelImage {
@@ -177,13 +177,21 @@ impl Language for CudaLanguage<'_> {
                  (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"
                 .into());
         }
+        if let Some(ptxas) = &self.spec.ptxas {
+            ptxas.check().map_err(|e| format!("[compiler] {e}"))?;
+        }
         kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags()).map_err(|e| e.to_string())
+    }
+
+    fn compiler(&self) -> Option<String> {
+        self.spec.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
     }
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         let Instance { source, name, geometry } = self.instance(config)?;
         check_device_limits(&geometry, device)?;
-        Ok(CompileJob::Cuda { source, name, options: self.spec.options_for(config), arch: device.arch() })
+        let ptxas = self.spec.ptxas_step(config)?;
+        Ok(CompileJob::Cuda { source, name, options: self.spec.options_for(config), arch: device.arch(), ptxas })
     }
 
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {

@@ -10,8 +10,24 @@ use kerntune_store::{Objective, TuningInfo};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
-/// Parameters that are compile options rather than constexpr arguments of the kernel.
-pub const OPTION_NAMES: [&str; 5] = ["num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options"];
+/// Parameters that are compile options rather than constexpr arguments of the kernel. The
+/// last three are compiler controls (`kerntune_pipeline::controls`), which reach ptxas
+/// through `ptx_options`.
+pub const OPTION_NAMES: [&str; 8] = [
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "ptx_options",
+    "acf",
+    "opt_level",
+    "allow_expensive_optimizations",
+];
+
+/// The options of [`OPTION_NAMES`] that are compiler controls.
+pub fn is_control_option(name: &str) -> bool {
+    matches!(name, "acf" | "opt_level" | "allow_expensive_optimizations")
+}
 
 /// What a configuration that leaves a compile option out means: Triton 3.6's default. The
 /// Python package reads these (and [`is_compilers_choice`]) from here.
@@ -22,16 +38,19 @@ pub fn option_default(name: &str) -> Option<Json> {
         "num_ctas" => Json::from(1),
         "maxnreg" => Json::from(0),
         "ptx_options" => Json::from(""),
+        "acf" => Json::from(kerntune_pipeline::controls::NO_ACF),
+        "opt_level" => Json::from(3),
         _ => return None,
     })
 }
 
-/// `maxnreg` 0 and an empty `ptx_options` mean "the compiler's choice", which a launch and a
+/// `maxnreg` 0, an empty `ptx_options` and `acf = "none"` mean "the compiler's choice", which a launch and a
 /// compile spell by leaving the option out.
 pub fn is_compilers_choice(name: &str, value: &Json) -> bool {
     match name {
         "maxnreg" => value.as_i64() == Some(0),
         "ptx_options" => value.as_str() == Some(""),
+        "acf" => value.as_str() == Some(kerntune_pipeline::controls::NO_ACF),
         _ => false,
     }
 }
@@ -127,6 +146,17 @@ pub struct TritonJob {
     /// Environment variables for both kinds of worker.
     #[serde(default)]
     pub worker_env: Map<String, Json>,
+    /// The ptxas the user chose (`ptxas=`; the workers have it as `TRITON_PTXAS_PATH`).
+    #[serde(default)]
+    pub ptxas: Option<ChosenPtxas>,
+}
+
+/// A ptxas the Python front resolved, with the version it answered.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChosenPtxas {
+    pub path: PathBuf,
+    pub version: String,
 }
 
 /// An input set beyond the call's own: new data for some arguments and the outputs expected.

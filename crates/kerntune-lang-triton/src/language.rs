@@ -10,7 +10,9 @@ use kerntune_space::{Expression, Param, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
 
-use crate::job::{is_compilers_choice, JobError, TritonArg, TritonJob, OPTION_NAMES};
+use kerntune_pipeline::controls::Controls;
+
+use crate::job::{is_compilers_choice, is_control_option, JobError, TritonArg, TritonJob, OPTION_NAMES};
 
 /// The launch grid of a configuration (in programs, before `num_ctas`): the user's grid
 /// function or expression.
@@ -63,6 +65,23 @@ impl<'a> TritonLanguage<'a> {
     fn option_int(&self, config: &[Value], name: &str, default: i64) -> i64 {
         self.option(config, name).and_then(|v| v.as_int()).unwrap_or(default)
     }
+
+    /// Why a configuration cannot launch on `device`, known before compiling.
+    fn check_launch(&self, config: &[Value], device: &DeviceInfo) -> Result<(), String> {
+        let num_warps = self.option_int(config, "num_warps", 4);
+        let threads = 32 * num_warps;
+        if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
+            return Err(format!(
+                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
+                device.max_threads_per_block
+            ));
+        }
+        let num_ctas = self.option_int(config, "num_ctas", 1);
+        if num_ctas > 1 && device.compute_capability.0 < 9 {
+            return Err(format!("num_ctas = {num_ctas} needs thread-block clusters (sm_90 or newer)"));
+        }
+        Ok(())
+    }
 }
 
 impl Language for TritonLanguage<'_> {
@@ -80,28 +99,36 @@ impl Language for TritonLanguage<'_> {
         self.job.reference.as_ref().map_or(0, |_| 1 + self.job.extra_sets.len() as u32)
     }
 
+    fn preflight(&self) -> Result<(), String> {
+        let Some(chosen) = &self.job.ptxas else { return Ok(()) };
+        let ptxas = kerntune_device::ptxas::Ptxas { path: chosen.path.clone(), version: chosen.version.clone() };
+        ptxas.check().map_err(|e| e.to_string())
+    }
+
+    fn compiler(&self) -> Option<String> {
+        self.job.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
+    }
+
+    /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
+    /// words of `ptx_options`, after the configuration's own.
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
-        let num_warps = self.option_int(config, "num_warps", 4);
-        let threads = 32 * num_warps;
-        if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
-            return Err(format!(
-                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
-                device.max_threads_per_block
-            ));
-        }
-        let num_ctas = self.option_int(config, "num_ctas", 1);
-        if num_ctas > 1 && device.compute_capability.0 < 9 {
-            return Err(format!("num_ctas = {num_ctas} needs thread-block clusters (sm_90 or newer)"));
-        }
+        self.check_launch(config, device)?;
         let mut constexprs = Map::new();
         let mut options = Map::new();
         for (param, value) in self.params.iter().zip(config) {
             let json = value.to_json();
             if !OPTION_NAMES.contains(&param.name()) {
                 constexprs.insert(param.name().to_string(), json);
-            } else if !is_compilers_choice(param.name(), &json) {
+            } else if !is_compilers_choice(param.name(), &json) && !is_control_option(param.name()) {
                 options.insert(param.name().to_string(), json);
             }
+        }
+        let controls = Controls::of(&self.params, config, is_control_option, std::path::Path::new(""))?;
+        let mut words: Vec<String> =
+            options.get("ptx_options").and_then(|v| v.as_str()).map(|text| vec![text.to_string()]).unwrap_or_default();
+        words.extend(controls.args);
+        if !words.is_empty() {
+            options.insert("ptx_options".into(), words.join(" ").into());
         }
         Ok(CompileJob::Triton { constexprs, options })
     }

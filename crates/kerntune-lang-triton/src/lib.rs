@@ -12,6 +12,7 @@ mod job;
 mod language;
 
 pub use job::{
-    is_compilers_choice, option_default, JobError, ObjectiveSpec, ReferenceOutput, TritonArg, TritonJob, OPTION_NAMES,
+    is_compilers_choice, is_control_option, option_default, ChosenPtxas, JobError, ObjectiveSpec, ReferenceOutput,
+    TritonArg, TritonJob, OPTION_NAMES,
 };
 pub use language::{GridFn, TritonLanguage};

@@ -40,6 +40,12 @@ pub trait Language {
     /// device (recorded `invalid_config` without compiling).
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
 
+    /// The compiler that builds the binaries, where the user chose one (`ptxas 13.3.73
+    /// (PATH)`): shown in results.
+    fn compiler(&self) -> Option<String> {
+        None
+    }
+
     /// How to launch a compiled configuration; an error is a reason it is invalid.
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
 

@@ -12,13 +12,15 @@
 //! program that speaks it: the `kerntune` binary, or a Python process for Triton.
 //! After the search, [`finalists`] times the best few again, interleaved with an A/A
 //! control, before one is called the winner; [`schedule`] is the stage after that: the
-//! native schedule of the best binary. A configuration that fails is a [`Failure`] of a
+//! native schedule of the best binary. [`controls`] reads a configuration's compiler
+//! controls (ACF files, ptxas knobs) for either language. A configuration that fails is a [`Failure`] of a
 //! [`FailureKind`], named on the wire and turned into the store's status in one place.
 
 mod backend;
 mod bench;
 mod compile;
 mod early_stop;
+pub mod controls;
 mod error;
 pub mod finalists;
 mod language;

@@ -270,14 +270,37 @@ pub struct CompileRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CompileJob {
-    /// CUDA C through NVRTC.
-    Cuda { source: String, name: String, options: Vec<String>, arch: String },
+    /// CUDA C through NVRTC; with `ptxas`, NVRTC emits PTX and that ptxas assembles it.
+    Cuda {
+        source: String,
+        name: String,
+        options: Vec<String>,
+        arch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ptxas: Option<PtxasStep>,
+    },
     /// A configuration of the Triton kernel the worker was started for: constexpr values
     /// and compile options (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`, `ptx_options`).
     Triton {
         constexprs: serde_json::Map<String, serde_json::Value>,
         options: serde_json::Map<String, serde_json::Value>,
     },
+}
+
+/// The assembly of NVRTC's PTX by a chosen ptxas, with the configuration's compiler
+/// controls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtxasStep {
+    pub path: std::path::PathBuf,
+    /// Its version, named in failures (an ACF file is tied to one).
+    pub version: String,
+    /// `--apply-controls=FILE`, `--maxrregcount=N`, `-O1`...; `-arch` is added.
+    pub args: Vec<String>,
+    /// A prefix given to the kernel's entry in the PTX before assembly (ptxas is reported
+    /// to treat kernels whose names contain "cutlass" differently); the cubin's symbol is
+    /// then the prefixed name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 /// How to launch what a Triton worker compiled, read off the compiled kernel.

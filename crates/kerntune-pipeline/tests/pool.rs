@@ -36,7 +36,13 @@ fn fake_worker() -> WorkerCommand {
 fn request(id: u32, source: &str) -> CompileRequest {
     CompileRequest {
         id,
-        job: CompileJob::Cuda { source: source.into(), name: "k".into(), options: vec![], arch: "sm_90".into() },
+        job: CompileJob::Cuda {
+            source: source.into(),
+            name: "k".into(),
+            options: vec![],
+            arch: "sm_90".into(),
+            ptxas: None,
+        },
     }
 }
 

@@ -147,6 +147,7 @@ impl Prepared<'_> {
             compile_workers,
             db: request.db.display().to_string(),
             tuning: tuning_id.get(),
+            compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
         if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {

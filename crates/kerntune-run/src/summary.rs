@@ -57,6 +57,9 @@ pub struct RunSummary {
     /// The search's best few timed again against each other (see `finalists`).
     pub finalists: Option<Finalists>,
     pub schedule: Option<ScheduleReport>,
+    /// The compiler the user chose (`ptxas 13.3.73 (PATH)`), where one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<String>,
 }
 
 /// The finalists that were timed again, the search's best first, and what that found.
@@ -178,6 +181,7 @@ pub(crate) struct RunFacts<'a> {
     pub compile_workers: Option<usize>,
     pub db: String,
     pub tuning: i64,
+    pub compiler: Option<String>,
 }
 
 impl RunSummary {
@@ -215,6 +219,7 @@ impl RunSummary {
             results: tally.results,
             finalists: None,
             schedule: None,
+            compiler: facts.compiler,
         }
     }
 }

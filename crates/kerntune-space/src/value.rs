@@ -42,6 +42,24 @@ impl Value {
         }
     }
 
+    /// The value as text, when it is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as a truth value, when it is a bool or 0 or 1.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            Value::Int(0) => Some(false),
+            Value::Int(1) => Some(true),
+            _ => None,
+        }
+    }
+
     /// The text that goes into generated source code (`#define NAME text`) and cache keys.
     pub fn source_text(&self) -> String {
         match self {

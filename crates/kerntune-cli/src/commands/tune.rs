@@ -73,6 +73,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         workers: workers(args.compile_workers)?,
         retime: (args.finalists > 1).then(|| RetimeOptions {
             finalists: args.finalists,
+            within: args.finalists_within,
             seed: args.search.seed.unwrap_or(0),
             ..RetimeOptions::default()
         }),

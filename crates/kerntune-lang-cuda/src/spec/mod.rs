@@ -11,8 +11,11 @@ mod raw;
 
 use std::path::{Path, PathBuf};
 
+use kerntune_device::ptxas::Ptxas;
 use kerntune_device::{DType, Init};
 use kerntune_engine::SearchOptions;
+use kerntune_pipeline::controls::{self, Controls, CUTLASS_PREFIX};
+use kerntune_pipeline::protocol::PtxasStep;
 use kerntune_pipeline::{Geometry, Timing};
 use kerntune_space::{params_from_json, Expression, Param, Space, SpaceError, Value};
 use kerntune_store::{fingerprint, Objective, TuningInfo};
@@ -87,6 +90,13 @@ pub struct KernelSpec {
     pub timing: Timing,
     /// Search settings the spec suggests; the command line's override them.
     pub search: SearchOptions,
+    /// `[compiler] ptxas`: the ptxas that assembles NVRTC's PTX; `None`, NVRTC's own.
+    pub ptxas: Option<Ptxas>,
+    /// The parameters that are compiler controls (`[compiler.controls]`, and a
+    /// `ptxas_options` among `[params]`), by name.
+    pub controls: Vec<String>,
+    /// Where ACF files named by the controls are found (the spec's folder).
+    pub base: PathBuf,
     /// Of the source, the reference and every setting that changes what is measured.
     pub fingerprint: String,
 }
@@ -149,20 +159,49 @@ impl KernelSpec {
     /// `#define`d: those in an option template, and `ptxas_options`.
     fn is_option_param(&self, name: &str) -> bool {
         let placeholder = format!("{{{name}}}");
-        name == PTXAS_OPTIONS || self.options.iter().any(|o| o.contains(&placeholder))
+        self.is_control(name) || self.options.iter().any(|o| o.contains(&placeholder))
     }
 
-    /// Every ptxas flag any configuration may pass (from `ptxas_options` values and the
-    /// option templates), to check the compiler supports them before tuning.
+    /// Whether the parameter `name` is a compiler control.
+    pub fn is_control(&self, name: &str) -> bool {
+        self.controls.iter().any(|c| c == name)
+    }
+
+    /// Every ptxas flag any configuration may pass to NVRTC's own ptxas (from the controls'
+    /// values and the option templates), to check that ptxas supports them before tuning.
     pub fn ptxas_flags(&self) -> Vec<String> {
-        let mut flags: Vec<String> = self
-            .params
-            .iter()
-            .filter(|p| p.name() == PTXAS_OPTIONS)
-            .flat_map(|p| p.values().iter().map(Value::source_text))
-            .collect();
+        let mut flags: Vec<String> = Vec::new();
+        if self.ptxas.is_none() {
+            for param in self.params.iter().filter(|p| self.is_control(p.name())) {
+                for value in param.values() {
+                    let mut config: Vec<Value> = self.params.iter().map(|p| p.values()[0].clone()).collect();
+                    if let Some(position) = self.params.iter().position(|p| p.name() == param.name()) {
+                        config[position] = value.clone();
+                    }
+                    let controls = Controls::of(&self.params, &config, |n| n == param.name(), &self.base);
+                    flags.extend(controls.map(|c| c.args).unwrap_or_default());
+                }
+            }
+        }
         flags.extend(self.options.iter().cloned());
         flags
+    }
+
+    /// The compiler controls of one configuration.
+    pub fn controls_for(&self, config: &[Value]) -> Result<Controls, String> {
+        Controls::of(&self.params, config, |name| self.is_control(name), &self.base)
+    }
+
+    /// How the chosen ptxas assembles one configuration; `None` without a chosen ptxas.
+    pub fn ptxas_step(&self, config: &[Value]) -> Result<Option<PtxasStep>, String> {
+        let Some(ptxas) = &self.ptxas else { return Ok(None) };
+        let controls = self.controls_for(config)?;
+        Ok(Some(PtxasStep {
+            path: ptxas.path.clone(),
+            version: ptxas.version.clone(),
+            args: controls.args,
+            prefix: controls.cutlass_name.then(|| CUTLASS_PREFIX.to_string()),
+        }))
     }
 
     /// The source for one configuration: the parameters as `#define NAME value` lines, as
@@ -179,15 +218,14 @@ impl KernelSpec {
         out
     }
 
-    /// Compiler options for one configuration: templates filled in, empty ones dropped, a
-    /// template that expands to several words split into several options, and each flag of a
-    /// `ptxas_options` parameter passed on to ptxas.
+    /// NVRTC options for one configuration: templates filled in, empty ones dropped, a
+    /// template that expands to several words split into several options and, without a
+    /// chosen ptxas, each ptxas argument of the compiler controls passed to NVRTC's own.
     pub fn options_for(&self, config: &[Value]) -> Vec<String> {
         let mut options = expand_options(&self.options, &self.params, config);
-        if let Some(position) = self.params.iter().position(|p| p.name() == PTXAS_OPTIONS) {
-            options.extend(
-                config[position].source_text().split_whitespace().map(|flag| format!("--ptxas-options={flag}")),
-            );
+        if self.ptxas.is_none() {
+            let controls = self.controls_for(config).unwrap_or_default();
+            options.extend(controls.args.iter().map(|flag| format!("--ptxas-options={flag}")));
         }
         options
     }
@@ -266,7 +304,8 @@ impl Builder<'_> {
                 .map_err(|_| error("[params] restrictions must be a string or a list of strings".into()))?;
             restrictions.extend(listed.to_vec());
         }
-        let params = params_from_json(&param_table).map_err(|e| error(format!("[params] {e}")))?;
+        let mut params = params_from_json(&param_table).map_err(|e| error(format!("[params] {e}")))?;
+        let (ptxas, controls) = self.compiler(&raw.compiler, &mut params)?;
         if let Some(clash) = params.iter().find(|p| problem.iter().any(|(n, _)| n == p.name())) {
             return Err(error(format!("'{}' is both a problem variable and a parameter", clash.name())));
         }
@@ -305,7 +344,10 @@ impl Builder<'_> {
             Some(Verify { reference: Reference::Kernel { source, .. }, .. }) => source.clone(),
             _ => String::new(),
         };
-        let fingerprint = fingerprint(&[source.as_str(), reference_source.as_str(), canonical.to_string().as_str()]);
+        let mut parts = vec![source.clone(), reference_source, canonical.to_string()];
+        // A different ptxas makes different binaries: its results are not these.
+        parts.extend(ptxas.as_ref().map(|p| format!("ptxas {}", p.version)));
+        let fingerprint = fingerprint(&parts);
         Ok(KernelSpec {
             path: PathBuf::new(),
             kernel_name: raw.kernel.name,
@@ -322,7 +364,52 @@ impl Builder<'_> {
             timing,
             search: raw.search,
             fingerprint,
+            ptxas,
+            controls,
+            base: self.base.clone(),
         })
+    }
+
+    /// `[compiler]`: the chosen ptxas, resolved, and the controls appended to `params`.
+    /// Returns the ptxas and the names of the control parameters.
+    fn compiler(
+        &self,
+        raw: &raw::RawCompiler,
+        params: &mut Vec<Param>,
+    ) -> Result<(Option<Ptxas>, Vec<String>), SpecError> {
+        let error = self.error;
+        let ptxas = raw
+            .ptxas
+            .as_deref()
+            .map(|choice| Ptxas::resolve(choice, &self.base))
+            .transpose()
+            .map_err(|e| error(format!("[compiler] {e}")))?;
+        let listed = params_from_json(&raw.controls).map_err(|e| error(format!("[compiler.controls] {e}")))?;
+        for control in &listed {
+            if !controls::is_control(control.name()) {
+                return Err(error(format!(
+                    "[compiler.controls] '{}' is not a compiler control ({})",
+                    control.name(),
+                    controls::CONTROL_NAMES.join(", ")
+                )));
+            }
+            if params.iter().any(|p| p.name() == control.name()) {
+                return Err(error(format!("'{}' is both a parameter and a compiler control", control.name())));
+            }
+        }
+        let mut names: Vec<String> = listed.iter().map(|p| p.name().to_string()).collect();
+        if params.iter().any(|p| p.name() == PTXAS_OPTIONS) {
+            names.push(PTXAS_OPTIONS.to_string());
+        }
+        params.extend(listed);
+        controls::check_values(params, |name| names.iter().any(|n| n == name), &self.base)
+            .map_err(|e| error(format!("[compiler.controls] {e}")))?;
+        if ptxas.is_none() && names.iter().any(|n| n == "cutlass_name") {
+            return Err(error(
+                "[compiler.controls] cutlass_name renames the kernel in its PTX: it needs [compiler] ptxas".into(),
+            ));
+        }
+        Ok((ptxas, names))
     }
 
     fn read(&self, relative: &str, key: &str) -> Result<String, SpecError> {
@@ -474,7 +561,9 @@ impl Builder<'_> {
                 let values = params
                     .iter()
                     .map(|p| {
-                        let json = config.get(p.name()).ok_or_else(|| {
+                        // A compiler control left out takes its first value.
+                        let first = controls::is_control(p.name()).then(|| p.values()[0].to_json());
+                        let json = config.get(p.name()).or(first.as_ref()).ok_or_else(|| {
                             error(format!("[verify] reference config has no value for '{}'", p.name()))
                         })?;
                         Value::from_json(json).filter(|v| p.index_of(v).is_some()).ok_or_else(|| {

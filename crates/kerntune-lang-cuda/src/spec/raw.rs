@@ -28,6 +28,8 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     pub objective: Option<RawObjective>,
     #[serde(default)]
+    pub compiler: RawCompiler,
+    #[serde(default)]
     pub timing: RawTiming,
     #[serde(default)]
     pub search: SearchOptions,
@@ -55,6 +57,19 @@ pub(crate) struct RawKernel {
 
 fn default_language() -> String {
     "cuda".to_string()
+}
+
+/// `[compiler]`: the ptxas to assemble with, and the compiler controls tuned with the
+/// parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCompiler {
+    /// A path (relative to the spec), a name on the PATH, or `pip`.
+    #[serde(default)]
+    pub ptxas: Option<String>,
+    /// `name = [values]` for each control (`acf`, `ptxas_options`, `maxrregcount`...).
+    #[serde(default)]
+    pub controls: Map<String, Json>,
 }
 
 /// One expression, or several whose product is meant (Kernel Tuner's `grid_div_x` lists).

@@ -138,7 +138,78 @@ fn a_ptxas_options_parameter_passes_its_flags_to_ptxas() {
     assert!(spec.options_for(&config("")).is_empty());
     assert_eq!(spec.options_for(&config("-O1 -dlcm=cg")), vec!["--ptxas-options=-O1", "--ptxas-options=-dlcm=cg"]);
     assert!(!spec.source_for(&config("-O1")).contains("ptxas_options"));
-    assert_eq!(spec.ptxas_flags(), vec!["", "-O1 -dlcm=cg"]);
+    assert_eq!(spec.ptxas_flags(), vec!["-O1", "-dlcm=cg"]);
+}
+
+/// A stand-in for ptxas that answers `--version` as ptxas 13.3.73 (or `version`) does.
+fn fake_ptxas(dir: &std::path::Path, version: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("ptxas");
+    let script = format!("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\necho 'Cuda compilation tools, release 13.3, V{version}'\n");
+    std::fs::write(&path, script).expect("writes");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+#[test]
+fn ptxas_knobs_in_compiler_controls_are_parameters_that_reach_ptxas_not_the_source() {
+    let text = format!("{MINIMAL}\n[compiler.controls]\nmaxrregcount = [0, 128]\nopt_level = [3, 1]\nallow_expensive_optimizations = [true]\n");
+    let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
+    assert_eq!(
+        spec.names(),
+        ["n", "block_size_x", "tile", "maxrregcount", "opt_level", "allow_expensive_optimizations"]
+    );
+    assert_eq!(spec.space().expect("space").len(), 16);
+    let config = vec![Value::Int(32), Value::Int(1), Value::Int(128), Value::Int(1), Value::Bool(true)];
+    assert_eq!(
+        spec.options_for(&config),
+        [
+            "--ptxas-options=--maxrregcount=128",
+            "--ptxas-options=-O1",
+            "--ptxas-options=--allow-expensive-optimizations=true"
+        ]
+    );
+    assert!(!spec.source_for(&config).contains("maxrregcount"), "a control is not #defined");
+    assert_eq!(spec.ptxas_step(&config).expect("no chosen ptxas"), None);
+}
+
+#[test]
+fn compiler_controls_that_are_unknown_or_need_a_chosen_ptxas_are_refused_in_one_line() {
+    let unknown = parse_error(&format!("{MINIMAL}\n[compiler.controls]\nfast = [true]\n"));
+    assert!(unknown.contains("[compiler.controls] 'fast' is not a compiler control (acf, ptxas_options"), "{unknown}");
+    let renamed = parse_error(&format!("{MINIMAL}\n[compiler.controls]\ncutlass_name = [false, true]\n"));
+    assert!(renamed.ends_with("cutlass_name renames the kernel in its PTX: it needs [compiler] ptxas"), "{renamed}");
+    let missing = parse_error(&format!("{MINIMAL}\n[compiler.controls]\nacf = [\"none\", \"gone.acf\"]\n"));
+    assert!(missing.contains("acf = \"gone.acf\": no such file"), "{missing}");
+    let ptxas = parse_error(&format!("{MINIMAL}\n[compiler]\nptxas = \"./no-such-ptxas\"\n"));
+    assert!(ptxas.ends_with("no-such-ptxas: no such file"), "{ptxas}");
+    assert_eq!(ptxas.lines().count(), 1);
+}
+
+#[test]
+fn a_chosen_ptxas_assembles_every_configuration_and_its_version_is_in_the_fingerprint() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(example_dir().join("vector_add.cu"), dir.path().join("vector_add.cu")).expect("copies");
+    std::fs::write(dir.path().join("tuned.acf"), b"controls").expect("writes");
+    let spec_with = |version: &str| {
+        let ptxas = fake_ptxas(dir.path(), version);
+        let text = format!(
+            "{MINIMAL}\n[compiler]\nptxas = \"{}\"\n[compiler.controls]\nacf = [\"none\", \"tuned.acf\"]\ncutlass_name = [false, true]\n",
+            ptxas.display()
+        );
+        KernelSpec::parse(&text, &dir.path().join("x.toml")).expect("parses")
+    };
+    let spec = spec_with("13.3.73");
+    assert_eq!(spec.ptxas.as_ref().map(|p| p.version.as_str()), Some("13.3.73"));
+    let plain = vec![Value::Int(32), Value::Int(1), Value::Str("none".into()), Value::Bool(false)];
+    let step = spec.ptxas_step(&plain).expect("step").expect("a chosen ptxas");
+    assert!(step.args.is_empty() && step.prefix.is_none(), "{step:?}");
+    let tuned = vec![Value::Int(32), Value::Int(1), Value::Str("tuned.acf".into()), Value::Bool(true)];
+    let step = spec.ptxas_step(&tuned).expect("step").expect("a chosen ptxas");
+    assert_eq!(step.args, [format!("--apply-controls={}", dir.path().join("tuned.acf").display())]);
+    assert_eq!(step.prefix.as_deref(), Some("cutlass_"));
+    assert!(spec.options_for(&tuned).is_empty(), "controls go to the chosen ptxas, not NVRTC's");
+    assert_ne!(spec.fingerprint, spec_with("13.3.80").fingerprint, "another ptxas, other results");
 }
 
 #[test]

@@ -186,6 +186,9 @@ pub fn tuning_text(run: &RunSummary) -> String {
         }
         None => say!(out, "No configuration passed verification."),
     }
+    if let Some(compiler) = &run.compiler {
+        say!(out, "Compiled with {compiler}.");
+    }
     let costs: &Costs = &run.costs;
     let seconds = Duration::from_secs_f64;
     let compile = match run.compile_workers {

@@ -1,0 +1,206 @@
+"""Compiler controls on the GPU, in one call (issue 15): for the tuned Triton matmul (fp16,
+4096³) and the tuned CUDA shared-memory matmul (examples/cuda/matmul_sram, through the
+kerntune CLI), with the nvidia-cuda-nvcc wheel's ptxas 13.3:
+
+1. the source search (its best configuration is the baseline);
+2. a CompileIQ-guided search of a fixed budget (BUDGET, default 24) over the ACF files of
+   that configuration: each generation compiled by the compile pool, checked and timed by
+   the benchmark worker; the fastest candidate then timed against the baseline by the
+   finalists' interleaved A/B, with the baseline against itself as the A/A control;
+3. a sweep of the known ptxas knobs (-O levels, --allow-expensive-optimizations, the
+   register limit, and for CUDA the "cutlass" kernel-name effect), each value timed against
+   the baseline the same way.
+
+A ratio below 1 is faster; "beats" means its whole interval lies below the A/A control's.
+Needs in .device/wheels the wheels gpu/prepare.sh downloads (nvidia-cuda-nvcc 13.3,
+compileiq and its dependencies: no internet there), and CompileIQ's ptxas 13.3 search space
+at .device/compileiq/ptxas13.3.bin (or $KERNTUNE_CIQ_SEARCH_SPACE): without it step 2 is
+skipped and says so. Stages (arguments, default both): triton, cuda. Prints a table last;
+writes $OUT/controls.json.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+OUT = os.environ.get("OUT", tempfile.gettempdir())
+BUDGET = int(os.environ.get("BUDGET", "24"))
+SIZE = int(os.environ.get("SIZE", "4096"))
+KERNTUNE = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
+SPACE = os.path.join(ROOT, ".device", "compileiq", "ptxas13.3.bin")
+if os.path.isfile(SPACE):
+    os.environ.setdefault("KERNTUNE_CIQ_SEARCH_SPACE", SPACE)
+sys.path.insert(0, os.path.join(ROOT, "examples", "triton"))
+
+from kerntune import _compileiq, _ptxas  # noqa: E402
+from kerntune._controls import acf_wins, times_of  # noqa: E402
+
+TRITON_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("allow_expensive_optimizations", False, True),
+                ("maxnreg", 0, 128), ("maxnreg", 0, 168)]
+CUDA_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("allow_expensive_optimizations", False, True),
+              ("maxrregcount", 0, 64), ("maxrregcount", 0, 128), ("cutlass_name", False, True)]
+rows = []
+
+
+def verdict(finalists, challenger_key, challenger_value):
+    """The interleaved A/B's ratio (challenger / baseline), its interval, the control's, and
+    whether the challenger beats the control; or why there was no interleaved timing (one
+    of the two failed its compile or its check)."""
+    if not finalists:
+        return {"error": "no interleaved timing: the challenger or the baseline failed (see the store)"}
+    report = finalists["report"]
+    leader_is_challenger = finalists["configs"][0].get(challenger_key) == challenger_value
+    ratio = report["contenders"][0]
+    if leader_is_challenger:  # the report times the baseline against the challenger: invert
+        ratio = {"ratio": 1 / ratio["ratio"], "low": 1 / ratio["high"], "high": 1 / ratio["low"]}
+    control = report["control"]
+    beats = report["verdict"] == ("lead_holds" if leader_is_challenger else "overtaken")
+    return dict(ratio=ratio["ratio"], low=ratio["low"], high=ratio["high"],
+                control_low=control["low"], control_high=control["high"], beats=beats)
+
+
+def fresh_db(name):
+    """A store of this run's own: a verdict answered from an earlier run's is no measurement."""
+    path = os.path.join(OUT, name)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    return path
+
+
+def record(kernel, what, outcome, **extra):
+    row = dict(kernel=kernel, what=what, **outcome, **extra)
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def triton_stage(ptxas):
+    import torch
+
+    import kerntune
+    import matmul
+
+    torch.manual_seed(0)
+    a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
+    b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
+    c = torch.empty((SIZE, SIZE), device="cuda", dtype=torch.float16)
+    answer = {"c_ptr": torch.matmul(a, b)}
+    db = fresh_db("controls-triton.db")
+    common = dict(answer=answer, db=db, progress=False, ptxas=ptxas["path"])
+    source = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                           max_fevals=int(os.environ.get("SOURCE_FEVALS", "60")), **common)
+    best = {k: v for k, v in source.best_config.items()}
+    best.setdefault("maxnreg", 0)
+    record("triton matmul", "source search", {"best_ms": source.best_time_ms, "config": best})
+
+    def pair(key, neutral, value):
+        configs = [{**best, key: neutral}, {**best, key: value}]
+        result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, configs=configs,
+                               finalists=2, finalists_within=1e9, strategy="brute_force", **common)
+        return verdict(result.finalists, key, value)
+
+    if _compileiq_ready(ptxas):
+        def evaluate(paths):
+            result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid,
+                                   configs=[{**best, "acf": p} for p in paths], finalists=1, strategy="brute_force", **common)
+            return times_of(result.results, "acf", paths)
+
+        report = _compileiq.search_controls(evaluate, BUDGET, ptxas["version"], directory=tempfile.mkdtemp(prefix="acf-"))
+        outcome = pair("acf", "none", report["best_acf"]) if report["best_acf"] else {}
+        record("triton matmul", f"CompileIQ best of {report['evaluations']} ACFs", outcome,
+               failed=report["failed"], search_best_ms=report["best_ms"], failures=report["failures"])
+    for key, neutral, value in TRITON_KNOBS:
+        record("triton matmul", f"{key}={value}", pair(key, neutral, value))
+
+
+def kerntune_cli(spec, db, *extra):
+    run = subprocess.run([KERNTUNE, "tune", spec, "--db", db, "--json", *extra], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"kerntune tune {spec}: {run.stderr.strip()}")
+    return json.loads(run.stdout)
+
+
+def cuda_stage(ptxas):
+    example = os.path.join(ROOT, "examples", "cuda", "matmul_sram")
+    workdir = tempfile.mkdtemp(prefix="controls-cuda-")
+    with open(os.path.join(example, "spec.toml")) as f:
+        text = f.read()
+    for name in os.listdir(example):
+        if name != "spec.toml":
+            os.symlink(os.path.join(example, name), os.path.join(workdir, name))
+    db = fresh_db("controls-cuda.db")
+    source = kerntune_cli(os.path.join(example, "spec.toml"), db, "--max-fevals", os.environ.get("SOURCE_FEVALS", "60"))
+    best = source["best"]["config"]
+    record("cuda matmul_sram", "source search", {"best_ms": source["best"].get("time_ms"), "config": best})
+    fixed = "\n".join(f"{k} = [{json.dumps(v)}]" for k, v in best.items())
+    params = re.sub(r"\[params\]\n(.*?\n)(?=\[)", lambda _: f"[params]\n{fixed}\n\n", text, count=1, flags=re.S)
+
+    def spec_with(controls):
+        path = os.path.join(workdir, "spec.toml")
+        lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in controls.items())
+        with open(path, "w") as f:
+            f.write(f"{params}\n[compiler]\nptxas = {json.dumps(ptxas['path'])}\n[compiler.controls]\n{lines}\n")
+        return path
+
+    def pair(key, neutral, value):
+        result = kerntune_cli(spec_with({key: [neutral, value]}), db, "--strategy", "brute_force", "--finalists", "2",
+                              "--finalists-within", "1e9")
+        return verdict(result["finalists"], key, value)
+
+    if _compileiq_ready(ptxas):
+        def evaluate(paths):
+            result = kerntune_cli(spec_with({"acf": paths}), db, "--strategy", "brute_force", "--finalists", "1")
+            return times_of(result["results"], "acf", paths)
+
+        report = _compileiq.search_controls(evaluate, BUDGET, ptxas["version"], directory=tempfile.mkdtemp(prefix="acf-"))
+        outcome = pair("acf", "none", report["best_acf"]) if report["best_acf"] else {}
+        record("cuda matmul_sram", f"CompileIQ best of {report['evaluations']} ACFs", outcome,
+               failed=report["failed"], search_best_ms=report["best_ms"], failures=report["failures"])
+    for key, neutral, value in CUDA_KNOBS:
+        record("cuda matmul_sram", f"{key}={value}", pair(key, neutral, value))
+
+
+def _compileiq_ready(ptxas):
+    why = _compileiq.available()
+    if why is None:
+        try:
+            _compileiq.search_space(ptxas["version"])
+        except _compileiq.CompileIQUnavailable as error:
+            why = str(error)
+    if why:
+        record("-", "CompileIQ search skipped", {"why": why})
+    return why is None
+
+
+def main(stages):
+    ptxas = _ptxas.resolve("pip")
+    print(f"ptxas {ptxas['version']} at {ptxas['path']}", flush=True)
+    failed = []
+    for stage, run in (("triton", triton_stage), ("cuda", cuda_stage)):
+        if stage in stages:
+            try:
+                run(ptxas)
+            except Exception as error:  # one stage's failure must not hide the other's figures
+                failed.append(stage)
+                record(stage, "stage failed", {"error": f"{type(error).__name__}: {error}"[:2000]})
+    with open(os.path.join(OUT, "controls.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n=== controls summary")
+    print(f"{'kernel':<18}{'what':<34}{'ratio':>8}{'interval':>18}{'A/A control':>18}  beats")
+    for row in rows:
+        if "ratio" in row:
+            print(f"{row['kernel']:<18}{row['what']:<34}{row['ratio']:>8.4f}  [{row['low']:.4f}, {row['high']:.4f}]"
+                  f"  [{row['control_low']:.4f}, {row['control_high']:.4f}]  {'yes' if row['beats'] else 'no'}")
+        elif "best_ms" in row:
+            print(f"{row['kernel']:<18}{row['what']:<34}  baseline {row['best_ms']} ms  {row['config']}")
+        else:
+            print(f"{row['kernel']:<18}{row['what']:<34}  {row.get('why') or row.get('error') or row}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["triton", "cuda"]))
