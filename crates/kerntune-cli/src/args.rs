@@ -164,9 +164,11 @@ pub struct TuneArgs {
     /// Results database. Default: $KERNTUNE_DB, else ~/.cache/kerntune/results.db.
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// GPU to tune on.
-    #[arg(long, default_value_t = 0)]
-    pub device: usize,
+    /// GPUs to tune on: `all`, or indices separated by commas (0,1). Each runs its own
+    /// benchmark worker; they must be of one model. The finalists and the schedule stage
+    /// measure on the first.
+    #[arg(long, visible_alias = "device", value_name = "all|0,1,...", default_value = "0")]
+    pub devices: kerntune_run::Devices,
     /// Measure every configuration again instead of answering from the store (new results
     /// replace the stored ones).
     #[arg(long)]

@@ -1,7 +1,8 @@
 //! kerntune's GPU pipeline: compile workers running ahead of one benchmark worker, in
 //! crash-isolated processes, for any kernel language.
 //!
-//! A [`Pipeline`] is the engine's backend on a GPU: a pool of compile worker processes
+//! A [`Pipeline`] is the engine's backend on one GPU or several of one model
+//! ([`one_model`]): a pool of compile worker processes
 //! ([`pool`]) compiles configurations ahead of one benchmark worker process per GPU
 //! ([`run_bench_worker`]), which verifies each kernel on poisoned outputs and times it under
 //! the [`Timing`] protocol, taking the samples again when the GPU's clocks moved under them
@@ -28,7 +29,7 @@ mod sampling;
 pub mod schedule;
 mod timing;
 
-pub use backend::{Pipeline, PipelineOptions};
+pub use backend::{one_model, Pipeline, PipelineOptions};
 pub use bench::{refillable, run as run_bench_worker};
 pub use compile::run as run_compile_worker;
 pub use error::{Death, Exit, Failure, FailureKind};

@@ -11,13 +11,15 @@ use kerntune_pipeline::{FailureKind, WorkerCommand};
 
 /// A worker that answers "failed: fine" to each request (an old reply, without a kind),
 /// except that a request whose source says `crash` kills the worker, one that says `hang`
-/// never answers, and one that says `huge` is refused as an invalid configuration.
+/// never answers, and one that says `huge` is refused as an invalid configuration. One that
+/// says `crash-once` kills the worker when the file `$MARKER` does not exist yet (creating it).
 fn fake_worker() -> WorkerCommand {
     let script = r#"
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
             case "$line" in
                 *'"source":"crash"'*) echo 'about to crash' >&2; kill -SEGV $$ ;;
+                *'"source":"crash-once"'*) [ -e "$MARKER" ] || { touch "$MARKER"; kill -KILL $$; } ;;
                 *'"source":"hang"'*) sleep 600 ;;
                 *'"source":"huge"'*)
                     printf '{"type":"failed","id":%s,"kind":"invalid_config","message":"too much shared memory","seconds":0.0}\n' "$id"
@@ -113,4 +115,21 @@ fn the_kind_a_compiler_names_decides_the_outcome_and_a_reply_without_one_is_a_co
     assert_eq!(kind_of(&outcomes, 1), FailureKind::InvalidConfig);
     assert_eq!(reason_of(&outcomes, 1), "too much shared memory", "the message has no prefix to strip");
     assert_eq!(kind_of(&outcomes, 2), FailureKind::CompileFailed);
+}
+
+#[test]
+fn a_request_whose_worker_died_is_compiled_again_by_the_next_free_worker() {
+    let hub = Hub::default();
+    let folder = tempfile::tempdir().expect("a folder");
+    let marker = folder.path().join("died");
+    let mut command = fake_worker();
+    command.env = vec![("MARKER".into(), marker.display().to_string())];
+    let mut pool = CompilePool::new(&command, 2, Duration::from_secs(30), &hub, 0).expect("starts");
+    pool.submit(request(1, "crash-once"));
+    pool.submit(request(2, "ok"));
+    let outcomes = drain(&mut pool, &hub);
+    assert!(marker.exists(), "a worker died under request 1");
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(reason_of(&outcomes, 1), "fine", "the second attempt compiled it");
+    assert_eq!(reason_of(&outcomes, 2), "fine");
 }

@@ -69,7 +69,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         default_strategy: DEFAULT_STRATEGY,
         db: db.clone(),
         fresh: args.fresh,
-        device: args.device,
+        devices: args.devices.clone(),
         workers: workers(args.compile_workers)?,
         retime: (args.finalists > 1).then(|| RetimeOptions {
             finalists: args.finalists,
@@ -91,7 +91,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     })?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
-        println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
+        let gpus = match prepared.devices.len() {
+            1 => device.name.clone(),
+            n => format!("{n} x {}", device.name),
+        };
+        println!("Tuning {} on {gpus} ({}), {} configurations.", spec.kernel_name, device.arch(), space.len());
         let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
         let (strategy, seed) = (&prepared.search.strategy_name, prepared.search.seed);
         println!("Strategy {strategy}, seed {seed}, {limit}; results in {}.", db.display());
