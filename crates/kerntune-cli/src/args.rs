@@ -176,6 +176,12 @@ pub struct TuneArgs {
     /// Compile workers running ahead of the GPU. Default: one per core.
     #[arg(long)]
     pub compile_workers: Option<usize>,
+    /// Run the compile workers as actors of the Ray cluster at this address (`auto`,
+    /// HOST:PORT), on any of its nodes; needs `pip install 'kerntune[ray]'` in the Python
+    /// named by $KERNTUNE_PYTHON (default python3). Give --compile-workers: the default
+    /// counts this machine's cores only.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
     /// Only enumerate the space and check every configuration's launch geometry.
     #[arg(long, conflicts_with = "compile_only")]
     pub dry_run: bool,

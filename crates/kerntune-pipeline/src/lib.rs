@@ -35,7 +35,7 @@ pub use compile::run as run_compile_worker;
 pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;
 pub use pool::Binary;
-pub use process::WorkerCommand;
+pub use process::{RayRelay, WorkerCommand};
 pub use protocol::Geometry;
 pub use sampling::Clocks;
 pub use timing::{Flush, RawTiming, Timing};
