@@ -2,8 +2,9 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls]
-# (default: all); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [scale]
+# (default: all but scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
+# per call, SCALE_STAGES=gpus|nodes|ranks); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -104,6 +105,10 @@ for stage in $stages; do
             failed+=("controls")
         fi
         summary+=("$(sed -n '/=== controls summary/,$p' "$OUT/controls.log")")
+    scale)
+        echo "=== scaling out: GPUs, Ray nodes, ranks (bench/scale_out.py ${SCALE_STAGES:-gpus nodes ranks})"
+        step scale_out python3 bench/scale_out.py ${SCALE_STAGES:-}
+        summary+=("$(sed -n '/=== scale_out summary/,$p' "$OUT/scale_out.log")")
         ;;
     timing)
         echo "=== timing agreement"

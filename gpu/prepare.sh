@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (here, not on the GPU machine) what gpu/check.sh runs there, into .device/: the
-# kerntune binary, the Rust GPU test binary, the single-move writer of the schedule audit
-# and the Python wheel.
+# kerntune binary, the Rust GPU test binary, the single-move writer of the schedule audit,
+# the Python wheel, and Ray's wheels (.device/wheels) for the scale-out benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Whatever an earlier prepare left goes first: if a step below fails, the script stops
@@ -31,4 +31,9 @@ python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: -
 du -sh .device/wheels
 wheels=(.device/kerntune-*.whl)
 [ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "gpu/prepare.sh: expected one wheel in .device, found: ${wheels[*]}" >&2; exit 1; }
+# Ray for bench/scale_out.py's `nodes` stage (the GPU machine has no internet and runs
+# Python 3.12): its wheels and their dependencies, downloaded once.
+if ! ls .device/wheels/ray-*.whl >/dev/null 2>&1; then
+    python3 -m pip download -q --disable-pip-version-check --python-version 3.12 --only-binary=:all: ray -d .device/wheels
+fi
 ls -la .device

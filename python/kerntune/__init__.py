@@ -23,6 +23,7 @@ from kerntune._kerntune import (
     default_db,
 )
 from kerntune._errors import ArgumentError, ArgumentTypeError, ReferenceDisagreementError, UncheckedOutputsWarning
+from kerntune._ranks import RankTuningError
 from kerntune._results import NoValidConfigError, TuneResult, report
 from kerntune._tune import Tensor, compile, tune
 from kerntune._autotune import autotune
@@ -40,6 +41,7 @@ __all__ = [
     "KerntuneError",
     "NoGpuError",
     "NoValidConfigError",
+    "RankTuningError",
     "ReferenceDisagreementError",
     "SpaceError",
     "SpecError",

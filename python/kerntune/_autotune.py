@@ -11,7 +11,9 @@ values with ``restrictions=``) in place of ``configs=``. The first call for a ne
 with kerntune (compiles in parallel on every core, checks and times each configuration in a
 crash-isolated worker, keeps every result in the store); every call then launches the best
 configuration through Triton. A new process finds the stored answer and does not tune
-again. ``KERNTUNE_RETUNE=1`` forces tuning again; ``KERNTUNE_NO_TUNE=1`` skips tuning and
+again. The processes of one job launch one answer per key: under ``torch.distributed``
+rank 0 tunes and sends its answer (or its failure) to every rank; processes sharing a store
+take turns, the first tuning and the others reading its answer (see ``kerntune._ranks``). ``KERNTUNE_RETUNE=1`` forces tuning again; ``KERNTUNE_NO_TUNE=1`` skips tuning and
 launches the first valid configuration.
 
 What each of Triton's arguments means here is listed in docs/triton.md.
@@ -25,12 +27,13 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 from kerntune._errors import ArgumentError, ArgumentTypeError
+from kerntune._ranks import agree, lock_folder
 from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
 from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "timing", "seed",
-    "compile_workers", "device", "progress", "finalists", "schedule", "schedule_options", "verify_sets",
+    "compile_workers", "device", "devices", "ray", "progress", "finalists", "schedule", "schedule_options", "verify_sets",
 )
 
 
@@ -129,15 +132,21 @@ class Autotuner:
             config = rows[0]
         else:
             space = {"params": self.table} if self.listed is None else {"configs": self.prune_configs(call)}
-            result = tune(
-                self.jit, call, grid, restrictions=self.restrictions,
-                strategy=os.environ.get("KERNTUNE_STRATEGY", self.strategy), max_fevals=self.max_fevals,
-                time_limit=self.time_limit, db=self.db, restore_value=self.restore_value,
-                reset_to_zero=self.reset_to_zero, hooks=self.hooks, fresh=os.environ.get("KERNTUNE_RETUNE") == "1",
-                **space, **self.tune_options,
-            )
-            self.result = result  # tune raised NoValidConfigError if it found nothing
-            config = result.best_config
+
+            def tune_once():
+                result = tune(
+                    self.jit, call, grid, restrictions=self.restrictions,
+                    strategy=os.environ.get("KERNTUNE_STRATEGY", self.strategy), max_fevals=self.max_fevals,
+                    time_limit=self.time_limit, db=self.db, restore_value=self.restore_value,
+                    reset_to_zero=self.reset_to_zero, hooks=self.hooks, fresh=os.environ.get("KERNTUNE_RETUNE") == "1",
+                    **space, **self.tune_options,
+                )
+                self.result = result  # tune raised NoValidConfigError if it found nothing
+                return result.best_config
+
+            # Every process of a job launches one answer: see kerntune._ranks.
+            what = f"{self.jit.fn.__module__}.{self.jit.fn.__qualname__} for key {key}"
+            config = agree(what, lock_folder(self.db), tune_once)
         config = launch_options(config)
         self._best[key] = config
         self.cache[key] = as_config(config)

@@ -42,6 +42,22 @@ def check_device(device) -> None:
         raise ArgumentError(f"device: give a GPU's number (0 or more), not {device}")
 
 
+def check_devices(devices):
+    """``devices``: None, ``"all"``, or distinct GPU numbers; returned as the text the
+    tuner reads (``"all"`` or ``"0,1"``), or None."""
+    if devices is None or devices == "all":
+        return devices
+    if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+        raise ArgumentTypeError(f"devices: give \"all\" or a list of GPU numbers, not {devices!r}")
+    devices = list(devices)
+    for device in devices:
+        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+            raise ArgumentError(f"devices: give GPU numbers (ints, 0 or more), not {device!r}")
+    if not devices or len(set(devices)) != len(devices):
+        raise ArgumentError(f"devices: give distinct GPU numbers, at least one, not {devices!r}")
+    return ",".join(str(d) for d in devices)
+
+
 def check_strategy(strategy, default: str) -> str:
     """``strategy``: a strategy's name (see ``kerntune strategies``); None means ``default``."""
     if strategy is None:

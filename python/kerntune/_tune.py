@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
-from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device,
+from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device, check_devices,
                               check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
@@ -422,6 +422,26 @@ def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
             raise ArgumentError(f"acf = {acf!r}: no such file")
 
 
+def _through_ray(job: dict, address: str) -> None:
+    """Runs the job's compile workers as actors of the Ray cluster at ``address`` (through
+    ``kerntune.ray_worker``, which ships them their setup file); first checks, in a process
+    of its own, that Ray is there and the cluster answers, else raises one line saying what
+    to do."""
+    import subprocess
+
+    from kerntune import ray_worker
+
+    checked = subprocess.run([sys.executable, *ray_worker.RELAY, "--check", "--address", address],
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if checked.returncode != 0:
+        lines = [line for line in checked.stderr.splitlines() if line.strip()]
+        reason = lines[-1].removeprefix("kerntune: ") if lines else f"the relay exited with {checked.returncode}"
+        raise _kerntune.BackendError(f"ray={address!r}: {reason}")
+    argv = job["compile_worker"]
+    setup = argv[argv.index("--triton-setup") + 1]
+    job["compile_worker"] = ray_worker.command(sys.executable, address, argv, env=list(job["worker_env"]), ship=[setup])
+
+
 def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, ptxas=None):
     """The tuning job every call shares: arguments described, the compile worker's setup
     file written, the kernel fingerprinted. ``ptxas`` is the chosen one (``_ptxas.resolve``)."""
@@ -482,6 +502,7 @@ def compile(
     compile_workers: Optional[int] = None,
     compile_timeout: Optional[float] = None,
     ptxas: Optional[str] = None,
+    ray: Optional[str] = None,
 ) -> list:
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
@@ -494,7 +515,9 @@ def compile(
     90th percentile of the run's compile times (at least 10 s). ``ptxas`` (a path, or
     ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles instead of Triton's own; compiler
     controls (``acf``, ``opt_level``, ``allow_expensive_optimizations`` parameters,
-    ``ptx_options``) reach it."""
+    ``ptx_options``) reach it. ``ray`` (a Ray cluster's address, with
+    ``pip install 'kerntune[ray]'``) runs the compile workers as actors on its nodes; give
+    ``compile_workers`` then (the default counts this machine's cores)."""
     fn = jit_function(kernel)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
@@ -502,6 +525,8 @@ def compile(
     number = check_arch(arch)
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
         job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir, _ptxas.resolve(ptxas))
+        if ray is not None:
+            _through_ray(job, ray)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
         text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db)
@@ -533,6 +558,8 @@ def tune(
     fresh: bool = False,
     compile_workers: Optional[int] = None,
     device: Optional[int] = None,
+    devices: Union[str, Sequence[int], None] = None,
+    ray: Optional[str] = None,
     progress: bool = True,
     finalists: int = 4,
     finalists_within: float = 0.05,
@@ -571,6 +598,12 @@ def tune(
     also reads (they are restored instead, as in ``triton.autotune``), and in
     ``reset_to_zero`` the tensors the kernel expects to find at zero (zeroed before every
     launch, checked and timed, and not counted in the time).
+
+    ``devices`` (``"all"`` or a list of GPU numbers, of one model) measures on several GPUs
+    at once, one benchmark worker each, instead of ``device``; the finalists and the
+    schedule stage measure on the first. ``ray`` (a Ray cluster's address, with
+    ``pip install 'kerntune[ray]'``) runs the compile workers as Ray actors on the cluster's
+    nodes (see docs/design-notes.md).
 
     ``strategy`` (see ``kerntune strategies``), ``max_fevals`` (default 100 unless a time
     limit or a target is given), ``time_limit`` (seconds) and ``target`` bound the search.
@@ -618,6 +651,9 @@ def tune(
     """
     fn = jit_function(kernel)
     check_device(device)
+    devices = check_devices(devices)
+    if devices is not None and device is not None:
+        raise ArgumentError("give device= or devices=, not both")
     strategy = check_strategy(strategy, "default")
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
@@ -634,6 +670,8 @@ def tune(
         raise _kerntune.NoGpuError("kerntune.tune runs the kernel through Triton and needs torch and a GPU; "
                                    "kerntune.compile(...) compiles without them") from None
 
+    if devices is not None:
+        device = 0 if devices == "all" else int(devices.split(",")[0])
     device = torch.cuda.current_device() if device is None else device
     info = json.loads(_kerntune.device_info(device))
     arch = info["compute_capability"][0] * 10 + info["compute_capability"][1]
@@ -649,7 +687,7 @@ def tune(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
-                finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
+                finalists=finalists, finalists_within=finalists_within, ptxas=chosen, devices=devices, ray=ray,
             ),
             verify_sets,
         )
@@ -713,6 +751,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
                                   search["ptxas"])
+    if search["ray"] is not None:
+        _through_ray(job, search["ray"])
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
@@ -783,6 +823,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "db": search["db"],
         "fresh": search["fresh"],
         "device": device,
+        "devices": search["devices"],
         "compile_workers": search["compile_workers"],
         "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
         if search["finalists"] > 1 else None,

@@ -44,6 +44,12 @@ CASES = [
     ("params value None", lambda: kerntune.compile(_copy, ARGS, {"BLOCK": None}), TypeError, "params['BLOCK']"),
     ("args not a dict", lambda: kerntune.compile(_copy, [1, 2], {"BLOCK": [64]}), TypeError, "args"),
     ("device -1 (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, device=-1), ValueError, "device"),
+    ("devices as one string (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, devices="0,1"), TypeError,
+     "devices"),
+    ("devices named twice (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, devices=[0, 0]), ValueError,
+     "devices"),
+    ("device and devices (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, device=0, devices=[0, 1]),
+     ValueError, "devices"),
     ("strategy not a name (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, strategy=3), TypeError, "strategy"),
 ]
 

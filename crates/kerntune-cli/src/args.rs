@@ -180,9 +180,11 @@ pub struct TuneArgs {
     /// Results database. Default: $KERNTUNE_DB, else ~/.cache/kerntune/results.db.
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// GPU to tune on.
-    #[arg(long, default_value_t = 0)]
-    pub device: usize,
+    /// GPUs to tune on: `all`, or indices separated by commas (0,1). Each runs its own
+    /// benchmark worker; they must be of one model. The finalists and the schedule stage
+    /// measure on the first.
+    #[arg(long, visible_alias = "device", value_name = "all|0,1,...", default_value = "0")]
+    pub devices: kerntune_run::Devices,
     /// Measure every configuration again instead of answering from the store (new results
     /// replace the stored ones).
     #[arg(long)]
@@ -190,6 +192,12 @@ pub struct TuneArgs {
     /// Compile workers running ahead of the GPU. Default: one per core.
     #[arg(long)]
     pub compile_workers: Option<usize>,
+    /// Run the compile workers as actors of the Ray cluster at this address (`auto`,
+    /// HOST:PORT), on any of its nodes; needs `pip install 'kerntune[ray]'` in the Python
+    /// named by $KERNTUNE_PYTHON (default python3). Give --compile-workers: the default
+    /// counts this machine's cores only.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
     /// Only enumerate the space and check every configuration's launch geometry.
     #[arg(long, conflicts_with = "compile_only")]
     pub dry_run: bool,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json_of, kerntune, repo};
+use common::{json_of, kerntune, kerntune_binary, repo};
 use kerntune_store::Store;
 use serde_json::Value as Json;
 
@@ -121,6 +121,32 @@ fn bad_input_gives_one_line_and_a_failing_exit_code() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// `--ray` checks its relay before any work: a Python that cannot run it is one line that
+/// says what to set; a `--devices` list that names no GPUs is a usage mistake.
+#[test]
+fn a_ray_relay_that_cannot_run_and_a_list_that_names_no_gpus_are_refused_in_one_line() {
+    let spec = repo("examples/cuda/vector_add/spec.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("results.db").display().to_string();
+    let output = Command::new(kerntune_binary())
+        .args(["tune", &spec, "--compile-only", "--db", &db, "--ray", "127.0.0.1:9"])
+        .env("KERNTUNE_PYTHON", "/nonexistent/python3")
+        .output()
+        .expect("kerntune runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: --ray 127.0.0.1:9: cannot run /nonexistent/python3 for the Ray relay"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set KERNTUNE_PYTHON to a Python with kerntune[ray]"), "{stderr}");
+    let output = kerntune(&["tune", &spec, "--devices", "0,gpu1"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give `all` or their indices separated by commas (0,1)"), "{stderr}");
 }
 
 /// What README says of usage mistakes (a missing value, an unknown flag, a number out of

@@ -99,6 +99,10 @@ pub struct DeviceInfo {
     pub max_registers_per_block: i32,
     pub clock_khz: i32,
     pub memory_bytes: usize,
+    /// The PCI address (`domain:bus:device.0`, hexadecimal), which names the same GPU
+    /// whatever `CUDA_VISIBLE_DEVICES` does to the ordinals; `None` for a compile target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
 }
 
 impl DeviceInfo {
@@ -155,6 +159,15 @@ impl Drop for Shared {
     }
 }
 
+/// How many GPUs the driver sees (0 without a driver).
+pub fn device_count() -> Result<usize, CudaError> {
+    if !driver_available() {
+        return Err(CudaError::NoDriver);
+    }
+    check("cuInit", result::init())?;
+    Ok(check("cuDeviceGetCount", result::device::get_count())?.max(0) as usize)
+}
+
 /// The device and its properties, without creating a context (cheap enough for the main
 /// process, which never runs kernels itself).
 pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
@@ -188,6 +201,12 @@ pub fn probe(ordinal: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
         clock_khz: attribute(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
         // SAFETY: `device` is valid.
         memory_bytes: check("cuDeviceTotalMem", unsafe { result::device::total_mem(device) })?,
+        pci_bus_id: Some(format!(
+            "{:08x}:{:02x}:{:02x}.0",
+            attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            attribute(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+        )),
     };
     Ok((device, info))
 }
@@ -214,18 +233,9 @@ impl Context {
         self.shared.stream
     }
 
-    /// The device's PCI address (`domain:bus:device.0`, hexadecimal), which names the same
-    /// GPU to NVML whatever `CUDA_VISIBLE_DEVICES` does to the ordinals.
-    pub fn pci_bus_id(&self) -> Result<String, CudaError> {
-        use sys::CUdevice_attribute as A;
-        let attribute = |a: sys::CUdevice_attribute| {
-            // SAFETY: the device is valid while the context lives; attributes are integers.
-            check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(self.shared.device, a) })
-        };
-        let domain = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
-        let bus = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
-        let device = attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
-        Ok(format!("{domain:08x}:{bus:02x}:{device:02x}.0"))
+    /// The device's PCI address (see [`DeviceInfo::pci_bus_id`]).
+    pub fn pci_bus_id(&self) -> Option<&str> {
+        self.info.pci_bus_id.as_deref()
     }
 
     /// The errors of releases (of buffers, modules, events) that failed since the last

@@ -35,6 +35,7 @@ impl DeviceInfo {
             max_registers_per_block: 65_536,
             clock_khz: 0,
             memory_bytes: 0,
+            pci_bus_id: None,
         })
     }
 }

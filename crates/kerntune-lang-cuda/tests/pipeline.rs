@@ -74,6 +74,7 @@ fn device() -> DeviceInfo {
         max_registers_per_block: 65_536,
         clock_khz: 0,
         memory_bytes: 0,
+        pci_bus_id: None,
     }
 }
 
@@ -111,8 +112,12 @@ fn the_lowered_symbol_is_launched_and_the_outputs_come_back_for_the_callers_chec
     let language = CudaLanguage::new(&spec, &space)
         .with_constants(vec![("d_filter".into(), vec![0u8; 16])])
         .with_output_check(check);
-    let options =
-        PipelineOptions { bench_worker: fake_worker(), compile_worker: fake_worker(), device: 0, compile_workers: 1 };
+    let options = PipelineOptions {
+        bench_worker: fake_worker(),
+        compile_worker: fake_worker(),
+        devices: vec![0],
+        compile_workers: 1,
+    };
     let mut pipeline = Pipeline::start(&language, &space, options).expect("starts");
     let ids: Vec<_> = space.ids().collect();
     pipeline.submit(ids[0]).expect("submits");

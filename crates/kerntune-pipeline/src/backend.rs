@@ -1,10 +1,12 @@
 //! The GPU pipeline every language shares: a compile pool running ahead of one benchmark
-//! worker. A [`Language`] says how a configuration becomes a compile job and how a compiled
+//! worker per GPU. A [`Language`] says how a configuration becomes a compile job and how a compiled
 //! kernel is launched; the [`Pipeline`] does the rest and is the engine's backend.
 //!
 //! `submit` asks the language for a compile job and queues it; compiled kernels queue for
 //! the GPU; `next` waits for whichever worker speaks next, enforces the compile and launch
 //! deadlines, replaces crashed workers, and returns evaluations in the order they finish.
+//! With several GPUs (of one model: their results are one tuning's), each compiled kernel
+//! goes to whichever benchmark worker is free, and each result names the GPU that measured.
 //! Every failure of a configuration becomes an evaluation with a status and a reason; only
 //! a benchmark worker that cannot be (re)started is an error.
 
@@ -28,15 +30,25 @@ use crate::protocol::{
     ToBench,
 };
 
-/// How the pipeline runs: which worker programs, which GPU, how many compilers.
+/// How the pipeline runs: which worker programs, which GPUs, how many compilers.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
     /// Runs `<args> __worker bench --device N`.
     pub bench_worker: WorkerCommand,
     /// Runs `<args> __worker compile`.
     pub compile_worker: WorkerCommand,
-    pub device: usize,
+    /// The GPUs that measure, one benchmark worker each, all of one model. The search
+    /// spreads its configurations over them; the finalists and the schedule stage use the
+    /// first.
+    pub devices: Vec<usize>,
     pub compile_workers: usize,
+}
+
+impl PipelineOptions {
+    /// The GPU of the stages that measure on one: finalists and schedule.
+    pub fn first_device(&self) -> usize {
+        self.devices.first().copied().unwrap_or(0)
+    }
 }
 
 /// Time the benchmark worker may take to start and set up (data, reference) before the
@@ -46,8 +58,12 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 const EVALUATION_SLACK: Duration = Duration::from_secs(20);
 /// Time allowed beyond the launches a worker said it is waiting for.
 const WAIT_SLACK: Duration = Duration::from_secs(2);
-/// Restarts without a completed evaluation after which the benchmark worker is given up.
+/// Restarts without a completed evaluation after which a benchmark worker is given up.
 const MAX_RESTARTS: usize = 3;
+/// Benchmark workers that may die under one configuration before it fails: a worker that
+/// dies without a word is not always the kernel's doing (a GPU's worker killed, a Ray node
+/// gone), so the configuration is measured once more, on whichever GPU is free.
+const ATTEMPTS: u32 = 2;
 /// Id of the reference's compile request, apart from every configuration's.
 const REFERENCE_JOB: u32 = u32::MAX - 1;
 
@@ -61,6 +77,20 @@ enum BenchState {
     Busy {
         id: u32,
     },
+    /// Failed [`MAX_RESTARTS`] times in a row; the other GPUs go on without it.
+    Retired,
+}
+
+/// One GPU's benchmark worker and where it stands.
+#[derive(Debug)]
+struct BenchSlot {
+    ordinal: usize,
+    worker: Worker,
+    state: BenchState,
+    deadline: Option<Instant>,
+    restarts: usize,
+    /// The GPU as its worker described it (its PCI address names it in the results).
+    info: Option<DeviceInfo>,
 }
 
 /// A configuration between `submit` and its evaluation.
@@ -69,10 +99,14 @@ struct Job {
     config: ConfigId,
     values: Vec<Value>,
     costs: Costs,
-    /// When the benchmark worker received it, for the framework share of its time.
+    /// When a benchmark worker received it, for the framework share of its time.
     sent: Option<Instant>,
     /// The early-stop factor its samples were held to, if any.
     early_stop_factor: Option<f64>,
+    /// The compiled kernel, kept while it is measured so that it can be measured again.
+    image: Option<KernelImage>,
+    /// Benchmark workers that died under it.
+    deaths: u32,
 }
 
 pub struct Pipeline<'a> {
@@ -80,11 +114,9 @@ pub struct Pipeline<'a> {
     space: &'a Space,
     options: PipelineOptions,
     hub: Hub,
+    /// The first GPU (all are of its model).
     pub device: DeviceInfo,
-    bench: Worker,
-    bench_state: BenchState,
-    deadline: Option<Instant>,
-    restarts: usize,
+    bench: Vec<BenchSlot>,
     setup: Setup,
     pool: CompilePool,
     jobs: HashMap<u32, Job>,
@@ -99,7 +131,11 @@ pub struct Pipeline<'a> {
 
 impl std::fmt::Debug for Pipeline<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipeline").field("device", &self.device.name).field("in_flight", &self.jobs.len()).finish()
+        f.debug_struct("Pipeline")
+            .field("device", &self.device.name)
+            .field("gpus", &self.bench.len())
+            .field("in_flight", &self.jobs.len())
+            .finish()
     }
 }
 
@@ -109,7 +145,7 @@ fn bench_args(device: usize) -> Vec<String> {
 
 impl<'a> Pipeline<'a> {
     /// Starts the workers, has the language build the setup (compiling its reference) and
-    /// sets the benchmark worker up.
+    /// sets every benchmark worker up.
     pub fn start(
         language: &'a dyn Language,
         space: &'a Space,
@@ -117,35 +153,60 @@ impl<'a> Pipeline<'a> {
     ) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
         let hub = Hub::default();
-        let mut bench =
-            Worker::spawn(&options.bench_worker, &bench_args(options.device), Origin { slot: 0, generation: 0 }, &hub)
-                .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
-        // The compile workers start (import their compiler) while the benchmark worker
-        // opens the GPU: both take seconds, and neither needs the other.
+        if options.devices.is_empty() {
+            return Err(BackendError::CannotStart("no GPU to measure on".into()));
+        }
+        let mut bench = Vec::with_capacity(options.devices.len());
+        for (slot, &ordinal) in options.devices.iter().enumerate() {
+            let worker =
+                Worker::spawn(&options.bench_worker, &bench_args(ordinal), Origin { slot, generation: 0 }, &hub)
+                    .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
+            bench.push(BenchSlot {
+                ordinal,
+                worker,
+                state: BenchState::Starting,
+                deadline: None,
+                restarts: 0,
+                info: None,
+            });
+        }
+        // The compile workers start (import their compiler) while the benchmark workers
+        // open their GPUs: both take seconds, and neither needs the other.
         let limit = CompileLimit::new(language.compile_timeout(), language.compile_timeout_adapts());
-        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, 1)
+        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, bench.len())
             .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
-        let device = match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
-            FromBench::Ready { device } => device,
-            FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),
-            other => {
-                return Err(BackendError::Protocol(format!(
-                    "unexpected first message from the benchmark worker: {other:?}"
-                )))
+        for slot in &mut bench {
+            match wait_bench(&hub, &mut slot.worker, Instant::now() + SETUP_TIMEOUT)? {
+                FromBench::Ready { device } => slot.info = Some(device),
+                FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),
+                other => {
+                    return Err(BackendError::Protocol(format!(
+                        "unexpected first message from the benchmark worker: {other:?}"
+                    )))
+                }
             }
-        };
+        }
+        let infos: Vec<DeviceInfo> = bench.iter().filter_map(|s| s.info.clone()).collect();
+        one_model(&infos).map_err(BackendError::CannotStart)?;
+        let device = infos.into_iter().next().ok_or_else(|| BackendError::Other("no device information".into()))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
         let setup = language.setup(&device, &mut compile).map_err(BackendError::CannotStart)?;
-        bench
-            .send(&ToBench::Setup(setup.clone()))
-            .map_err(|e| BackendError::CannotStart(format!("the benchmark worker is gone: {e}")))?;
-        match wait_bench(&hub, &mut bench, Instant::now() + SETUP_TIMEOUT)? {
-            FromBench::SetupDone => {}
-            FromBench::Fatal { message } => {
-                return Err(BackendError::CannotStart(format!("setting up the GPU: {message}")))
-            }
-            other => {
-                return Err(BackendError::Protocol(format!("unexpected message from the benchmark worker: {other:?}")))
+        for slot in &mut bench {
+            slot.worker
+                .send(&ToBench::Setup(setup.clone()))
+                .map_err(|e| BackendError::CannotStart(format!("the benchmark worker is gone: {e}")))?;
+        }
+        for slot in &mut bench {
+            match wait_bench(&hub, &mut slot.worker, Instant::now() + SETUP_TIMEOUT)? {
+                FromBench::SetupDone => slot.state = BenchState::Idle,
+                FromBench::Fatal { message } => {
+                    return Err(BackendError::CannotStart(format!("setting up GPU #{}: {message}", slot.ordinal)))
+                }
+                other => {
+                    return Err(BackendError::Protocol(format!(
+                        "unexpected message from the benchmark worker: {other:?}"
+                    )))
+                }
             }
         }
         Ok(Pipeline {
@@ -155,9 +216,6 @@ impl<'a> Pipeline<'a> {
             hub,
             device,
             bench,
-            bench_state: BenchState::Idle,
-            deadline: None,
-            restarts: 0,
             setup,
             pool,
             jobs: HashMap::new(),
@@ -172,6 +230,11 @@ impl<'a> Pipeline<'a> {
 
     pub fn compile_workers(&self) -> usize {
         self.pool.workers()
+    }
+
+    /// Benchmark workers measuring (those given up on are not counted).
+    pub fn gpus(&self) -> usize {
+        self.bench.iter().filter(|s| !matches!(s.state, BenchState::Retired)).count()
     }
 
     fn finish(&mut self, id: u32, evaluation: Evaluation) {
@@ -207,67 +270,77 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// Hands compiled kernels to idle benchmark workers, whichever GPU is free first.
     fn send_to_bench(&mut self) -> Result<(), BackendError> {
-        if !matches!(self.bench_state, BenchState::Idle) {
-            return Ok(());
-        }
-        let Some((id, kernel)) = self.ready.pop_front() else { return Ok(()) };
-        let early_stop = self
-            .noise
-            .bar(self.setup.timing.early_stop, self.best_median_ms)
-            .filter(|_| self.language.early_stop_applies());
-        if let (Some(bar), Some(job)) = (early_stop, self.jobs.get_mut(&id)) {
-            job.early_stop_factor = Some(bar.factor);
-        }
-        let request = ToBench::Evaluate(EvaluateRequest { id, kernel, early_stop });
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.sent = Some(Instant::now());
-        }
-        self.bench_state = BenchState::Busy { id };
-        self.deadline = Some(Instant::now() + self.language.launch_timeout() + EVALUATION_SLACK);
-        if let Err(error) = self.bench.send(&request) {
-            self.bench_died(&format!("could not be written to: {error}"))?;
+        for slot in 0..self.bench.len() {
+            if !matches!(self.bench[slot].state, BenchState::Idle) {
+                continue;
+            }
+            let Some((id, kernel)) = self.ready.pop_front() else { return Ok(()) };
+            let early_stop = self
+                .noise
+                .bar(self.setup.timing.early_stop, self.best_median_ms)
+                .filter(|_| self.language.early_stop_applies());
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.sent = Some(Instant::now());
+                job.image = Some(kernel.clone());
+                job.early_stop_factor = early_stop.map(|bar| bar.factor);
+            }
+            let request = ToBench::Evaluate(EvaluateRequest { id, kernel, early_stop });
+            let deadline = Instant::now() + self.language.launch_timeout() + EVALUATION_SLACK;
+            let bench = &mut self.bench[slot];
+            bench.state = BenchState::Busy { id };
+            bench.deadline = Some(deadline);
+            if let Err(error) = bench.worker.send(&request) {
+                self.bench_died(slot, &format!("could not be written to: {error}"))?;
+            }
         }
         Ok(())
     }
 
-    fn on_bench_line(&mut self, text: Option<String>) -> Result<(), BackendError> {
+    fn on_bench_line(&mut self, slot: usize, text: Option<String>) -> Result<(), BackendError> {
         let Some(text) = text else {
-            let death = self.bench.death().to_string();
-            return self.bench_died(&death);
+            let death = self.bench[slot].worker.death().to_string();
+            return self.bench_died(slot, &death);
         };
         let message: FromBench = serde_json::from_str(&text)
             .map_err(|e| BackendError::Protocol(format!("unreadable reply from the benchmark worker: {e}")))?;
-        match (message, &self.bench_state) {
-            (FromBench::Ready { .. }, BenchState::Starting) => {
-                self.bench
+        let bench = &mut self.bench[slot];
+        match (message, &bench.state) {
+            (FromBench::Ready { device }, BenchState::Starting) => {
+                bench
+                    .worker
                     .send(&ToBench::Setup(self.setup.clone()))
                     .map_err(|e| BackendError::DeviceLost(format!("the benchmark worker is gone: {e}")))?;
-                self.bench_state = BenchState::SettingUp;
-                self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
+                bench.info = Some(device);
+                bench.state = BenchState::SettingUp;
+                bench.deadline = Some(Instant::now() + SETUP_TIMEOUT);
             }
             (FromBench::SetupDone, BenchState::SettingUp) => {
-                self.bench_state = BenchState::Idle;
-                self.deadline = None;
+                bench.state = BenchState::Idle;
+                bench.deadline = None;
             }
             (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
-                self.deadline =
+                bench.deadline =
                     Some(Instant::now() + self.language.launch_timeout() * launches.max(1) as u32 + WAIT_SLACK);
             }
             (FromBench::Result(result), BenchState::Busy { id }) if *id == result.id => {
                 let lost = result.context_lost;
-                self.on_result(result);
-                self.restarts = 0;
-                self.deadline = None;
+                bench.restarts = 0;
+                bench.deadline = None;
+                self.on_result(slot, result);
                 if lost {
                     // The worker exits by itself; start its successor now.
-                    self.restart_bench()?;
+                    self.restart_bench(slot)?;
                 } else {
-                    self.bench_state = BenchState::Idle;
+                    self.bench[slot].state = BenchState::Idle;
                 }
             }
             (FromBench::Fatal { message }, _) => {
-                return Err(BackendError::DeviceLost(format!("the benchmark worker failed: {message}")))
+                return Err(BackendError::DeviceLost(format!(
+                    "the benchmark worker of GPU #{} failed: {message}",
+                    bench.ordinal
+                )))
             }
             (other, state) => {
                 return Err(BackendError::Protocol(format!(
@@ -278,7 +351,7 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
-    fn on_result(&mut self, result: EvaluateResult) {
+    fn on_result(&mut self, slot: usize, result: EvaluateResult) {
         let Some(job) = self.jobs.get(&result.id) else { return };
         let round_trip = job.sent.map_or(0.0, |s| s.elapsed().as_secs_f64());
         let costs = Costs {
@@ -291,6 +364,7 @@ impl<'a> Pipeline<'a> {
         if let Some(factor) = job.early_stop_factor {
             metrics.insert("early_stop_factor".into(), serde_json::json!(factor));
         }
+        metrics.insert("device".into(), self.device_record(slot));
         // Outputs the language judges itself can still turn a measured configuration wrong.
         let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
             Ok(()) => (result.status, result.reason),
@@ -334,6 +408,13 @@ impl<'a> Pipeline<'a> {
         self.finish(result.id, evaluation);
     }
 
+    /// Which GPU measured, for the store: its ordinal and its PCI address.
+    fn device_record(&self, slot: usize) -> serde_json::Value {
+        let bench = &self.bench[slot];
+        let address = bench.info.as_ref().and_then(|info| info.pci_bus_id.clone());
+        serde_json::json!({ "ordinal": bench.ordinal, "pci_bus_id": address })
+    }
+
     /// The language's check of the outputs the worker wrote for evaluation `id`, where the
     /// setup asked for them; the files are removed afterwards.
     fn check_returned_outputs(&self, id: u32, config: &[Value], status: Status) -> Result<(), String> {
@@ -357,47 +438,62 @@ impl<'a> Pipeline<'a> {
         outcome
     }
 
-    /// The benchmark worker died or hung: its configuration fails with the reason, and a
-    /// fresh worker is started.
-    fn bench_died(&mut self, how: &str) -> Result<(), BackendError> {
-        if let BenchState::Busy { id } = self.bench_state {
-            let hung = self.deadline.is_some_and(|d| Instant::now() >= d);
-            let failure = if hung {
+    /// A benchmark worker died or hung. A hung kernel fails its configuration; one that
+    /// died without a word is measured again on the next free GPU, and fails only when a
+    /// second worker dies under it. A fresh worker is started in its place.
+    fn bench_died(&mut self, slot: usize, how: &str) -> Result<(), BackendError> {
+        if let BenchState::Busy { id } = self.bench[slot].state {
+            let hung = self.bench[slot].deadline.is_some_and(|d| Instant::now() >= d);
+            let retry = self.jobs.get_mut(&id).filter(|job| !hung && job.deaths + 1 < ATTEMPTS).and_then(|job| {
+                job.deaths += 1;
+                job.image.take()
+            });
+            if let Some(image) = retry {
+                self.ready.push_front((id, image));
+            } else if hung {
                 let per_launch = self.language.launch_timeout().as_secs_f64();
                 let message =
                     format!("the kernel did not finish within {per_launch:.1} s per launch; the worker was killed");
-                Failure::new(FailureKind::LaunchTimeout, message)
+                self.fail(id, Failure::new(FailureKind::LaunchTimeout, message), Costs::default());
             } else {
-                Failure::new(FailureKind::WorkerDied, format!("the benchmark worker {how}"))
-            };
-            self.fail(id, failure, Costs::default());
+                let message = format!("the benchmark worker of GPU #{} {how}", self.bench[slot].ordinal);
+                self.fail(id, Failure::new(FailureKind::WorkerDied, message), Costs::default());
+            }
         }
-        self.restart_bench()
+        self.restart_bench(slot)
     }
 
-    fn restart_bench(&mut self) -> Result<(), BackendError> {
-        if self.restarts >= MAX_RESTARTS {
-            return Err(BackendError::DeviceLost(format!(
-                "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
-            )));
+    /// Starts a fresh worker in `slot`, or gives the slot up after [`MAX_RESTARTS`] in a
+    /// row: the run goes on while another GPU measures, and ends when none is left.
+    fn restart_bench(&mut self, slot: usize) -> Result<(), BackendError> {
+        let bench = &mut self.bench[slot];
+        bench.worker.kill();
+        if bench.restarts >= MAX_RESTARTS {
+            bench.state = BenchState::Retired;
+            bench.deadline = None;
+            if self.gpus() == 0 {
+                return Err(BackendError::DeviceLost(format!(
+                    "the benchmark worker failed {MAX_RESTARTS} times in a row without finishing an evaluation"
+                )));
+            }
+            return Ok(());
         }
-        self.restarts += 1;
-        self.bench.kill();
-        let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
-        self.bench = Worker::spawn(&self.options.bench_worker, &bench_args(self.options.device), origin, &self.hub)
+        bench.restarts += 1;
+        let origin = Origin { slot, generation: bench.worker.origin.generation + 1 };
+        bench.worker = Worker::spawn(&self.options.bench_worker, &bench_args(bench.ordinal), origin, &self.hub)
             .map_err(|e| BackendError::CannotStart(format!("cannot restart the benchmark worker: {e}")))?;
-        self.bench_state = BenchState::Starting;
-        self.deadline = Some(Instant::now() + SETUP_TIMEOUT);
+        bench.state = BenchState::Starting;
+        bench.deadline = Some(Instant::now() + SETUP_TIMEOUT);
         Ok(())
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.deadline, self.pool.deadline()].into_iter().flatten().min()
+        self.bench.iter().filter_map(|s| s.deadline).chain(self.pool.deadline()).min()
     }
 
     fn handle(&mut self, line: Line) -> Result<(), BackendError> {
-        if line.origin == self.bench.origin {
-            return self.on_bench_line(line.text);
+        if let Some(slot) = self.bench.iter().position(|s| s.worker.origin == line.origin) {
+            return self.on_bench_line(slot, line.text);
         }
         if self.pool.owns(line.origin) {
             if let Some(outcome) = self.pool.handle(line, &self.hub) {
@@ -435,22 +531,39 @@ impl<'a> Pipeline<'a> {
         for outcome in self.pool.expire(&self.hub) {
             self.on_compiled(outcome);
         }
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            let how = match self.bench_state {
-                BenchState::Busy { .. } => "hung",
-                _ => "did not start in time",
-            };
-            self.bench.kill();
-            self.bench_died(how)?;
+        let now = Instant::now();
+        for slot in 0..self.bench.len() {
+            if self.bench[slot].deadline.is_some_and(|d| now >= d) {
+                let how = match self.bench[slot].state {
+                    BenchState::Busy { .. } => "hung",
+                    _ => "did not start in time",
+                };
+                self.bench[slot].worker.kill();
+                self.bench_died(slot, how)?;
+            }
         }
         Ok(())
     }
 }
 
+/// Whether GPUs can be one target: they must be of one model (their results are one
+/// tuning's). The message says how to tune them instead.
+pub fn one_model(devices: &[DeviceInfo]) -> Result<(), String> {
+    let Some(first) = devices.first() else { return Ok(()) };
+    match devices.iter().find(|d| d.name != first.name) {
+        None => Ok(()),
+        Some(other) => Err(format!(
+            "GPU #{} is a {} and GPU #{} a {}: one tuning's results must come from one model; \
+             tune each model on its own (--devices {} or --devices {})",
+            first.ordinal, first.name, other.ordinal, other.name, first.ordinal, other.ordinal
+        )),
+    }
+}
+
 impl Backend for Pipeline<'_> {
-    /// Enough configurations in flight to keep every compiler and the GPU busy.
+    /// Enough configurations in flight to keep every compiler and every GPU busy.
     fn capacity(&self) -> usize {
-        self.pool.workers() + 2
+        self.pool.workers() + 2 * self.bench.len()
     }
 
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
@@ -459,7 +572,15 @@ impl Backend for Pipeline<'_> {
         let job_id = self.next_job;
         self.next_job += 1;
         let compile_job = self.language.compile_job(&values, &self.device);
-        let mut job = Job { config: id, values, costs: Costs::default(), sent: None, early_stop_factor: None };
+        let mut job = Job {
+            config: id,
+            values,
+            costs: Costs::default(),
+            sent: None,
+            early_stop_factor: None,
+            image: None,
+            deaths: 0,
+        };
         job.costs.framework_s = prepared.elapsed().as_secs_f64();
         self.jobs.insert(job_id, job);
         match compile_job {
@@ -570,6 +691,24 @@ pub(crate) fn compile_now(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gpu(ordinal: usize, name: &str) -> DeviceInfo {
+        let mut info = DeviceInfo::compile_target("sm_90").unwrap_or_else(|e| panic!("{e}"));
+        info.ordinal = ordinal;
+        info.name = name.into();
+        info
+    }
+
+    #[test]
+    fn gpus_of_two_models_are_refused_with_what_to_do_instead() {
+        assert_eq!(one_model(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200")]), Ok(()));
+        let refused = one_model(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200"), gpu(2, "NVIDIA H100")]);
+        assert_eq!(
+            refused.unwrap_err(),
+            "GPU #0 is a NVIDIA H200 and GPU #2 a NVIDIA H100: one tuning's results must come from one \
+             model; tune each model on its own (--devices 0 or --devices 2)"
+        );
+    }
 
     #[test]
     fn clock_observations_land_in_the_metrics_under_their_own_names() {

@@ -267,7 +267,7 @@ impl Worker {
             events: Vec::new(),
             constants: setup.constants.clone(),
             outputs_dir: setup.outputs_dir.clone(),
-            gauge: nvml().zip(context.pci_bus_id().ok()).and_then(|(nvml, address)| nvml.device(&address)),
+            gauge: nvml().zip(context.pci_bus_id()).and_then(|(nvml, address)| nvml.device(address)),
             clocks_settled: false,
         };
         match &setup.reference {

@@ -146,7 +146,8 @@ pub fn retime_configs(
     }
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
     let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
-    let mut session = BenchSession::start(&pipeline.bench_worker, pipeline.device, setup, language.launch_timeout())?;
+    let mut session =
+        BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     retime(&mut session, &images, options)
 }
 

@@ -1,7 +1,8 @@
 //! kerntune's GPU pipeline: compile workers running ahead of one benchmark worker, in
 //! crash-isolated processes, for any kernel language.
 //!
-//! A [`Pipeline`] is the engine's backend on a GPU: a pool of compile worker processes
+//! A [`Pipeline`] is the engine's backend on one GPU or several of one model
+//! ([`one_model`]): a pool of compile worker processes
 //! ([`pool`]) compiles configurations ahead of one benchmark worker process per GPU
 //! ([`run_bench_worker`]), which verifies each kernel on poisoned outputs and times it under
 //! the [`Timing`] protocol, taking the samples again when the GPU's clocks moved under them
@@ -19,8 +20,8 @@
 mod backend;
 mod bench;
 mod compile;
-mod early_stop;
 pub mod controls;
+mod early_stop;
 mod error;
 pub mod finalists;
 mod language;
@@ -31,14 +32,14 @@ mod sampling;
 pub mod schedule;
 mod timing;
 
-pub use backend::{Pipeline, PipelineOptions};
+pub use backend::{one_model, Pipeline, PipelineOptions};
 pub use bench::{refillable, run as run_bench_worker};
 pub use compile::run as run_compile_worker;
 pub use early_stop::Bar as EarlyStopBar;
 pub use error::{Death, Exit, Failure, FailureKind};
 pub use language::Language;
 pub use pool::Binary;
-pub use process::WorkerCommand;
+pub use process::{RayRelay, WorkerCommand};
 pub use protocol::Geometry;
 pub use sampling::{ClockSpan, Clocks};
 pub use timing::{EarlyStop, Flush, RawTiming, Timing};

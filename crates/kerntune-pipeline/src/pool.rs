@@ -1,6 +1,9 @@
 //! A pool of compile workers (one per core by default) kept busy from a queue. A compile
 //! that crashes its worker or outlives the limit ([`CompileLimit`]) fails that
-//! configuration only: the worker is replaced and the pool goes on.
+//! configuration only: the worker is replaced and the pool goes on. A worker that dies is
+//! not always the configuration's fault (a Ray node that goes away looks the same), so the
+//! request it held is compiled once more by whichever worker is free; dying a second time
+//! fails it.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -36,11 +39,22 @@ pub enum CompileOutcome {
     },
 }
 
+/// A request handed to a worker, and how many workers died under it before.
+#[derive(Debug)]
+struct Running {
+    request: CompileRequest,
+    started: Instant,
+    retries: u32,
+}
+
 #[derive(Debug)]
 struct Slot {
     worker: Worker,
-    job: Option<(u32, Instant)>,
+    job: Option<Running>,
 }
+
+/// Workers that may die under one request before it fails.
+const ATTEMPTS: u32 = 2;
 
 #[derive(Debug)]
 pub struct CompilePool {
@@ -48,7 +62,8 @@ pub struct CompilePool {
     slots: Vec<Slot>,
     /// Hub slot of the first worker; the pool owns `first..first + slots.len()`.
     first: usize,
-    queue: VecDeque<CompileRequest>,
+    /// Requests waiting for a worker, with the deaths each has seen.
+    queue: VecDeque<(CompileRequest, u32)>,
     limit: CompileLimit,
 }
 
@@ -141,7 +156,7 @@ impl CompilePool {
     }
 
     pub fn submit(&mut self, request: CompileRequest) {
-        self.queue.push_back(request);
+        self.queue.push_back((request, 0));
     }
 
     /// Compiles queued or running.
@@ -150,28 +165,39 @@ impl CompilePool {
     }
 
     /// Hands queued requests to idle workers. A worker that cannot be written to is
-    /// replaced and the request fails.
+    /// replaced and the request goes back to the queue, or fails once it has seen
+    /// [`ATTEMPTS`] workers die.
     pub fn dispatch(&mut self, hub: &Hub) -> Vec<CompileOutcome> {
         let mut failed = Vec::new();
         for index in 0..self.slots.len() {
             if self.slots[index].job.is_some() {
                 continue;
             }
-            let Some(request) = self.queue.pop_front() else { break };
+            let Some((request, retries)) = self.queue.pop_front() else { break };
             match self.slots[index].worker.send(&request) {
-                Ok(()) => self.slots[index].job = Some((request.id, Instant::now())),
+                Ok(()) => self.slots[index].job = Some(Running { request, started: Instant::now(), retries }),
                 Err(error) => {
-                    failed.push(CompileOutcome::Failed {
-                        id: request.id,
-                        kind: FailureKind::CompilerCrashed,
-                        reason: format!("the compile worker is gone: {error}"),
-                        seconds: 0.0,
-                    });
                     self.replace(index, hub);
+                    let running = Running { request, started: Instant::now(), retries };
+                    failed.extend(self.retry_or_fail(running, format!("the compile worker is gone: {error}")));
                 }
             }
         }
         failed
+    }
+
+    /// A request whose worker died: queued again (first in line) if it has attempts left.
+    fn retry_or_fail(&mut self, running: Running, reason: String) -> Option<CompileOutcome> {
+        if running.retries + 1 < ATTEMPTS {
+            self.queue.push_front((running.request, running.retries + 1));
+            return None;
+        }
+        Some(CompileOutcome::Failed {
+            id: running.request.id,
+            kind: FailureKind::CompilerCrashed,
+            reason,
+            seconds: running.started.elapsed().as_secs_f64(),
+        })
     }
 
     pub fn owns(&self, origin: Origin) -> bool {
@@ -185,18 +211,13 @@ impl CompilePool {
             return None; // from a worker already replaced
         }
         let Some(text) = line.text else {
-            // The worker died; its job, if any, fails with the reason.
+            // The worker died; its job, if any, is compiled again or fails with the reason.
             let death = self.slots[index].worker.death();
             let job = self.slots[index].job.take();
             self.replace(index, hub);
-            return job.map(|(id, started)| CompileOutcome::Failed {
-                id,
-                kind: FailureKind::CompilerCrashed,
-                reason: format!("the compiler crashed: {death}"),
-                seconds: started.elapsed().as_secs_f64(),
-            });
+            return job.and_then(|running| self.retry_or_fail(running, format!("the compiler crashed: {death}")));
         };
-        let started = self.slots[index].job.take().map(|(_, started)| started);
+        let started = self.slots[index].job.take().map(|running| running.started);
         match serde_json::from_str::<FromCompiler>(&text) {
             Ok(FromCompiler::Compiled { id, cubin, seconds, launch, symbol }) => {
                 self.limit.record(started.map_or(seconds, |s| s.elapsed().as_secs_f64()));
@@ -220,7 +241,7 @@ impl CompilePool {
     /// The earliest moment a running compile times out.
     pub fn deadline(&self) -> Option<Instant> {
         let limit = self.limit.current();
-        self.slots.iter().filter_map(|s| s.job.map(|(_, started)| started + limit)).min()
+        self.slots.iter().filter_map(|s| s.job.as_ref().map(|running| running.started + limit)).min()
     }
 
     /// Fails and replaces every compile past its timeout.
@@ -229,7 +250,8 @@ impl CompilePool {
         let limit = self.limit.current();
         let mut expired = Vec::new();
         for index in 0..self.slots.len() {
-            if let Some((id, started)) = self.slots[index].job {
+            let started = self.slots[index].job.as_ref().map(|running| (running.request.id, running.started));
+            if let Some((id, started)) = started {
                 if now >= started + limit {
                     self.slots[index].job = None;
                     self.replace(index, hub);

@@ -180,3 +180,81 @@ fn exit_of(status: std::process::ExitStatus) -> Exit {
         _ => Exit::Ended,
     }
 }
+
+/// Running workers on a Ray cluster: the relay (`python -m kerntune.ray_worker`, from
+/// `pip install 'kerntune[ray]'`) that a pool starts instead of a worker; it runs the worker
+/// in a Ray actor on some node and relays its lines (docs/design-notes.md says why this
+/// shape).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RayRelay {
+    /// The cluster: `auto`, `HOST:PORT` or `ray://HOST:PORT`.
+    pub address: String,
+    /// The Python that has kerntune and Ray: `$KERNTUNE_PYTHON`, else `python3`.
+    pub python: String,
+}
+
+impl RayRelay {
+    pub fn new(address: impl Into<String>) -> RayRelay {
+        let python = std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| "python3".into());
+        RayRelay { address: address.into(), python }
+    }
+
+    /// Whether the relay can run and reach the cluster (`--check`): the relay's one-line
+    /// reason when not (Ray not installed, the address unreachable), so that a run stops
+    /// before any configuration fails for it.
+    pub fn check(&self) -> Result<(), String> {
+        let output = Command::new(&self.python)
+            .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                format!(
+                    "cannot run {} for the Ray relay ({e}); set KERNTUNE_PYTHON to a Python with kerntune[ray]",
+                    self.python
+                )
+            })?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        Err(match last.strip_prefix("kerntune: ") {
+            Some(reason) => reason.to_string(),
+            None => format!(
+                "{} cannot run the Ray relay ({last}); install kerntune[ray] there, or set KERNTUNE_PYTHON to a Python that has it",
+                self.python
+            ),
+        })
+    }
+
+    /// `worker`, run by a Ray actor that needs no GPU (a compile worker); the variables
+    /// `worker` sets are passed on to it.
+    pub fn wrap(&self, worker: &WorkerCommand) -> WorkerCommand {
+        let mut args: Vec<String> =
+            ["-m", "kerntune.ray_worker", "--address", &self.address].map(String::from).to_vec();
+        for (name, _) in &worker.env {
+            args.extend(["--env".to_string(), name.clone()]);
+        }
+        args.push("--".into());
+        args.push(worker.program.display().to_string());
+        args.extend(worker.args.iter().cloned());
+        WorkerCommand { program: self.python.clone().into(), args, env: worker.env.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relayed_worker_runs_the_same_argv_after_the_relays_own_and_keeps_its_variables() {
+        let mut worker = WorkerCommand::new("/opt/kerntune", vec!["--quiet".into()]);
+        worker.env = vec![("PYTHONPATH".into(), "/src".into())];
+        let relay = RayRelay { address: "10.0.0.1:6379".into(), python: "/venv/bin/python".into() };
+        let relayed = relay.wrap(&worker);
+        assert_eq!(relayed.program, PathBuf::from("/venv/bin/python"));
+        let expected = "-m kerntune.ray_worker --address 10.0.0.1:6379 --env PYTHONPATH -- /opt/kerntune --quiet";
+        assert_eq!(relayed.args.join(" "), expected);
+        assert_eq!(relayed.env, worker.env, "the relay sees the variables it passes on");
+    }
+}

@@ -295,6 +295,7 @@ fn placeholder_device() -> DeviceInfo {
         max_registers_per_block: 0,
         clock_khz: 0,
         memory_bytes: 0,
+        pci_bus_id: None,
     }
 }
 
@@ -488,7 +489,8 @@ pub fn schedule_config(
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
     let setup = schedule_setup(language.setup(device, &mut compile).map_err(BackendError::CannotStart)?, &original)
         .map_err(BackendError::CannotStart)?;
-    let mut session = BenchSession::start(&pipeline.bench_worker, pipeline.device, setup, language.launch_timeout())?;
+    let mut session =
+        BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     let nvdisasm =
         Nvdisasm::locate().map_err(|e| BackendError::CannotStart(format!("schedule tuning needs nvdisasm: {e}")))?;
     let report = tune_schedule(&mut session, &original, options, &nvdisasm)?;

@@ -12,13 +12,15 @@ use kerntune_pipeline::{FailureKind, WorkerCommand};
 /// A worker that answers "failed: fine" to each request (an old reply, without a kind),
 /// except that a request whose source says `crash` kills the worker, one that says `hang`
 /// never answers, one that says `huge` is refused as an invalid configuration, and one that
-/// says `quick` compiles (to a one-byte binary).
+/// says `quick` compiles (to a one-byte binary). One that says `crash-once` kills the worker
+/// when the file `$MARKER` does not exist yet (creating it).
 fn fake_worker() -> WorkerCommand {
     let script = r#"
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
             case "$line" in
                 *'"source":"crash"'*) echo 'about to crash' >&2; kill -SEGV $$ ;;
+                *'"source":"crash-once"'*) [ -e "$MARKER" ] || { touch "$MARKER"; kill -KILL $$; } ;;
                 *'"source":"hang"'*) sleep 600 ;;
                 *'"source":"quick"'*)
                     printf '{"type":"compiled","id":%s,"cubin":"AA==","seconds":0.0}\n' "$id"
@@ -132,8 +134,8 @@ fn the_kind_a_compiler_names_decides_the_outcome_and_a_reply_without_one_is_a_co
 fn the_limit_adapts_to_the_runs_compile_times() {
     let hub = Hub::default();
     // A 60 s timeout that adapts: after 16 quick compiles the limit is its floor, 10 s.
-    let mut pool = CompilePool::new(&fake_worker(), 4, CompileLimit::new(Duration::from_secs(60), true), &hub, 0)
-        .expect("starts");
+    let mut pool =
+        CompilePool::new(&fake_worker(), 4, CompileLimit::new(Duration::from_secs(60), true), &hub, 0).expect("starts");
     for id in 1..=16 {
         pool.submit(request(id, "quick"));
     }
@@ -147,4 +149,22 @@ fn the_limit_adapts_to_the_runs_compile_times() {
     let reason = reason_of(&outcomes, 17);
     assert!(reason.starts_with("the compile did not finish within 10 s, this run's limit"), "{reason}");
     assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(50), "waited {waited:?}");
+}
+
+#[test]
+fn a_request_whose_worker_died_is_compiled_again_by_the_next_free_worker() {
+    let hub = Hub::default();
+    let folder = tempfile::tempdir().expect("a folder");
+    let marker = folder.path().join("died");
+    let mut command = fake_worker();
+    command.env = vec![("MARKER".into(), marker.display().to_string())];
+    let mut pool =
+        CompilePool::new(&command, 2, CompileLimit::new(Duration::from_secs(30), false), &hub, 0).expect("starts");
+    pool.submit(request(1, "crash-once"));
+    pool.submit(request(2, "ok"));
+    let outcomes = drain(&mut pool, &hub);
+    assert!(marker.exists(), "a worker died under request 1");
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(reason_of(&outcomes, 1), "fine", "the second attempt compiled it");
+    assert_eq!(reason_of(&outcomes, 2), "fine");
 }

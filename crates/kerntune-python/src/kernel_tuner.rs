@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kerntune_engine::SearchOptions;
 use kerntune_lang_cuda::{CheckFn, CudaLanguage, Instance, InstanceFn, KernelSpec, OutputCheck};
 use kerntune_pipeline::Geometry;
-use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Prepared, Tuning, Workers};
+use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Devices, Prepared, Tuning, Workers};
 use kerntune_space::Value;
 use kerntune_store::{config_key, Landscape, Store, TuningId};
 use pyo3::prelude::*;
@@ -99,7 +99,7 @@ pub fn tune_kernel_tuner(
             default_strategy: "brute_force",
             db,
             fresh: false,
-            device: settings.device,
+            devices: Devices::List(vec![settings.device]),
             workers: Workers { bench: worker.clone(), compile: worker, compile_workers: job.compile_workers },
             // Kernel Tuner reports the best of its results list; kerntune's finalists are
             // not re-timed here, so that both answer the same.

@@ -16,7 +16,7 @@ use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
-use kerntune_run::{report, CompileOnly, CompileReport, Prepared, Progress, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, CompileReport, Devices, Prepared, Progress, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
 use pyo3::prelude::*;
@@ -47,6 +47,10 @@ pub(crate) struct RunRequest {
     pub fresh: bool,
     #[serde(default)]
     pub device: usize,
+    /// Several GPUs of one model (`"all"` or `"0,1"`), one benchmark worker each; replaces
+    /// `device`.
+    #[serde(default)]
+    pub devices: Option<String>,
     /// Default: one per core.
     #[serde(default)]
     pub compile_workers: Option<usize>,
@@ -65,6 +69,14 @@ fn retime_by_default() -> Option<RetimeOptions> {
 impl RunRequest {
     pub(crate) fn db(&self) -> PathBuf {
         self.db.clone().unwrap_or_else(Store::default_path)
+    }
+
+    /// The GPUs that measure: `devices` when given, else the one `device`.
+    pub(crate) fn devices(&self) -> PyResult<Devices> {
+        match &self.devices {
+            None => Ok(Devices::List(vec![self.device])),
+            Some(text) => text.parse().map_err(errors::spec),
+        }
     }
 }
 
@@ -171,6 +183,7 @@ pub fn tune_triton(
 ) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let request: RunRequest = serde_json::from_str(request).map_err(errors::spec)?;
+    let devices = request.devices()?;
     let workers = Workers {
         bench: job.worker(&job.bench_worker).map_err(errors::spec)?,
         compile: job.worker(&job.compile_worker).map_err(errors::spec)?,
@@ -186,7 +199,7 @@ pub fn tune_triton(
             default_strategy: DEFAULT_STRATEGY,
             db: request.db(),
             fresh: request.fresh,
-            device: request.device,
+            devices,
             workers,
             retime: request.retime.clone(),
             schedule: request.schedule.clone(),

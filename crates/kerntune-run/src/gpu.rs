@@ -14,7 +14,7 @@ use kerntune_store::{Store, TuningId, TuningInfo};
 use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
-use crate::{default_compile_workers, RunError, RunSummary};
+use crate::{default_compile_workers, Devices, RunError, RunSummary};
 
 /// The worker programs of a run and how many compilers run ahead of the GPU.
 #[derive(Debug, Clone)]
@@ -37,7 +37,8 @@ pub struct Tuning<'a> {
     pub db: PathBuf,
     /// Measure everything again instead of answering from the store.
     pub fresh: bool,
-    pub device: usize,
+    /// The GPUs that measure, one benchmark worker each.
+    pub devices: Devices,
     pub workers: Workers,
     /// Time the search's best few again before calling one the winner; `None` takes the
     /// search's best as it is.
@@ -51,7 +52,10 @@ pub struct Tuning<'a> {
 /// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
 /// open. Fronts print what it found before they [`Prepared::run`] it.
 pub struct Prepared<'a> {
+    /// The first GPU (all are of its model).
     pub device: DeviceInfo,
+    /// Every GPU that measures, the first first.
+    pub devices: Vec<DeviceInfo>,
     pub search: Search,
     pub store: Store,
     pub tuning_id: TuningId,
@@ -82,8 +86,8 @@ impl<'a> Tuning<'a> {
                 self.without_gpu
             )));
         }
-        let (_, device) = kerntune_device::driver::probe(self.device)
-            .map_err(|e| RunError::NoGpu(format!("GPU #{}: {e}", self.device)))?;
+        let devices = self.devices.probe()?;
+        let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
         if self.space.is_empty() {
             return Err(RunError::EmptySpace);
@@ -95,10 +99,10 @@ impl<'a> Tuning<'a> {
         let options = PipelineOptions {
             bench_worker: self.workers.bench.clone(),
             compile_worker: self.workers.compile.clone(),
-            device: self.device,
+            devices: devices.iter().map(|d| d.ordinal).collect(),
             compile_workers: self.workers.compile_workers.unwrap_or_else(default_compile_workers).max(1),
         };
-        Ok(Prepared { device, search, store, tuning_id, request: self, info, options, clock })
+        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })
     }
 }
 
@@ -109,11 +113,11 @@ impl Prepared<'_> {
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, search, store, tuning_id, request, info, options, clock } = self;
+        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, clock } = self;
         let (language, space) = (request.language, request.space);
-        let workers = options.compile_workers;
+        let capacity = options.compile_workers + 2 * options.devices.len();
         let start = || Pipeline::start(language, space, options.clone());
-        let mut backend = Lazy::new(workers + 2, start);
+        let mut backend = Lazy::new(capacity, start);
         let mut tally = Tally::default();
         let mut on_event = |event: Event<'_>| {
             if let Event::Evaluated { point, evaluation } = &event {

@@ -3,7 +3,8 @@
 //! The CLI and the Python extension parse what the user asked for, call this crate, and
 //! render what it returns; neither assembles a run itself.
 //!
-//! - [`Tuning`] tunes a kernel of any [`kerntune_pipeline::Language`] on a GPU: pre-flight
+//! - [`Tuning`] tunes a kernel of any [`kerntune_pipeline::Language`] on one GPU or
+//!   several of one model ([`Devices`]): pre-flight
 //!   checks ([`Tuning::prepare`]), the results store, the search settings
 //!   ([`kerntune_engine::SearchOptions`]) turned into a strategy and a budget, the tuner
 //!   over the GPU pipeline, the schedule stage and its artefact, and the [`RunSummary`].
@@ -13,6 +14,7 @@
 //! - [`report`] turns summaries into the text and the JSON the fronts print.
 
 mod compile_only;
+mod devices;
 mod error;
 mod gpu;
 pub mod report;
@@ -20,6 +22,7 @@ mod simulate;
 mod summary;
 
 pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
+pub use devices::Devices;
 pub use error::RunError;
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use simulate::{Simulation, SimulationSummary};

@@ -12,7 +12,7 @@ use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
-use kerntune_pipeline::{Language as _, WorkerCommand};
+use kerntune_pipeline::{Language as _, RayRelay, WorkerCommand};
 use kerntune_run::{report, CompileOnly, Progress, RunError, Tuning, Workers};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
@@ -44,10 +44,19 @@ fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
     space.values(id).into_iter().cloned().collect()
 }
 
-/// This binary as a worker program.
-fn workers(compile_workers: Option<usize>) -> Result<Workers> {
+/// This binary as a worker program; with `--ray`, its compile workers run on the cluster
+/// through the relay, checked first.
+fn workers(compile_workers: Option<usize>, ray: Option<&str>) -> Result<Workers> {
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
-    Ok(Workers { bench: worker.clone(), compile: worker, compile_workers })
+    let compile = match ray {
+        None => worker.clone(),
+        Some(address) => {
+            let relay = RayRelay::new(address);
+            relay.check().map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
+            relay.wrap(&worker)
+        }
+    };
+    Ok(Workers { bench: worker, compile, compile_workers })
 }
 
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
@@ -69,8 +78,8 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         default_strategy: DEFAULT_STRATEGY,
         db: db.clone(),
         fresh: args.fresh,
-        device: args.device,
-        workers: workers(args.compile_workers)?,
+        devices: args.devices.clone(),
+        workers: workers(args.compile_workers, args.ray.as_deref())?,
         retime: (args.finalists > 1).then(|| RetimeOptions {
             finalists: args.finalists,
             within: args.finalists_within,
@@ -92,7 +101,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     })?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
-        println!("Tuning {} on {} ({}), {} configurations.", spec.kernel_name, device.name, device.arch(), space.len());
+        let gpus = match prepared.devices.len() {
+            1 => device.name.clone(),
+            n => format!("{n} x {}", device.name),
+        };
+        println!("Tuning {} on {gpus} ({}), {} configurations.", spec.kernel_name, device.arch(), space.len());
         let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
         let (strategy, seed) = (&prepared.search.strategy_name, prepared.search.seed);
         println!("Strategy {strategy}, seed {seed}, {limit}; results in {}.", db.display());
@@ -192,7 +205,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, a
         language,
         space,
         arch: &args.arch,
-        worker: workers(None)?.compile,
+        worker: workers(None, args.ray.as_deref())?.compile,
         compile_workers: args.compile_workers,
         store: Some((&store, tuning)),
         resume: true,

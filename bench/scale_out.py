@@ -1,0 +1,227 @@
+"""Scaling out (issue 14), on one host with two GPUs and 32 cores (the device tool's
+`nvidia-h200-x2`). Each comparison runs inside one call, its anchor measured in the same run:
+
+- `gpus`: benchmark-bound work scales with GPUs. The shared-memory CUDA matmul
+  (examples/cuda/matmul_sram) at N = 8192, brute force, on GPU 0 and then on GPUs 0 and 1
+  (`kerntune tune --devices`), each on a fresh store. Target >= 1.8x, same best.
+- `nodes`: compile-bound work scales with nodes. The 576-configuration Triton matmul
+  (examples/triton/matmul.py, fp16 4096^3) brute force on GPU 0, its compile workers on a
+  local Ray cluster of one node of 16 CPUs, then of two nodes of 16 CPUs (both on this host,
+  started by ray.cluster_utils.Cluster as `ray start --num-cpus 16` would), a fresh store,
+  Triton cache and cluster each time. Target >= 1.7x, same best.
+- `ranks`: two processes (torch.distributed, gloo, one GPU each) call one
+  @kerntune.autotune kernel with one key: both must launch the same configuration, tuned
+  once (by rank 0), and a third process must find it in the store.
+
+Usage: python3 bench/scale_out.py [gpus] [nodes] [ranks] (default: all; on the device, run
+one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (installed from
+.device/wheels, which gpu/prepare.sh fills, when it is not importable). Prints a table of
+ratios last and writes the rows to $OUT/scale_out.json."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.environ.get("OUT", tempfile.gettempdir())
+rows = {}
+
+
+def cuda_spec(folder: str, size: int) -> str:
+    """The matmul_sram spec with N = `size`, beside a copy of its source."""
+    source = os.path.join(ROOT, "examples", "cuda", "matmul_sram")
+    with open(os.path.join(source, "spec.toml")) as f:
+        text = re.sub(r"(?m)^N = \d+$", f"N = {size}", f.read())
+    with open(os.path.join(source, "matmul.cu")) as f, open(os.path.join(folder, "matmul.cu"), "w") as g:
+        g.write(f.read())
+    path = os.path.join(folder, "spec.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def gpus():
+    kerntune = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
+    folder = tempfile.mkdtemp(prefix="scale-gpus-")
+    spec = cuda_spec(folder, int(os.environ.get("SIZE", "8192")))
+    for label, devices in (("1 GPU", "0"), ("2 GPUs", "0,1")):
+        db = os.path.join(folder, f"{devices}.db")
+        argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--finalists", "1",
+                "--db", db, "--json"]
+        start = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        summary = json.loads(done.stdout)
+        by_gpu = per_device(db)
+        rows[label] = dict(wall_s=wall, best=summary["best"]["config"], evaluations=summary["evaluations"],
+                           per_gpu=by_gpu)
+        print(label, json.dumps(rows[label]), flush=True)
+    ratio("gpus", "1 GPU", "2 GPUs", target=1.8)
+
+
+def per_device(db: str) -> dict:
+    """How many results each GPU measured, read off the store."""
+    import sqlite3
+
+    counts = {}
+    with sqlite3.connect(db) as connection:
+        for (metrics,) in connection.execute("SELECT metrics FROM evaluations"):
+            device = json.loads(metrics).get("device")
+            key = "none" if device is None else f"#{device['ordinal']} {device.get('pci_bus_id')}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def import_ray():
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        wheels = os.path.join(ROOT, ".device", "wheels")
+        site = os.path.join(tempfile.gettempdir(), "ray-site")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels,
+                        "--target", site, "ray"], check=True)
+        sys.path.insert(0, site)
+        os.environ["PYTHONPATH"] = site + os.pathsep + os.environ.get("PYTHONPATH", "")
+    import ray
+
+    return ray
+
+
+def nodes():
+    ray = import_ray()
+    from ray.cluster_utils import Cluster
+
+    import torch
+
+    sys.path.insert(0, os.path.join(ROOT, "examples", "triton"))
+    import matmul
+
+    import kerntune
+
+    size = int(os.environ.get("SIZE", "4096"))
+    for label, count in (("1 node", 1), ("2 nodes", 2)):
+        # Workers inherit the cluster's environment: a fresh Triton cache before it starts.
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16})
+        for _ in range(count - 1):
+            cluster.add_node(num_cpus=16)
+        cluster.wait_for_nodes()
+        torch.manual_seed(0)
+        a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+        db = os.path.join(tempfile.mkdtemp(prefix="scale-nodes-"), "results.db")
+        start = time.perf_counter()
+        result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                               answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
+                               finalists=1, compile_workers=16 * count, ray=cluster.address,
+                               objective=("TFLOP/s", f"2 * {size}**3 / (time * 1e-3) / 1e12"))
+        wall = time.perf_counter() - start
+        cluster.shutdown()
+        statuses = {}
+        for r in result.results:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        rows[label] = dict(wall_s=wall, best=result.best_config, best_tflops=result.best_objective,
+                           evaluations=result.evaluations, statuses=statuses, compile_s=result.costs.get("compile_s"))
+        print(label, json.dumps(rows[label], default=str), flush=True)
+    ratio("nodes", "1 node", "2 nodes", target=1.7)
+
+
+RANK = r"""
+import json, os, sys
+import torch, torch.distributed as dist
+import triton, triton.language as tl
+import kerntune
+
+rank, port, db, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+torch.cuda.set_device(rank)
+
+@kerntune.autotune(params={"BLOCK": [128, 256, 512, 1024, 2048], "num_warps": [2, 4, 8]}, key=["n"], db=db)
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+n = 1 << 24
+x = torch.randn(n, device="cuda")
+y = torch.empty_like(x)
+scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+torch.cuda.synchronize()
+launched = {k: v for k, v in scale.best_config.all_kwargs().items()}
+with open(out, "w") as f:
+    json.dump({"rank": rank, "launched": launched, "tuned": scale.result is not None,
+               "from_store": None if scale.result is None else scale.result.from_store,
+               "evaluations": None if scale.result is None else scale.result.evaluations,
+               "correct": bool(torch.equal(y, 2.0 * x))}, f, default=str)
+dist.destroy_process_group()
+"""
+
+
+def ranks():
+    import socket
+
+    folder = tempfile.mkdtemp(prefix="scale-ranks-")
+    db = os.path.join(folder, "results.db")
+    script = os.path.join(folder, "rank.py")
+    with open(script, "w") as f:
+        f.write(RANK)
+
+    def job(label):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        outs = [os.path.join(folder, f"{label}.{rank}.json") for rank in (0, 1)]
+        start = time.perf_counter()
+        processes = [subprocess.Popen([sys.executable, script, str(rank), port, db, outs[rank]]) for rank in (0, 1)]
+        codes = [p.wait(timeout=540) for p in processes]
+        wall = time.perf_counter() - start
+        if any(codes):
+            raise SystemExit(f"{label}: a rank failed: exit codes {codes}")
+        return [json.load(open(path)) for path in outs], wall
+
+    first, wall = job("first job")
+    again, wall_again = job("second job")
+    same = first[0]["launched"] == first[1]["launched"] == again[0]["launched"] == again[1]["launched"]
+    tuned_once = first[0]["tuned"] and not first[1]["tuned"] and first[0]["from_store"] == 0
+    stored = again[0]["from_store"] == again[0]["evaluations"] and not again[1]["tuned"]
+    rows["ranks"] = dict(first=first, second=again, wall_s=wall, second_wall_s=wall_again, same=same,
+                         tuned_once=tuned_once, answered_by_store=stored,
+                         correct=all(r["correct"] for r in first + again))
+    print("ranks", json.dumps(rows["ranks"], default=str), flush=True)
+
+
+ratios = []
+
+
+def ratio(name, anchor, other, target):
+    speedup = rows[anchor]["wall_s"] / rows[other]["wall_s"]
+    same = rows[anchor]["best"] == rows[other]["best"]
+    ratios.append((name, rows[anchor]["wall_s"], rows[other]["wall_s"], speedup, target, same))
+
+
+def main():
+    stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
+    for stage in stages:
+        {"gpus": gpus, "nodes": nodes, "ranks": ranks}[stage]()
+    with open(os.path.join(OUT, "scale_out.json"), "w") as f:
+        json.dump(rows, f, indent=1, default=str)
+    print("\n=== scale_out summary")
+    print(f"{'comparison':<10} {'anchor s':>9} {'scaled s':>9} {'speedup':>8} {'target':>7} {'same best':>10}")
+    for name, anchor, scaled, speedup, target, same in ratios:
+        print(f"{name:<10} {anchor:>9.1f} {scaled:>9.1f} {speedup:>7.2f}x {target:>6.1f}x {str(same):>10}")
+    if "ranks" in rows:
+        r = rows["ranks"]
+        print(f"ranks: same configuration on both ranks and jobs: {r['same']}; tuned once (rank 0): {r['tuned_once']}; "
+              f"second job answered by the store: {r['answered_by_store']}; outputs correct: {r['correct']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Compile workers on a Ray cluster (``kerntune[ray]``), without a GPU: a local cluster of
+two nodes on this machine compiles a Triton kernel's space while one of the actors is
+killed, and nothing is lost; the relay (kerntune.ray_worker) carries a worker's lines both
+ways, and a dead actor ends it as a dead worker ends; Ray missing, or a cluster that cannot
+be reached, is one line that says what to do. Select them with ``pytest -k ray``."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import kerntune  # noqa: E402
+from kerntune import Tensor  # noqa: E402
+from kerntune.ray_worker import RELAY  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head node and a second node, one CPU each (CI has two cores)."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster
+    cluster.shutdown()
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _compile_workers():
+    """(worker, parent) of every Triton compile worker on this machine: the parent is the
+    Ray actor's process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        command = _cmdline(entry) if entry.isdigit() else ""
+        if "--triton-setup" in command and "kerntune._worker" in command and "kerntune.ray_worker" not in command:
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if _cmdline(parent).startswith("ray::"):
+                found.append((int(entry), parent))
+    return found
+
+
+def test_ray_compile_only_spreads_over_two_nodes_and_a_killed_actor_loses_nothing(cluster, tmp_path):
+    import matmul
+
+    params = {"BLOCK_SIZE_M": [32, 64, 128], "BLOCK_SIZE_N": [32, 64], "BLOCK_SIZE_K": [32, 64],
+              "GROUP_SIZE_M": [8], "num_stages": [2, 3], "num_warps": [4]}
+    size = 512
+    args = dict(a_ptr=Tensor("float16", (size, size)), b_ptr=Tensor("float16", (size, size)),
+                c_ptr=Tensor("float16", (size, size)), M=size, N=size, K=size, stride_am=size, stride_ak=1,
+                stride_bk=size, stride_bn=1, stride_cm=size, stride_cn=1)
+    killed = []
+
+    def kill_one_actor():
+        # As soon as an actor runs a compile worker, which then holds a configuration
+        # (the pool hands every worker one as it starts), its process is killed: a lost node.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            for worker, actor in _compile_workers():
+                os.kill(actor, 9)
+                killed.append(actor)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one_actor)
+    killer.start()
+    outcomes = kerntune.compile(matmul.matmul_kernel, args, params, compile_workers=2, ray=cluster.address,
+                                db=str(tmp_path / "results.db"))
+    killer.join()
+    assert killed, "an actor was killed while the configurations were compiling"
+    assert len(outcomes) == 3 * 2 * 2 * 2
+    assert [o["status"] for o in outcomes] == ["compiled"] * len(outcomes), [o.get("reason") for o in outcomes]
+
+
+# A fake benchmark worker: a simulated evaluation answers the time recorded for the
+# configuration; a request for configuration 13 kills the actor that runs it.
+FAKE_BENCH = r"""
+import json, os, sys
+print(json.dumps({"type": "ready", "device": {"ordinal": 0}}), flush=True)
+recorded = {7: 1.5, 13: 2.0}
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["id"] == 13:
+        os.kill(os.getppid(), 9)
+    print(json.dumps({"type": "result", "id": request["id"], "samples": [recorded[request["id"]]],
+                      "argv": sys.argv[1:], "env": os.environ.get("FAKE_SETTING")}), flush=True)
+"""
+
+
+def _relay(address, *extra, env=None):
+    argv = [sys.executable, *RELAY, "--address", address, *extra]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def test_ray_relay_carries_a_workers_lines_and_a_dead_actor_ends_it(cluster, tmp_path):
+    relay = _relay(cluster.address, "--env", "FAKE_SETTING", "--", sys.executable, "-c", FAKE_BENCH, "--device", "3",
+                   env={"FAKE_SETTING": "passed on"})
+    assert json.loads(relay.stdout.readline()) == {"type": "ready", "device": {"ordinal": 0}}
+    relay.stdin.write(json.dumps({"id": 7}) + "\n")
+    relay.stdin.flush()
+    result = json.loads(relay.stdout.readline())
+    assert result["samples"] == [1.5]
+    assert result["argv"] == ["--device", "3"], "without --gpus the worker's own device stays"
+    assert result["env"] == "passed on"
+    relay.stdin.write(json.dumps({"id": 13}) + "\n")
+    relay.stdin.flush()
+    assert relay.stdout.readline() == "", "no reply: the actor died"
+    assert relay.wait(timeout=60) != 0
+    assert "the Ray actor running the worker died" in relay.stderr.read()
+
+
+def test_ray_missing_is_one_line_that_says_what_to_install(tmp_path):
+    stub = tmp_path / "ray"
+    stub.mkdir()
+    (stub / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    checked = subprocess.run([sys.executable, *RELAY, "--check", "--address", "auto"], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": path})
+    assert checked.returncode != 0
+    assert checked.stderr.strip() == "kerntune: Ray is not installed: pip install 'kerntune[ray]'"
+
+
+def test_ray_unreachable_address_stops_compile_before_any_work_in_one_line(tmp_path):
+    import matmul
+
+    args = dict(a_ptr=Tensor("float16", (64, 64)), b_ptr=Tensor("float16", (64, 64)), c_ptr=Tensor("float16", (64, 64)),
+                M=64, N=64, K=64, stride_am=64, stride_ak=1, stride_bk=64, stride_bn=1, stride_cm=64, stride_cn=1)
+    params = {"BLOCK_SIZE_M": [32], "BLOCK_SIZE_N": [32], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8]}
+    with pytest.raises(kerntune.BackendError) as raised:
+        kerntune.compile(matmul.matmul_kernel, args, params, ray="127.0.0.1:9")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("ray='127.0.0.1:9': cannot reach the Ray cluster at '127.0.0.1:9'"), message
+    assert "ray start --head" in message
