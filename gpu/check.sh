@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [energy]
 # (default: all); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
 set -u -o pipefail
@@ -25,7 +25,7 @@ fi
 # A skipped GPU test on the GPU machine is a failure, not a pass (tests/python/conftest.py).
 export KERNTUNE_REQUIRE_GPU=1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor}
+stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor energy}
 summary=()
 failed=()
 # Runs a stage's command with its output shown and kept in $OUT/NAME.log; a failure is noted.
@@ -90,6 +90,11 @@ for stage in $stages; do
         echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"
         step vendor_compare python3 bench/vendor_compare.py
         summary+=("$(sed -n '/=== vendor_compare summary/,$p' "$OUT/vendor_compare.log")")
+        ;;
+    energy)
+        echo "=== NVML energy per launch against a long run's counter; graph timing of a tiny kernel"
+        step energy_timing python3 bench/energy_timing.py ${ENERGY_LONG_S:-10}
+        summary+=("$(sed -n '/=== energy_timing summary/,$p' "$OUT/energy_timing.log")")
         ;;
     timing)
         echo "=== timing agreement"

@@ -9,7 +9,7 @@
 //! Kernel Tuner's observer names (`nvml_energy`...).
 
 use kerntune_space::{Expression, Value};
-use kerntune_store::Objective;
+use kerntune_store::{Landscape, Objective, Status};
 use serde_json::{Map, Value as Json};
 
 /// One quantity measured with every evaluation, under the metric key it is stored with.
@@ -44,6 +44,47 @@ const EDP: &str = "edp";
 /// The observable a name stands for: its key, a short name or Kernel Tuner's name.
 pub fn observable(name: &str) -> Option<&'static Observable> {
     OBSERVABLES.iter().find(|o| o.key == name || o.aliases.contains(&name) || o.kernel_tuner == Some(name))
+}
+
+/// An observable's value among `metrics`: under its key, or under Kernel Tuner's name
+/// (in a recorded Kernel Tuner cache).
+fn lookup(metrics: &Map<String, Json>, observable: &Observable) -> Option<f64> {
+    metrics.get(observable.key).or_else(|| observable.kernel_tuner.and_then(|k| metrics.get(k))).and_then(Json::as_f64)
+}
+
+/// The measured values among an evaluation's `metrics`, under kerntune's keys, in the
+/// order of [`OBSERVABLES`].
+pub fn observed(metrics: &Map<String, Json>) -> Map<String, Json> {
+    OBSERVABLES.iter().filter_map(|o| Some((o.key.to_string(), Json::from(lookup(metrics, o)?)))).collect()
+}
+
+/// Gives every measured record of a recorded landscape the value of `requested` in place
+/// of the objective it was recorded with, from its time and measured values (Kernel
+/// Tuner's `nvml_energy`... included), so that a simulation replays an energy objective.
+/// The objective joins the kernel's name, which keeps its results apart in a store.
+pub fn rescore(landscape: &mut Landscape, requested: &Requested) -> Result<(), String> {
+    let recorded_time = landscape.objective.name == TIME;
+    for record in &mut landscape.records {
+        let evaluation = &mut record.evaluation;
+        let Some(recorded) = evaluation.objective.filter(|_| evaluation.status == Status::Ok) else { continue };
+        let time = if recorded_time { Some(recorded) } else { evaluation.metrics.get(TIME).and_then(Json::as_f64) };
+        let Some(time) = time else {
+            return Err(format!("the recorded landscape has no time for configuration {:?}", record.config));
+        };
+        if recorded_time {
+            evaluation.metrics.insert(TIME.into(), Json::from(time));
+        }
+        let value = match &requested.formula {
+            None => time,
+            Some(formula) => formula
+                .evaluate(&[], time, &evaluation.metrics)
+                .map_err(|e| format!("{e}, in the recorded landscape (configuration {:?})", record.config))?,
+        };
+        evaluation.objective = Some(value);
+    }
+    landscape.kernel_name = format!("{} [objective {}]", landscape.kernel_name, requested.objective.name);
+    landscape.objective = requested.objective.clone();
+    Ok(())
 }
 
 /// Every name a formula may use beyond the caller's own, in the order [`Formula`] lays
@@ -117,20 +158,23 @@ impl Formula {
     pub fn evaluate(&self, leading: &[Value], time_ms: f64, metrics: &Map<String, Json>) -> Result<f64, String> {
         let mut values: Vec<Value> = leading.to_vec();
         values.resize(self.leading, Value::Int(0));
-        let energy = metrics.get("energy_J").and_then(Json::as_f64);
+        let energy = observable("energy_J").and_then(|o| lookup(metrics, o));
         for name in measured_names() {
             let value = match name {
                 TIME => Some(time_ms),
                 EDP => energy.map(|e| e * time_ms),
-                _ => observable(name).and_then(|o| metrics.get(o.key)).and_then(Json::as_f64),
+                _ => observable(name).and_then(|o| lookup(metrics, o)),
             };
             values.push(value.map_or(Value::Float(f64::NAN), Value::Float));
         }
         if let Some(missing) = self.measured_used().find(|name| {
-            let key = if *name == EDP { "energy_J" } else { observable(name).map_or(TIME, |o| o.key) };
-            *name != TIME && !metrics.get(key).is_some_and(Json::is_number)
+            let measured = if *name == EDP { observable("energy_J") } else { observable(name) };
+            measured.is_some_and(|o| lookup(metrics, o).is_none())
         }) {
-            return Err(format!("objective '{}': {missing} was not measured (NVML reads it on NVIDIA GPUs)", self.text()));
+            return Err(format!(
+                "objective '{}': {missing} was not measured (NVML reads it on NVIDIA GPUs)",
+                self.text()
+            ));
         }
         let expression = &self.expression;
         let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
@@ -304,9 +348,9 @@ mod tests {
         let points: Vec<[f64; 2]> =
             (0..40).map(|i| [f64::from((i * 7) % 11), f64::from((i * 5) % 13 + (i * 3) % 4)]).collect();
         let dominated = |i: usize| {
-            points.iter().any(|q| {
-                q[0] <= points[i][0] && q[1] <= points[i][1] && (q[0] < points[i][0] || q[1] < points[i][1])
-            })
+            points
+                .iter()
+                .any(|q| q[0] <= points[i][0] && q[1] <= points[i][1] && (q[0] < points[i][0] || q[1] < points[i][1]))
         };
         let front = pareto_front(&points);
         for i in 0..points.len() {

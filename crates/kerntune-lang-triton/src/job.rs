@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use kerntune_device::DType;
+use kerntune_engine::objective::{self, Formula};
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::Timing;
-use kerntune_space::{params_from_json, Expression, Param, Space, Value};
+use kerntune_space::{params_from_json, Param, Space, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
@@ -84,7 +85,8 @@ pub struct ReferenceOutput {
 #[serde(deny_unknown_fields)]
 pub struct ObjectiveSpec {
     pub name: String,
-    /// Over the parameters, the scalar arguments named in `values` and `time` (ms).
+    /// Over the parameters, the scalar arguments named in `values`, `time` (ms) and the
+    /// measured values (`energy`, `power`...).
     pub expression: Option<String>,
     pub higher_is_better: Option<bool>,
     #[serde(default)]
@@ -227,13 +229,15 @@ impl TritonJob {
         }
     }
 
-    /// The objective expression, parsed over the parameters, the named values and `time`.
-    pub fn objective_expression(&self, params: &[Param]) -> Result<Option<Expression>, JobError> {
+    /// The objective's formula, parsed over the parameters, the named values, `time` and the
+    /// measured values (`energy`...); a name alone that is measured (`energy`, `edp`) is its
+    /// own formula.
+    pub fn objective_formula(&self, params: &[Param]) -> Result<Option<Formula>, JobError> {
         let Some(spec) = &self.objective else { return Ok(None) };
-        let Some(text) = &spec.expression else { return Ok(None) };
+        let implied = (spec.name != objective::TIME && Formula::parse(&spec.name, &[]).is_ok()).then_some(&spec.name);
+        let Some(text) = spec.expression.as_ref().or(implied) else { return Ok(None) };
         let mut names: Vec<&str> = params.iter().map(Param::name).collect();
         names.extend(spec.values.keys().map(String::as_str));
-        names.push("time");
-        Expression::parse(text, &names).map(Some).map_err(|e| JobError(format!("objective {e}")))
+        Formula::parse(text, &names).map(Some).map_err(JobError)
     }
 }

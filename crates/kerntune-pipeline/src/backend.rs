@@ -309,7 +309,7 @@ impl<'a> Pipeline<'a> {
                     }
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
-                match self.language.objective(&job.values, time) {
+                match self.language.objective(&job.values, time, &metrics) {
                     Ok(objective) => Evaluation {
                         status,
                         reason,

@@ -214,7 +214,9 @@ mod tests {
             assert!(error < 0.02, "kernel {kernel_ms} ms, period {period_ms} ms: {} J vs {truth} J", energy.energy_J);
             assert!((energy.power_W - 300.0).abs() / 300.0 < 0.02, "{} W", energy.power_W);
             let block_ms = 200f64.max(50.0 * kernel_ms * batch(kernel_ms) as f64);
-            assert!(energy.energy_block_ms >= block_ms && energy.energy_block_ms < block_ms + period_ms + kernel_ms + 3.0);
+            assert!(
+                energy.energy_block_ms >= block_ms && energy.energy_block_ms < block_ms + period_ms + kernel_ms + 3.0
+            );
             assert_eq!((energy.clock_MHz, energy.temperature_C), (Some(1980), Some(45)));
         }
     }

@@ -126,8 +126,8 @@ fn the_kind_a_compiler_names_decides_the_outcome_and_a_reply_without_one_is_a_co
 fn the_limit_adapts_to_the_runs_compile_times() {
     let hub = Hub::default();
     // A 60 s timeout that adapts: after 16 quick compiles the limit is its floor, 10 s.
-    let mut pool = CompilePool::new(&fake_worker(), 4, CompileLimit::new(Duration::from_secs(60), true), &hub, 0)
-        .expect("starts");
+    let mut pool =
+        CompilePool::new(&fake_worker(), 4, CompileLimit::new(Duration::from_secs(60), true), &hub, 0).expect("starts");
     for id in 1..=16 {
         pool.submit(request(id, "quick"));
     }

@@ -23,7 +23,7 @@ pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
 pub use error::RunError;
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use simulate::{Simulation, SimulationSummary};
-pub use summary::{BestSummary, Finalists, ResultRow, RunSummary};
+pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSummary};
 
 /// Compile workers when the caller names no number: one per core.
 pub fn default_compile_workers() -> usize {

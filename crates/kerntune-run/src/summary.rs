@@ -57,6 +57,56 @@ pub struct RunSummary {
     /// The search's best few timed again against each other (see `finalists`).
     pub finalists: Option<Finalists>,
     pub schedule: Option<ScheduleReport>,
+    /// With `--pareto`: the configurations no other beats on both of two measured values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pareto: Option<Pareto>,
+}
+
+/// The Pareto front of two measured values, both lower-is-better, ordered by the first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pareto {
+    pub axes: [String; 2],
+    pub front: Vec<ParetoPoint>,
+    /// Configurations measured without one of the two values (no NVML, or from the store
+    /// before it was measured), which take no part.
+    pub unmeasured: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ParetoPoint {
+    pub config: Map<String, Json>,
+    pub description: String,
+    pub values: [f64; 2],
+}
+
+impl RunSummary {
+    /// Keeps the Pareto front of `axes` (metric keys such as `time` and `energy_J`) over
+    /// the configurations measured, each by its latest evaluation.
+    pub fn keep_pareto(&mut self, axes: [&str; 2], space: &Space) {
+        let mut latest: BTreeMap<ConfigId, &ResultRow> = BTreeMap::new();
+        for row in self.results.iter().filter(|r| r.status == Status::Ok.as_str()) {
+            latest.insert(row.id, row);
+        }
+        let value = |row: &ResultRow, key: &str| -> Option<f64> {
+            if key == kerntune_engine::objective::TIME {
+                row.time_ms.as_ref().and_then(Json::as_f64)
+            } else {
+                row.observables.get(key).and_then(Json::as_f64)
+            }
+        };
+        let measured: Vec<(&ResultRow, [f64; 2])> =
+            latest.values().filter_map(|row| Some((*row, [value(row, axes[0])?, value(row, axes[1])?]))).collect();
+        let points: Vec<[f64; 2]> = measured.iter().map(|(_, p)| *p).collect();
+        let front = kerntune_engine::objective::pareto_front(&points)
+            .into_iter()
+            .map(|i| ParetoPoint {
+                config: measured[i].0.config.clone(),
+                description: space.describe(measured[i].0.id),
+                values: measured[i].1,
+            })
+            .collect();
+        self.pareto = Some(Pareto { axes: axes.map(str::to_string), front, unmeasured: latest.len() - measured.len() });
+    }
 }
 
 /// The finalists that were timed again, the search's best first, and what that found.
@@ -115,6 +165,11 @@ pub struct ResultRow {
     pub early_stop_factor: Option<f64>,
     pub costs: Costs,
     pub from_store: bool,
+    /// The measured values beyond the time (energy, power, clocks: see
+    /// [`kerntune_engine::objective::OBSERVABLES`]) that this evaluation has; none where
+    /// they were not measured.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub observables: Map<String, Json>,
 }
 
 /// Per-evaluation figures gathered while the run goes.
@@ -146,6 +201,7 @@ impl Tally {
             early_stop_factor: evaluation.metrics.get("early_stop_factor").and_then(Json::as_f64),
             costs: evaluation.costs,
             from_store,
+            observables: kerntune_engine::objective::observed(&evaluation.metrics),
         });
         if from_store {
             return;
@@ -215,6 +271,7 @@ impl RunSummary {
             results: tally.results,
             finalists: None,
             schedule: None,
+            pareto: None,
         }
     }
 }

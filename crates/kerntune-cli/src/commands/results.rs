@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use kerntune_engine::objective;
+use kerntune_run::report;
 use kerntune_store::formats::deploy::ranked;
 use kerntune_store::{Store, TuningSummary};
 use serde_json::json;
@@ -40,7 +42,14 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
                 "higher_is_better": tuning.info.objective.higher_is_better,
                 "evaluations": tuning.evaluations,
                 "failed": tuning.failed,
-                "best": best.iter().map(|r| json!({"config": r.config, "objective": r.evaluation.objective})).collect::<Vec<_>>(),
+                "best": best.iter().map(|r| {
+                    let mut entry = json!({"config": r.config, "objective": r.evaluation.objective});
+                    let observed = objective::observed(&r.evaluation.metrics);
+                    if !observed.is_empty() {
+                        entry["observables"] = serde_json::Value::Object(observed);
+                    }
+                    entry
+                }).collect::<Vec<_>>(),
             }));
             continue;
         }
@@ -61,6 +70,13 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
             continue;
         }
         let mut header = vec!["#".to_string(), info.objective.name.clone()];
+        // Energy, power and clocks where any of these configurations has them.
+        let measured: Vec<&str> = objective::OBSERVABLES
+            .iter()
+            .map(|o| o.key)
+            .filter(|key| best.iter().any(|r| r.evaluation.metrics.get(*key).is_some_and(|v| v.is_number())))
+            .collect();
+        header.extend(measured.iter().map(|k| k.to_string()));
         header.extend(info.params.iter().map(|p| p.name().to_string()));
         let table_rows: Vec<Vec<String>> = best
             .iter()
@@ -70,6 +86,10 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
                     (rank + 1).to_string(),
                     row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default(),
                 ];
+                cells.extend(measured.iter().map(|key| {
+                    let value = row.evaluation.metrics.get(*key).and_then(serde_json::Value::as_f64);
+                    value.map(report::significant).unwrap_or_default()
+                }));
                 cells.extend(
                     info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()),
                 );

@@ -14,9 +14,9 @@ use kerntune_engine::stats::median;
 use kerntune_store::Status;
 
 use super::{Ended, Worker};
+use crate::energy;
 use crate::error::FailureKind;
 use crate::protocol::{EvaluateRequest, EvaluateResult};
-use crate::energy;
 use crate::sampling::{ClockVerdict, ClockWatch, Sampling, Settling, Step};
 use crate::timing::EnergyMode;
 
@@ -90,7 +90,8 @@ impl Worker {
         loop {
             let before = self.gauge.as_ref().map(Gauge::read);
             let hint_ms = result.verify_kernel_ms;
-            let sampled = self.take_samples(context, &sampling, launch, pointers, &mut result.samples, hint_ms, waiting);
+            let sampled =
+                self.take_samples(context, &sampling, launch, pointers, &mut result.samples, hint_ms, waiting);
             result.benchmark_s = bench_start.elapsed().as_secs_f64();
             let (Some(before), Some(gauge)) = (before, &self.gauge) else { return sampled };
             let verdict = watch.judge(before, gauge.read(), median(&result.samples));

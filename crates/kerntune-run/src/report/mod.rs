@@ -183,6 +183,10 @@ pub fn tuning_text(run: &RunSummary) -> String {
                 .unwrap_or_default();
             say!(out, "Best: {}{timing}", self::objective(&objective, best.objective));
             say!(out, "  {}", best.description);
+            let measured = run.results.iter().rev().find(|r| r.id == best.id && !r.observables.is_empty());
+            if let Some(row) = measured {
+                say!(out, "  measured: {}", observables_text(&row.observables));
+            }
         }
         None => say!(out, "No configuration passed verification."),
     }
@@ -212,8 +216,60 @@ pub fn tuning_text(run: &RunSummary) -> String {
     if let Some(finalists) = &run.finalists {
         out.push_str(&finalists_text(finalists));
     }
+    if let Some(pareto) = &run.pareto {
+        out.push_str(&pareto_text(pareto));
+    }
     if run.stop == StopReason::Interrupted {
         say!(out, "Interrupted: every finished evaluation is stored; run the same command again to resume.");
+    }
+    out
+}
+
+/// Energy, power and clocks as `energy_J 0.00021, power_W 312.4, clock_MHz 1980`.
+pub fn observables_text(observables: &serde_json::Map<String, Json>) -> String {
+    let value = |v: &Json| v.as_f64().map_or_else(|| v.to_string(), |f| format!("{}", Significant(f)));
+    observables.iter().map(|(k, v)| format!("{k} {}", value(v))).collect::<Vec<_>>().join(", ")
+}
+
+/// A measured value with four significant digits, as reports print them.
+pub fn significant(value: f64) -> String {
+    Significant(value).to_string()
+}
+
+/// Four significant digits, without an exponent for everyday magnitudes.
+struct Significant(f64);
+
+impl std::fmt::Display for Significant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v == 0.0 || !v.is_finite() {
+            return write!(f, "{v}");
+        }
+        let magnitude = v.abs().log10().floor() as i32;
+        if (-4..6).contains(&magnitude) {
+            write!(f, "{v:.*}", (3 - magnitude).max(0) as usize)
+        } else {
+            write!(f, "{v:.3e}")
+        }
+    }
+}
+
+/// The Pareto front, one configuration a line, ordered by the first axis.
+pub fn pareto_text(pareto: &crate::Pareto) -> String {
+    let mut out = String::new();
+    let [a, b] = &pareto.axes;
+    say!(out, "Pareto front of {a} and {b} (lower is better on both): {} configurations.", pareto.front.len());
+    for point in &pareto.front {
+        say!(
+            out,
+            "  {a} {}, {b} {}: {}",
+            Significant(point.values[0]),
+            Significant(point.values[1]),
+            point.description
+        );
+    }
+    if pareto.unmeasured > 0 {
+        say!(out, "  {} configurations lack {a} or {b} and take no part.", pareto.unmeasured);
     }
     out
 }
