@@ -568,7 +568,8 @@ def _options(compiler_options) -> list:
 def _names_in(expression: str) -> set:
     import re
 
-    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression))
+    # A name starts after neither a letter, digit nor dot: the "e9" of 1e9 is no name.
+    return set(re.findall(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*", expression))
 
 
 def _no_valid_message(entries, what: str) -> str:

@@ -439,7 +439,8 @@ fn a_simulation_replays_recorded_energy_as_the_objective() {
     // energy * time**2 penalises the slow one: 0.4, 0.675, 1.89, 2.0.
     assert_eq!(best(&["--objective", "energy*time**2"]).0, Some(1));
     let (a, value, _) = best(&["--objective", "1 / nvml_power", "--objective-higher-is-better"]);
-    assert_eq!((a, value), (Some(3), Some(1.0 / 70.0)));
+    assert_eq!(a, Some(3));
+    assert!(value.is_some_and(|v| (v * 70.0 - 1.0).abs() < 1e-12), "{value:?}");
 }
 
 #[test]
