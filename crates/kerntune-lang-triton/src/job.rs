@@ -241,3 +241,33 @@ impl TritonJob {
         Formula::parse(text, &names).map(Some).map_err(JobError)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(objective: Json) -> TritonJob {
+        let text = serde_json::json!({
+            "kernel_name": "add", "params": {"BLOCK": [64, 128]}, "args": [{"kind": "constant", "name": "BLOCK"}],
+            "objective": objective, "timing": {"graph": true}, "fingerprint": "f", "problem": {},
+            "compile_worker": [], "bench_worker": []
+        });
+        TritonJob::from_json(&text.to_string()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_measured_name_alone_is_its_own_formula_and_others_need_an_expression() {
+        let params = job(Json::Null).param_list().expect("params");
+        let formula = |objective: Json| job(objective).objective_formula(&params).expect("parses");
+        let energy = formula(serde_json::json!({"name": "energy"})).expect("a formula");
+        assert!(energy.needs_energy() && !energy.monotone_in_time(0..1));
+        assert!(formula(serde_json::json!({"name": "TFLOP/s"})).is_none());
+        let expression =
+            formula(serde_json::json!({"name": "x", "expression": "n * energy / BLOCK", "values": {"n": 4}}))
+                .expect("a formula");
+        let Json::Object(metrics) = serde_json::json!({"energy_J": 0.5}) else { unreachable!() };
+        assert_eq!(expression.evaluate(&[Value::Int(64), Value::Int(4)], 1.0, &metrics), Ok(4.0 * 0.5 / 64.0));
+        assert!(job(serde_json::json!({"name": "x", "expression": "volts"})).objective_formula(&params).is_err());
+        assert!(job(Json::Null).timing().expect("timing").graph);
+    }
+}

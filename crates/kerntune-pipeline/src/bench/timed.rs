@@ -51,20 +51,10 @@ impl Worker {
             return Ok(());
         }
         let Some(gauge) = &self.gauge else { return Ok(()) };
-        let bench_start = Instant::now();
-        let kernel_ms = median(&result.samples);
         let clock = Instant::now();
-        let mut run = |launches: usize| -> Result<(), Ended> {
-            for _ in 0..launches {
-                self.reset_buffers(context)
-                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-            }
-            waiting(launches);
-            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))
-        };
-        result.energy = energy::measure(gauge, kernel_ms, &mut || clock.elapsed(), &mut run)?;
-        result.benchmark_s += bench_start.elapsed().as_secs_f64();
+        let mut run = |launches: usize| self.back_to_back(context, launch, pointers, launches, waiting);
+        result.energy = energy::measure(gauge, median(&result.samples), &mut || clock.elapsed(), &mut run)?;
+        result.benchmark_s += clock.elapsed().as_secs_f64();
         Ok(())
     }
 
@@ -86,12 +76,22 @@ impl Worker {
         }
         let timing = self.timing.clone();
         let sampling = Sampling::new(&timing, request.early_stop);
+        // With `[timing] graph`, one graph of many launches is captured once and each
+        // sample is its time over its launches. The flush comes before each graph, so
+        // only its first launch starts from a cold L2, as in an application that runs a
+        // kernel of a few µs many times over. The checked run's time sizes the graph (it
+        // ran once, cold: an upper bound).
+        let graph = if timing.graph {
+            let launches = graph_launches(result.verify_kernel_ms);
+            Some((self.capture(context, launch, pointers, launches)?, launches))
+        } else {
+            None
+        };
         let mut watch = ClockWatch::default();
         loop {
             let before = self.gauge.as_ref().map(Gauge::read);
-            let hint_ms = result.verify_kernel_ms;
             let sampled =
-                self.take_samples(context, &sampling, launch, pointers, &mut result.samples, hint_ms, waiting);
+                self.take_samples(context, &sampling, launch, pointers, graph.as_ref(), &mut result.samples, waiting);
             result.benchmark_s = bench_start.elapsed().as_secs_f64();
             let (Some(before), Some(gauge)) = (before, &self.gauge) else { return sampled };
             let verdict = watch.judge(before, gauge.read(), median(&result.samples));
@@ -106,29 +106,20 @@ impl Worker {
         }
     }
 
-    /// Times launches (or graphs of them), each after an L2 flush, as [`Sampling`] asks, until it has enough or
-    /// finds the kernel clearly slower than the best.
+    /// Times launches, or replays of `graph` (with its launches), each after an L2 flush,
+    /// as [`Sampling`] asks, until it has enough or finds the kernel clearly slower than
+    /// the best.
+    #[allow(clippy::too_many_arguments)]
     fn take_samples(
         &mut self,
         context: &Context,
         sampling: &Sampling<'_>,
         launch: &Launch<'_>,
         pointers: &mut [*mut c_void],
+        graph: Option<&(Graph, usize)>,
         samples: &mut Vec<f64>,
-        kernel_ms: f64,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Ended> {
-        // With `[timing] graph`, one graph of many launches is captured once and each
-        // sample is its time over its launches. The flush comes before each graph, so
-        // only its first launch starts from a cold L2, as in an application that runs a
-        // kernel of a few µs many times over.
-        let graph = if self.timing.graph {
-            // The checked run's time sizes the graph (it ran once, cold: an upper bound).
-            let launches = graph_launches(kernel_ms);
-            Some((self.capture(context, launch, pointers, launches)?, launches))
-        } else {
-            None
-        };
         loop {
             let chunk = match sampling.next(samples) {
                 Step::Take(chunk) => chunk,
@@ -154,14 +145,14 @@ impl Worker {
                     .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
                 let (start, stop) = &self.events[i];
                 start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
-                match &graph {
+                match graph {
                     Some((graph, _)) => graph.launch(context),
                     None => launch(pointers),
                 }
                 .map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
                 stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
             }
-            let per_sample = graph.as_ref().map_or(1, |(_, launches)| *launches);
+            let per_sample = graph.map_or(1, |(_, launches)| *launches);
             waiting(chunk * per_sample);
             context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
             for (start, stop) in &self.events[..chunk] {
@@ -208,14 +199,39 @@ impl Worker {
         let batch = Settling::batch(kernel_ms);
         let start = Instant::now();
         while !settling.settled(gauge.read().sm_mhz, start.elapsed()) {
-            for _ in 0..batch {
-                self.reset_buffers(context)
-                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-            }
-            waiting(batch);
-            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
+            self.back_to_back(context, launch, pointers, batch, waiting)?;
         }
         Ok(())
+    }
+
+    /// Runs the kernel `launches` times back to back (no flush; the `reset_to_zero`
+    /// buffers zeroed before each launch) and waits for them.
+    fn back_to_back(
+        &self,
+        context: &Context,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        launches: usize,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        for _ in 0..launches {
+            self.reset_buffers(context)
+                .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
+            launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+        }
+        waiting(launches);
+        context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::graph_launches;
+
+    #[test]
+    fn a_graph_covers_about_a_millisecond_within_its_bounds() {
+        assert_eq!(graph_launches(0.002), 500);
+        assert_eq!(graph_launches(0.5), 20, "at least 20 launches, however long the kernel");
+        assert_eq!(graph_launches(0.0), 2000, "an unknown time takes the most");
     }
 }
