@@ -471,3 +471,19 @@ fn bad_objectives_are_one_line_errors() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn results_show_the_measured_values_of_an_imported_energy_cache() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = energy_landscape(dir.path());
+    let db = dir.path().join("r.db").display().to_string();
+    assert!(kerntune(&["import", &file, "--db", &db]).status.success());
+    let shown = json_of(&kerntune(&["results", &db, "--json"]));
+    let best = &shown[0]["best"];
+    assert_eq!(best[0]["config"]["a"], 1, "ranked by the recorded objective, the time: {shown}");
+    assert_eq!(best[0]["observables"], serde_json::json!({"energy_J": 0.40, "power_W": 400.0}));
+    let text = String::from_utf8_lossy(&kerntune(&["results", &db]).stdout).to_string();
+    let header = text.lines().find(|l| l.contains("energy_J")).unwrap_or_else(|| panic!("{text}"));
+    assert!(header.contains("power_W"), "{text}");
+    assert!(text.contains("0.4000") && text.contains("400.0"), "{text}");
+}

@@ -83,8 +83,15 @@ impl RunSummary {
     /// Keeps the Pareto front of `axes` (metric keys such as `time` and `energy_J`) over
     /// the configurations measured, each by its latest evaluation.
     pub fn keep_pareto(&mut self, axes: [&str; 2], space: &Space) {
+        self.pareto = Some(Pareto::of(&self.results, axes, space));
+    }
+}
+
+impl Pareto {
+    /// The front of `axes` over `rows` that worked, each configuration by its latest row.
+    fn of(rows: &[ResultRow], axes: [&str; 2], space: &Space) -> Pareto {
         let mut latest: BTreeMap<ConfigId, &ResultRow> = BTreeMap::new();
-        for row in self.results.iter().filter(|r| r.status == Status::Ok.as_str()) {
+        for row in rows.iter().filter(|r| r.status == Status::Ok.as_str()) {
             latest.insert(row.id, row);
         }
         let value = |row: &ResultRow, key: &str| -> Option<f64> {
@@ -105,7 +112,7 @@ impl RunSummary {
                 values: measured[i].1,
             })
             .collect();
-        self.pareto = Some(Pareto { axes: axes.map(str::to_string), front, unmeasured: latest.len() - measured.len() });
+        Pareto { axes: axes.map(str::to_string), front, unmeasured: latest.len() - measured.len() }
     }
 }
 
@@ -297,5 +304,59 @@ impl RunSummary {
     pub(crate) fn replace_best(&mut self, row: &ResultRow, space: &Space) {
         let best = row.objective.map(|o| BestSummary::new(row.id, row.config.clone(), o, &self.results, space));
         self.best = best;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kerntune_space::{params_from_json, Space};
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(space: &Space, id: usize, status: Status, time: f64, energy: Option<f64>) -> ResultRow {
+        let id = ConfigId(id as u32);
+        let mut observables = Map::new();
+        if let Some(energy) = energy {
+            observables.insert("energy_J".into(), json!(energy));
+        }
+        ResultRow {
+            id,
+            config: space.config_json(id),
+            status: status.as_str(),
+            reason: None,
+            objective: Some(time),
+            time_ms: Some(json!(time)),
+            samples: vec![time],
+            verified_sets: Some(1),
+            costs: Costs::default(),
+            from_store: false,
+            observables,
+        }
+    }
+
+    #[test]
+    fn the_pareto_front_takes_each_configurations_latest_measurement() {
+        let Json::Object(params) = json!({"a": [0, 1, 2, 3, 4]}) else { unreachable!() };
+        let space = Space::new::<&str>(params_from_json(&params).expect("params"), &[]).expect("space");
+        let rows = vec![
+            row(&space, 0, Status::Ok, 1.0, Some(5.0)),
+            row(&space, 1, Status::Ok, 4.0, Some(1.0)),
+            // Measured again: the latest (2.0 ms, 2.0 J) counts, which 3 no longer beats.
+            row(&space, 2, Status::Ok, 2.0, Some(9.0)),
+            row(&space, 3, Status::Ok, 3.0, Some(3.0)),
+            row(&space, 2, Status::Ok, 2.0, Some(2.0)),
+            // A failure and a configuration without an energy figure take no part.
+            row(&space, 4, Status::RuntimeFailed, 0.5, Some(0.5)),
+        ];
+        let mut unmeasured = rows.clone();
+        unmeasured.push(row(&space, 4, Status::Ok, 0.1, None));
+        for (results, lacking) in [(rows, 0), (unmeasured, 1)] {
+            let pareto = Pareto::of(&results, ["time", "energy_J"], &space);
+            let front: Vec<[f64; 2]> = pareto.front.iter().map(|p| p.values).collect();
+            assert_eq!(front, [[1.0, 5.0], [2.0, 2.0], [4.0, 1.0]]);
+            assert_eq!(pareto.front[1].config["a"], 2);
+            assert_eq!(pareto.unmeasured, lacking);
+        }
     }
 }

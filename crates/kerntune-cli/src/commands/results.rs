@@ -71,24 +71,25 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
         }
         let mut header = vec!["#".to_string(), info.objective.name.clone()];
         // Energy, power and clocks where any of these configurations has them.
+        let observed: Vec<_> = best.iter().map(|r| objective::observed(&r.evaluation.metrics)).collect();
         let measured: Vec<&str> = objective::OBSERVABLES
             .iter()
             .map(|o| o.key)
-            .filter(|key| best.iter().any(|r| r.evaluation.metrics.get(*key).is_some_and(|v| v.is_number())))
+            .filter(|key| observed.iter().any(|values| values.contains_key(*key)))
             .collect();
         header.extend(measured.iter().map(|k| k.to_string()));
         header.extend(info.params.iter().map(|p| p.name().to_string()));
         let table_rows: Vec<Vec<String>> = best
             .iter()
             .enumerate()
-            .map(|(rank, row)| {
+            .zip(&observed)
+            .map(|((rank, row), values)| {
                 let mut cells = vec![
                     (rank + 1).to_string(),
                     row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default(),
                 ];
                 cells.extend(measured.iter().map(|key| {
-                    let value = row.evaluation.metrics.get(*key).and_then(serde_json::Value::as_f64);
-                    value.map(report::significant).unwrap_or_default()
+                    values.get(*key).and_then(serde_json::Value::as_f64).map(report::significant).unwrap_or_default()
                 }));
                 cells.extend(
                     info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()),
