@@ -43,6 +43,11 @@ pub fn duration(d: Duration) -> String {
 
 /// An objective value with its unit when the unit is known.
 pub fn objective(objective: &Objective, value: f64) -> String {
+    if value != 0.0 && value.abs() < 1e-3 {
+        // Joules per launch and the like: four decimals would show nothing.
+        let unit = if objective.name == "time" { "ms" } else { objective.name.as_str() };
+        return format!("{} {unit}", Significant(value));
+    }
     let digits = if value.abs() >= 100.0 {
         1
     } else if value.abs() >= 1.0 {
@@ -442,6 +447,17 @@ pub fn compiled_json(config: &crate::CompiledConfig) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_measured_values_keep_four_significant_digits() {
+        let energy = Objective { name: "energy".into(), higher_is_better: false };
+        assert_eq!(objective(&energy, 2.134e-4), "0.0002134 energy");
+        assert_eq!(objective(&Objective::time(), 0.0523), "0.0523 ms");
+        assert_eq!(significant(312.44), "312.4");
+        assert_eq!(significant(1.5e-7), "1.500e-7");
+        let Json::Object(observed) = json!({"energy_J": 2.5e-4, "power_W": 312.44}) else { unreachable!() };
+        assert_eq!(observables_text(&observed), "energy_J 0.0002500, power_W 312.4");
+    }
 
     #[test]
     fn durations_read_naturally() {
