@@ -627,6 +627,19 @@ def tune(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _measured_identity(job: dict) -> str:
+    """The job's fingerprint, with what changes the measured values folded in: the
+    objective, graph timing, energy measurement. A store then never answers an energy
+    objective with rows measured for time alone."""
+    timing = job.get("timing") or {}
+    measured = {key: timing[key] for key in ("graph", "energy") if timing.get(key)}
+    objective = job.get("objective")
+    if objective is None and not measured:
+        return job["fingerprint"]
+    text = json.dumps([objective, measured], sort_keys=True, default=str)
+    return f"{job['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def _objective(objective, higher_is_better) -> Optional[dict]:
     """The job's objective from ``objective=`` (a name or expression, or a ``(name,
     expression)`` pair) and ``objective_higher_is_better=``; ``None`` for the time."""
@@ -746,6 +759,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     objective = search["objective"]
     if objective is not None:
         job["objective"] = {**objective, "values": scalars}
+    job["fingerprint"] = _measured_identity(job)
     request = {
         "search": {
             "strategy": search["strategy"],

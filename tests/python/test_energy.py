@@ -117,3 +117,13 @@ def test_simulation_mode_replays_recorded_energy(tmp_path):
     _, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128, 256]},
                                   simulation_mode=True, cache=path, quiet=True, objective="nvml_energy")
     assert env["best_config"]["block_size_x"] == 64
+
+
+def test_an_energy_objective_or_graph_timing_is_a_different_tuning_in_the_store():
+    from kerntune._tune import _measured_identity
+
+    base = {"fingerprint": "abc", "timing": {}}
+    assert _measured_identity(base) == "abc", "time, measured as before, keeps its identity"
+    energy = _measured_identity({**base, "objective": {"name": "energy", "expression": None, "values": {}}})
+    graph = _measured_identity({**base, "timing": {"graph": True}})
+    assert len({"abc", energy, graph}) == 3 and energy.startswith("abc-")
