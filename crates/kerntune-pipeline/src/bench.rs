@@ -38,7 +38,7 @@ mod timed;
 
 /// Why an objective over energy or power cannot be tuned here: the worker's setup fails
 /// with it, and the run with it, before any configuration.
-pub const ENERGY_UNREADABLE: &str = "the objective needs the GPU's energy counter, which NVML (libnvidia-ml.so.1) does not report on this machine; tune for time, or on an NVIDIA GPU of Volta or newer with its driver";
+const ENERGY_UNREADABLE: &str = "the objective needs the GPU's energy counter, which NVML (libnvidia-ml.so.1) does not report on this machine; tune for time, or on an NVIDIA GPU of Volta or newer with its driver";
 
 /// Runs the worker on standard input and output until the input closes.
 pub fn run(ordinal: usize) -> i32 {
