@@ -331,6 +331,7 @@ mod tests {
             verified_sets: Some(1),
             costs: Costs::default(),
             from_store: false,
+            early_stop_factor: None,
             observables,
         }
     }
