@@ -2,7 +2,7 @@
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
 # them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [scale]
 # (default: all but scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
@@ -26,7 +26,7 @@ fi
 # A skipped GPU test on the GPU machine is a failure, not a pass (tests/python/conftest.py).
 export KERNTUNE_REQUIRE_GPU=1
 export PYTHONPATH=/tmp/kerntune-site${PYTHONPATH:+:$PYTHONPATH}
-stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor controls}
+stages=${*:-tests kt kt_examples timing pytest autotune triton schedule audit finalists vendor controls energy}
 summary=()
 failed=()
 # Runs a stage's command with its output shown and kept in $OUT/NAME.log; a failure is noted.
@@ -105,10 +105,16 @@ for stage in $stages; do
             failed+=("controls")
         fi
         summary+=("$(sed -n '/=== controls summary/,$p' "$OUT/controls.log")")
+        ;;
     scale)
         echo "=== scaling out: GPUs, Ray nodes, ranks (bench/scale_out.py ${SCALE_STAGES:-gpus nodes ranks})"
         step scale_out python3 bench/scale_out.py ${SCALE_STAGES:-}
         summary+=("$(sed -n '/=== scale_out summary/,$p' "$OUT/scale_out.log")")
+        ;;
+    energy)
+        echo "=== NVML energy per launch against a long run's counter; graph timing of a tiny kernel"
+        step energy_timing python3 bench/energy_timing.py ${ENERGY_LONG_S:-10}
+        summary+=("$(sed -n '/=== energy_timing summary/,$p' "$OUT/energy_timing.log")")
         ;;
     timing)
         echo "=== timing agreement"

@@ -32,8 +32,9 @@ from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, 
 from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
 
 _TUNE_OPTIONS = (
-    "answer", "atol", "rtol", "target", "strategy_options", "objective", "timing", "seed",
-    "compile_workers", "device", "devices", "ray", "progress", "finalists", "schedule", "schedule_options", "verify_sets",
+    "answer", "atol", "rtol", "target", "strategy_options", "objective", "objective_higher_is_better", "timing",
+    "seed", "compile_workers", "device", "devices", "ray", "progress", "finalists", "schedule", "schedule_options",
+    "verify_sets",
 )
 
 

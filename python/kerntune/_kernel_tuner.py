@@ -26,12 +26,16 @@ from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
 from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy, warn_unchecked
 from kerntune._results import NoValidConfigError
+from kerntune.observers.nvml import OBSERVABLES, check_tunables, observed_keys
 from kerntune.util import error_of, get_best_config, get_config_string
 
 _NUMPY_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "uint8": "u8"}
 _LANGS = ("cuda", "cupy", "nvcuda")
 # Kernel Tuner's objectives whose direction it knows.
-_HIGHER_IS_BETTER = {"time": False, "energy": False, "fitness": True, "cost": False, "loss": False}
+_HIGHER_IS_BETTER = {"time": False, "energy": False, "fitness": True, "cost": False, "loss": False,
+                     "nvml_energy": False, "nvml_power": False, "edp": False, "power": False}
+# Objectives kerntune measures itself (see kerntune.observers.nvml), besides the time.
+_MEASURED_OBJECTIVES = {"energy", "edp", "power", *OBSERVABLES, *OBSERVABLES.values()}
 _COSTS = {"compile_time": "compile_s", "verification_time": "verify_s", "benchmark_time": "benchmark_s",
           "framework_time": "framework_s", "strategy_time": "strategy_s"}
 # The compile-only stand-in device: Hopper's limits.
@@ -59,10 +63,14 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     """
     started = time.perf_counter()
     _start_log(kernel_name, log)
-    _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy)
+    _check_unsupported(lang, objectives, texmem_args, compiler, strategy)
+    observed = observed_keys(observers)
+    check_tunables(tune_params if isinstance(tune_params, dict) else {})
     params = _tune_params(tune_params)
     objective = objective or "time"
     objective_higher_is_better = _direction(objective, objective_higher_is_better, metrics)
+    if objective in OBSERVABLES:
+        observed[objective] = OBSERVABLES[objective]
     if simulation_mode:
         return _simulate(kernel_name, problem_size, params, restrictions, strategy, cache, objective,
                          objective_higher_is_better, quiet)
@@ -70,7 +78,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     try:
         call = _Call(kernel_name, kernel_source, problem_size, arguments, params, (grid_div_x, grid_div_y, grid_div_z),
                      restrictions, answer, atol, rtol, verify, smem_args, cmem_args, compiler_options, defines,
-                     block_size_names, iterations, metrics, objective, workdir)
+                     block_size_names, iterations, metrics, objective, workdir, observed)
         if compile_only:
             return call.compile(arch, db, parallel, objective_higher_is_better)
         if answer is None and verify is None:
@@ -92,7 +100,7 @@ def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid
     if not isinstance(params, dict) or not params:
         raise ArgumentTypeError("params: give a dict of parameter name -> one value")
     _start_log(kernel_name, log)
-    _check_unsupported(lang, None, None, texmem_args, compiler, None)
+    _check_unsupported(lang, None, texmem_args, compiler, None)
     one = _tune_params({name: [value] for name, value in params.items()})
     workdir = tempfile.mkdtemp(prefix="kerntune-run-")
     try:
@@ -123,12 +131,9 @@ def _start_log(kernel_name, level):
         logging.basicConfig(filename=f"{kernel_name}{time.strftime('%Y%m%d-%H:%M:%S')}.log", level=level)
 
 
-def _check_unsupported(lang, observers, objectives, texmem_args, compiler, strategy):
+def _check_unsupported(lang, objectives, texmem_args, compiler, strategy):
     if lang is not None and (not isinstance(lang, str) or lang.lower() not in _LANGS):
         raise ArgumentError(f"lang={lang!r}: kerntune tunes CUDA C; use lang='CUDA' (or 'cupy', 'nvcuda', or leave it out)")
-    if observers:
-        raise ArgumentError("observers: energy, power and other observers are not available in kerntune yet; "
-                            "remove observers= (time is always measured)")
     if objectives:
         raise ArgumentError("objectives: kerntune optimises one objective; give objective= and objective_higher_is_better=")
     if texmem_args:
@@ -166,9 +171,11 @@ def _direction(objective, higher_is_better, metrics) -> bool:
     """Whether higher values of the objective are better: as given, or Kernel Tuner's
     default for the objectives it knows."""
     if not isinstance(objective, str):
-        raise ArgumentTypeError("objective: give one objective's name ('time' or a key of metrics)")
-    if objective != "time" and not (isinstance(metrics, dict) and objective in metrics):
-        raise ArgumentError(f"objective '{objective}' is neither 'time' nor a key of metrics")
+        raise ArgumentTypeError("objective: give one objective's name ('time', 'nvml_energy' or a key of metrics)")
+    if objective != "time" and objective not in _MEASURED_OBJECTIVES and not (isinstance(metrics, dict)
+                                                                             and objective in metrics):
+        raise ArgumentError(f"objective '{objective}' is neither 'time', a measured value ('nvml_energy', "
+                            "'nvml_power', 'energy', 'edp'...) nor a key of metrics")
     if higher_is_better is not None:
         if not isinstance(higher_is_better, bool):
             raise ArgumentTypeError("objective_higher_is_better: give True or False")
@@ -185,7 +192,7 @@ class _Call:
 
     def __init__(self, kernel_name, kernel_source, problem_size, arguments, params, grid_div, restrictions, answer,
                  atol, rtol, verify, smem_args, cmem_args, compiler_options, defines, block_size_names, iterations,
-                 metrics, objective, workdir):
+                 metrics, objective, workdir, observed=None):
         if not isinstance(kernel_name, str) or not kernel_name.strip():
             raise ArgumentTypeError("kernel_name: give the name of the __global__ function (a string)")
         self.kernel_name = kernel_name
@@ -193,6 +200,8 @@ class _Call:
         self.workdir = workdir
         self.metrics = _metrics(metrics)
         self.objective = objective
+        # Kernel Tuner's result key -> kerntune's metric key, of what observers asked for.
+        self.observed = dict(observed or {})
         source, self.include_dirs = _source(kernel_source)
         self.conventions = Conventions(kernel_name, source, problem_size, grid_div, block_size_names, defines,
                                        smem_args, list(params))
@@ -302,14 +311,18 @@ class _Call:
             "kernel": {"name": self.kernel_name, "source": "kernel.cu", "options": self.compiler_options},
             "params": self.params,
             "args": self.args,
-            "timing": {"min_samples": self.iterations},
+            "timing": {"min_samples": self.iterations, **({"energy": True} if self.observed else {})},
             "kernel_tuner": self.identity,
         }
         if self.answer is not None and self.verify is None:
             outputs = {f"arg{i}": f"arg{i}.expected.npy" for i, e in enumerate(self.answer) if e is not None}
             spec["verify"] = {"reference": {"outputs": outputs}, "atol": float(self.atol), "rtol": float(self.rtol)}
         expression = self.metrics.get(self.objective)
-        if isinstance(expression, str) and _names_in(expression) <= set(self.params) | {"time"}:
+        measured = {"time"} | _MEASURED_OBJECTIVES
+        if self.objective in _MEASURED_OBJECTIVES and self.objective not in self.metrics:
+            spec["objective"] = {"name": self.objective, "expression": self.objective,
+                                 "higher_is_better": higher_is_better}
+        elif isinstance(expression, str) and _names_in(expression) <= set(self.params) | measured:
             spec["objective"] = {"name": self.objective, "expression": expression, "higher_is_better": higher_is_better}
         return spec
 
@@ -434,6 +447,13 @@ class _Call:
         for name, ours in _COSTS.items():
             row[name] = 1000 * costs.get(ours, 0.0)
         row["timestamp"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        # What observers asked for, under Kernel Tuner's keys; absent where not measured.
+        observables = entry.get("observables") or {}
+        for name, key in self.observed.items():
+            if valid and key in observables:
+                row[name] = observables[key]
+        if valid and self.objective in _MEASURED_OBJECTIVES and self.objective not in self.metrics:
+            row[self.objective] = entry.get("objective")
         if valid:
             values = dict(row)
             for name, metric in self.metrics.items():
@@ -548,7 +568,8 @@ def _options(compiler_options) -> list:
 def _names_in(expression: str) -> set:
     import re
 
-    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression))
+    # A name starts after neither a letter, digit nor dot: the "e9" of 1e9 is no name.
+    return set(re.findall(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*", expression))
 
 
 def _no_valid_message(entries, what: str) -> str:

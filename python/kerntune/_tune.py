@@ -549,7 +549,8 @@ def tune(
     *,
     target: Optional[float] = None,
     strategy_options: Optional[Mapping[str, Any]] = None,
-    objective: Optional[tuple] = None,
+    objective: Optional[Union[str, tuple]] = None,
+    objective_higher_is_better: Optional[bool] = None,
     timing: Optional[Mapping[str, Any]] = None,
     restore_value: Sequence[str] = (),
     reset_to_zero: Sequence[str] = (),
@@ -611,7 +612,15 @@ def tune(
     a second call with the same kernel, arguments' shapes and types, and parameters answers
     from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.
     ``("TFLOP/s", "2*M*N*K / (time * 1e-3) / 1e12")`` over the parameters, the call's scalar
-    arguments and ``time`` in ms. Ctrl-C stops within a fraction of a second, keeping
+    arguments, ``time`` in ms and the values NVML measures (``energy`` in J per launch,
+    ``power`` in W, ``clock_MHz``...); a string alone names or is the expression:
+    ``objective="energy"``, ``"edp"`` (energy x time) or ``"energy*time**2"``. Energy and
+    power are read from NVML's energy counter in an extra block of at least 200 ms per
+    configuration; a machine without NVML refuses such an objective. Lower is better
+    unless ``objective_higher_is_better=True`` (rates such as ``TFLOP/s`` go up by default).
+    ``timing={"graph": True}`` times each sample as a CUDA graph of many launches, for
+    kernels of a few microseconds; ``timing={"energy": True}`` measures energy and power
+    with every configuration whatever the objective. Ctrl-C stops within a fraction of a second, keeping
     every recorded result (evaluations still in flight are dropped). ``fresh=True`` measures everything again instead of answering from the
     store (the new results replace the stored ones).
 
@@ -686,8 +695,9 @@ def tune(
             hooks or Hooks(), device, arch, info, workdir, dict(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
-                objective=objective, timing=timing, schedule=schedule, schedule_options=schedule_options,
-                finalists=finalists, finalists_within=finalists_within, ptxas=chosen, devices=devices, ray=ray,
+                objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
+                schedule_options=schedule_options, finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
+                devices=devices, ray=ray,
             ),
             verify_sets,
         )
@@ -708,6 +718,40 @@ def tune(
         if result.controls["kept"]:
             result.best_config = {**result.best_config, "acf": result.controls["best_acf"]}
     return result
+
+
+def _measured_identity(job: dict) -> str:
+    """The job's fingerprint, with what changes the measured values folded in: the
+    objective, graph timing, energy measurement. A store then never answers an energy
+    objective with rows measured for time alone."""
+    timing = job.get("timing") or {}
+    measured = {key: timing[key] for key in ("graph", "energy") if timing.get(key)}
+    objective = job.get("objective")
+    if objective is None and not measured:
+        return job["fingerprint"]
+    text = json.dumps([objective, measured], sort_keys=True, default=str)
+    return f"{job['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _objective(objective, higher_is_better) -> Optional[dict]:
+    """The job's objective from ``objective=`` (a name or expression, or a ``(name,
+    expression)`` pair) and ``objective_higher_is_better=``; ``None`` for the time."""
+    if higher_is_better is not None and not isinstance(higher_is_better, bool):
+        raise ArgumentTypeError("objective_higher_is_better: give True or False")
+    if objective is None or objective == "time":
+        if higher_is_better:
+            raise ArgumentError("objective_higher_is_better=True: the time is better lower; give objective= as well")
+        return None
+    if isinstance(objective, str):
+        name, expression = objective, None
+    elif isinstance(objective, tuple) and len(objective) == 2 and all(isinstance(x, str) for x in objective):
+        name, expression = objective
+    else:
+        raise ArgumentTypeError("objective: give a name or expression ('energy', 'edp', 'energy*time**2') or a "
+                                "(name, expression) pair of strings")
+    if not name.strip():
+        raise ArgumentError("objective: give a name (time, energy, edp) or an expression such as energy*time**2")
+    return {"name": name, "expression": expression, "higher_is_better": higher_is_better}
 
 
 class Hooks:
@@ -810,7 +854,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     job["timing"] = dict(search["timing"] or {})
     objective = search["objective"]
     if objective is not None:
-        job["objective"] = {"name": objective[0], "expression": objective[1], "values": scalars}
+        job["objective"] = {**objective, "values": scalars}
+    job["fingerprint"] = _measured_identity(job)
     request = {
         "search": {
             "strategy": search["strategy"],

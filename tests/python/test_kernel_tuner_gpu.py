@@ -114,3 +114,22 @@ def test_a_configuration_that_fails_holds_kernel_tuners_marker(db):
     assert isinstance(failed["time"], util.CompilationFailedConfig) and failed["status"] == "compile_failed"
     assert "not this one" in failed["reason"]
     assert env["best_config"]["block_size_x"] == 128
+
+
+def test_an_nvml_observer_and_an_energy_metric_tune_as_in_kernel_tuners_energy_examples(db):
+    # Kernel Tuner's energy examples with the import changed: an NVMLObserver, and a
+    # GFLOPS/W metric over what it observes as the objective.
+    from kerntune.observers.nvml import NVMLObserver
+
+    n = 1 << 24
+    observer = NVMLObserver(["nvml_energy", "nvml_power", "core_freq", "mem_freq", "temperature"])
+    metrics = {"GFLOPS/W": f"{n} / 1e9 / nvml_energy"}
+    results, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, n, vector_args(n),
+                                        {"block_size_x": [128, 256, 512]}, observers=[observer], metrics=metrics,
+                                        objective="GFLOPS/W", db=db, quiet=True)
+    assert len(results) == 3
+    for row in results:
+        assert row["nvml_power"] > 20 and row["nvml_energy"] > 0, row
+        assert 200 < row["core_freq"] < 4000 and row["mem_freq"] > 0 and 10 < row["temperature"] < 110, row
+        assert row["GFLOPS/W"] == pytest.approx(n / 1e9 / row["nvml_energy"])
+    assert env["best_config"]["GFLOPS/W"] == max(r["GFLOPS/W"] for r in results)

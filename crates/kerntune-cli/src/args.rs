@@ -73,6 +73,14 @@ pub struct SimulateArgs {
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Optimise this instead of the landscape's recorded objective: time, energy, edp or
+    /// an expression over the recorded time and measured values (Kernel Tuner's
+    /// nvml_energy, nvml_power... included), such as "energy*time**2".
+    #[arg(long, value_name = "OBJECTIVE")]
+    pub objective: Option<String>,
+    /// Higher values of --objective are better.
+    #[arg(long, requires = "objective")]
+    pub objective_higher_is_better: bool,
 }
 
 #[derive(Debug, Args)]
@@ -230,6 +238,30 @@ pub struct TuneArgs {
     /// Random input sets on which the best schedule must match the original bit for bit.
     #[arg(long, default_value_t = 10_000)]
     pub schedule_check_sets: u32,
+    /// What to optimise, replacing the spec's [objective]: time (the default), energy (J
+    /// per launch, read through NVML), edp (energy x time), or an expression over time,
+    /// energy, power, clock_MHz, the problem variables and parameters, such as
+    /// "energy*time**2".
+    #[arg(long, value_name = "OBJECTIVE")]
+    pub objective: Option<String>,
+    /// Higher values of --objective are better (default: lower, except for rates such as
+    /// GFLOP/s).
+    #[arg(long, requires = "objective")]
+    pub objective_higher_is_better: bool,
+    /// Keep and report the Pareto front of two measured values, such as time,energy (lower
+    /// is better on both); what they need is measured with every configuration.
+    #[arg(long, value_name = "A,B")]
+    pub pareto: Option<String>,
+    /// How a sample is timed: events around one launch (the default), or graph: one CUDA
+    /// graph of many launches, for kernels of a few microseconds.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub timing: Option<TimingMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimingMode {
+    Events,
+    Graph,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

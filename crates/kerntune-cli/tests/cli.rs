@@ -434,3 +434,82 @@ fn without_a_terminal_runs_show_no_progress_only_their_summary() {
     let json = kerntune(runs[1]);
     assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 1, "one JSON object");
 }
+
+/// A Kernel Tuner cache recorded with an NVMLObserver: configuration a=1 is the fastest,
+/// a=3 uses the least energy, a=2 lies between on both, a=4 is worse than a=2 on both.
+fn energy_landscape(dir: &Path) -> String {
+    let cache = r#"{"tune_params": {"a": [1, 2, 3, 4]}, "objective": "time", "cache": {
+        "1": {"a": 1, "time": 1.0, "times": [1.0], "nvml_energy": 0.40, "nvml_power": 400.0},
+        "2": {"a": 2, "time": 1.5, "times": [1.5], "nvml_energy": 0.30, "nvml_power": 200.0},
+        "3": {"a": 3, "time": 3.0, "times": [3.0], "nvml_energy": 0.21, "nvml_power": 70.0},
+        "4": {"a": 4, "time": 2.0, "times": [2.0], "nvml_energy": 0.50, "nvml_power": 250.0}}}"#;
+    let file = dir.join("energy.json");
+    std::fs::write(&file, cache).expect("write");
+    file.display().to_string()
+}
+
+#[test]
+fn a_simulation_replays_recorded_energy_as_the_objective() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = energy_landscape(dir.path());
+    let best = |objective: &[&str]| {
+        let mut args = vec!["simulate", &file, "--strategy", "brute_force", "--json"];
+        args.extend(objective);
+        let result = json_of(&kerntune(&args));
+        (result["best"]["config"]["a"].as_i64(), result["best"]["objective"].as_f64(), result["objective"].clone())
+    };
+    assert_eq!(best(&[]), (Some(1), Some(1.0), Json::from("time")));
+    assert_eq!(best(&["--objective", "energy"]), (Some(3), Some(0.21), Json::from("energy")));
+    // edp: 0.40, 0.45, 0.63, 1.0 J·ms.
+    assert_eq!(best(&["--objective", "edp"]).0, Some(1));
+    // energy * time**2 penalises the slow one: 0.4, 0.675, 1.89, 2.0.
+    assert_eq!(best(&["--objective", "energy*time**2"]).0, Some(1));
+    let (a, value, _) = best(&["--objective", "1 / nvml_power", "--objective-higher-is-better"]);
+    assert_eq!(a, Some(3));
+    assert!(value.is_some_and(|v| (v * 70.0 - 1.0).abs() < 1e-12), "{value:?}");
+}
+
+#[test]
+fn bad_objectives_are_one_line_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = energy_landscape(dir.path());
+    let without = dir.path().join("no_energy.json");
+    std::fs::write(
+        &without,
+        r#"{"tune_params": {"a": [1, 2]}, "objective": "time", "cache": {
+        "1": {"a": 1, "time": 2.0, "times": [2.0]}, "2": {"a": 2, "time": 1.0, "times": [1.0]}}}"#,
+    )
+    .expect("write");
+    let cases: [(&[&str], &str); 4] = [
+        (&["simulate", &file, "--objective", "enrgy"], "unknown name 'enrgy'"),
+        (&["simulate", &file, "--objective", "energy *"], "objective"),
+        (&["simulate", &without.display().to_string(), "--objective", "energy"], "energy was not measured"),
+        (
+            &["tune", &repo("examples/cuda/vector_add/spec.toml"), "--pareto", "time,volts", "--dry-run"],
+            "Pareto axis 'volts'",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = kerntune(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn results_show_the_measured_values_of_an_imported_energy_cache() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = energy_landscape(dir.path());
+    let db = dir.path().join("r.db").display().to_string();
+    assert!(kerntune(&["import", &file, "--db", &db]).status.success());
+    let shown = json_of(&kerntune(&["results", &db, "--json"]));
+    let best = &shown[0]["best"];
+    assert_eq!(best[0]["config"]["a"], 1, "ranked by the recorded objective, the time: {shown}");
+    assert_eq!(best[0]["observables"], serde_json::json!({"energy_J": 0.40, "power_W": 400.0}));
+    let text = String::from_utf8_lossy(&kerntune(&["results", &db]).stdout).to_string();
+    let header = text.lines().find(|l| l.contains("energy_J")).unwrap_or_else(|| panic!("{text}"));
+    assert!(header.contains("power_W"), "{text}");
+    assert!(text.contains("0.4000") && text.contains("400.0"), "{text}");
+}

@@ -198,3 +198,49 @@ fn the_early_stop_factor_follows_the_runs_own_noise() {
     assert!((1.05..=1.5).contains(&learned), "{learned}");
     assert_ne!(learned, 1.25, "the factor never left its starting value: {factors:?}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn an_energy_objective_tunes_end_to_end_and_keeps_the_pareto_front() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("examples/cuda/vector_add/spec.toml");
+    let args = [&spec[..], "--strategy", "random_sample", "--max-fevals", "6", "--objective", "energy"];
+    let result = json_of(&tune(&[&args[..], &["--pareto", "time,energy"]].concat(), &dir.path().join("e.db")));
+    assert_eq!(result["objective"], "energy");
+    assert_eq!(result["higher_is_better"], false);
+    let ok: Vec<&serde_json::Value> =
+        result["results"].as_array().expect("results").iter().filter(|r| r["status"] == "ok").collect();
+    assert!(!ok.is_empty(), "{result}");
+    for row in &ok {
+        let energy = row["observables"]["energy_J"].as_f64().expect("energy per launch");
+        let power = row["observables"]["power_W"].as_f64().expect("power");
+        let time_ms = row["time_ms"].as_f64().expect("time");
+        // A 50M-element vector add moves 600 MB: between 0.1 and 10 ms, at 50 to 1500 W.
+        assert!((50.0..1500.0).contains(&power), "{row}");
+        assert!((1e-3..20.0).contains(&energy) && energy / (time_ms * 1e-3) < 2000.0, "{row}");
+        assert_eq!(row["objective"].as_f64(), Some(energy), "the objective is the energy: {row}");
+    }
+    let best = result["best"]["objective"].as_f64().expect("best");
+    assert!(ok.iter().all(|r| r["objective"].as_f64().is_some_and(|o| o >= best)), "{result}");
+    let front = result["pareto"]["front"].as_array().expect("a Pareto front");
+    assert!(!front.is_empty() && front.len() <= ok.len(), "{result}");
+    assert_eq!(result["pareto"]["axes"], serde_json::json!(["time", "energy_J"]));
+    println!("energy objective: best {best:.4e} J per launch; Pareto front of {} points", front.len());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn graph_timing_gives_the_same_time_as_events_for_a_long_kernel() {
+    // For a kernel of about a millisecond, launch overhead is negligible either way: both
+    // modes must agree within noise (graph mode only starts the first launch from a cold L2).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("examples/cuda/vector_add/spec.toml");
+    let time = |mode: &str| {
+        let args = [&spec[..], "--strategy", "brute_force", "--max-fevals", "1", "--finalists", "1", "--timing", mode];
+        let result = json_of(&tune(&args, &dir.path().join(format!("{mode}.db"))));
+        result["best"]["time_ms"].as_f64().expect("a time")
+    };
+    let (events, graph) = (time("events"), time("graph"));
+    println!("vector_add: events {events:.4} ms, graph {graph:.4} ms per launch");
+    assert!((graph / events - 1.0).abs() < 0.15, "events {events} ms, graph {graph} ms");
+}

@@ -362,6 +362,75 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Records what `enqueue` puts on the stream into a CUDA graph instead of running it
+    /// (stream capture), and instantiates it: one [`Graph::launch`] then replays every
+    /// launch and memset with one launch's overhead.
+    pub fn capture(&self, enqueue: &mut dyn FnMut() -> Result<(), CudaError>) -> Result<Graph, CudaError> {
+        let stream = self.shared.stream;
+        // SAFETY: the stream is this live context's; capture is ended below on every path.
+        check("cuStreamBeginCapture", unsafe {
+            sys::cuStreamBeginCapture_v2(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).result()
+        })?;
+        let enqueued = enqueue();
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        // SAFETY: capture was begun on this stream; the out-parameter lives for the call.
+        let ended = check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream, &mut graph).result() });
+        let owned = (!graph.is_null()).then(|| GraphDefinition { graph, context: Rc::clone(&self.shared) });
+        enqueued?;
+        ended?;
+        let Some(definition) = owned else {
+            return Err(CudaError::Request { call: "cuStreamEndCapture", message: "no graph was captured".into() });
+        };
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: a complete captured graph and an out-parameter.
+        check("cuGraphInstantiateWithFlags", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut exec, definition.graph, 0).result()
+        })?;
+        Ok(Graph { exec, _definition: definition, context: Rc::clone(&self.shared) })
+    }
+}
+
+/// A captured graph's definition, destroyed on drop.
+#[derive(Debug)]
+struct GraphDefinition {
+    graph: sys::CUgraph,
+    context: Rc<Shared>,
+}
+
+impl Drop for GraphDefinition {
+    fn drop(&mut self) {
+        // SAFETY: created by stream capture in the context kept alive here, destroyed once.
+        let destroyed = unsafe { sys::cuGraphDestroy(self.graph).result() };
+        self.context.record("cuGraphDestroy", destroyed);
+    }
+}
+
+/// An instantiated CUDA graph ([`Context::capture`]), destroyed on drop.
+#[derive(Debug)]
+pub struct Graph {
+    exec: sys::CUgraphExec,
+    _definition: GraphDefinition,
+    context: Rc<Shared>,
+}
+
+impl Graph {
+    /// Runs the whole graph on the context's stream.
+    pub fn launch(&self, context: &Context) -> Result<(), CudaError> {
+        // SAFETY: an instantiated graph of this context, launched on its stream.
+        check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.exec, context.shared.stream).result() })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: instantiated in the context kept alive here, destroyed once, before its
+        // definition (a field dropped after this body).
+        let destroyed = unsafe { sys::cuGraphExecDestroy(self.exec).result() };
+        self.context.record("cuGraphExecDestroy", destroyed);
+    }
+}
+
 /// Device memory, freed on drop; it keeps its context alive.
 #[derive(Debug)]
 pub struct DeviceBuffer {

@@ -12,6 +12,7 @@
 mod backend;
 mod budget;
 pub mod compare;
+pub mod objective;
 mod search_options;
 mod sim;
 pub mod stats;

@@ -212,14 +212,19 @@ impl Language for CudaLanguage<'_> {
         }
     }
 
-    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
-        self.spec.objective_value(config, time_ms)
+    fn objective(
+        &self,
+        config: &[Value],
+        time_ms: f64,
+        metrics: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<f64, String> {
+        self.spec.objective_value(config, time_ms, metrics)
     }
 
     fn early_stop_applies(&self) -> bool {
         let spec = self.spec;
         let params = spec.problem.len()..spec.problem.len() + spec.params.len();
-        spec.objective_expression.as_ref().is_none_or(|e| e.variables().iter().all(|v| !params.contains(v)))
+        spec.objective_expression.as_ref().is_none_or(|f| f.monotone_in_time(params))
     }
 
     fn setup(

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use kerntune_device::DType;
+use kerntune_engine::objective::{self, Formula};
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::Timing;
-use kerntune_space::{params_from_json, Expression, Param, Space, Value};
+use kerntune_space::{params_from_json, Param, Space, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
@@ -103,7 +104,8 @@ pub struct ReferenceOutput {
 #[serde(deny_unknown_fields)]
 pub struct ObjectiveSpec {
     pub name: String,
-    /// Over the parameters, the scalar arguments named in `values` and `time` (ms).
+    /// Over the parameters, the scalar arguments named in `values`, `time` (ms) and the
+    /// measured values (`energy`, `power`...).
     pub expression: Option<String>,
     pub higher_is_better: Option<bool>,
     #[serde(default)]
@@ -257,13 +259,45 @@ impl TritonJob {
         }
     }
 
-    /// The objective expression, parsed over the parameters, the named values and `time`.
-    pub fn objective_expression(&self, params: &[Param]) -> Result<Option<Expression>, JobError> {
+    /// The objective's formula, parsed over the parameters, the named values, `time` and the
+    /// measured values (`energy`...); a name alone that is measured (`energy`, `edp`) is its
+    /// own formula.
+    pub fn objective_formula(&self, params: &[Param]) -> Result<Option<Formula>, JobError> {
         let Some(spec) = &self.objective else { return Ok(None) };
-        let Some(text) = &spec.expression else { return Ok(None) };
+        let implied = (spec.name != objective::TIME && Formula::parse(&spec.name, &[]).is_ok()).then_some(&spec.name);
+        let Some(text) = spec.expression.as_ref().or(implied) else { return Ok(None) };
         let mut names: Vec<&str> = params.iter().map(Param::name).collect();
         names.extend(spec.values.keys().map(String::as_str));
-        names.push("time");
-        Expression::parse(text, &names).map(Some).map_err(|e| JobError(format!("objective {e}")))
+        Formula::parse(text, &names).map(Some).map_err(JobError)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(objective: Json) -> TritonJob {
+        let text = serde_json::json!({
+            "kernel_name": "add", "params": {"BLOCK": [64, 128]}, "args": [{"kind": "constant", "name": "BLOCK"}],
+            "objective": objective, "timing": {"graph": true}, "fingerprint": "f", "problem": {},
+            "compile_worker": [], "bench_worker": []
+        });
+        TritonJob::from_json(&text.to_string()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_measured_name_alone_is_its_own_formula_and_others_need_an_expression() {
+        let params = job(Json::Null).param_list().expect("params");
+        let formula = |objective: Json| job(objective).objective_formula(&params).expect("parses");
+        let energy = formula(serde_json::json!({"name": "energy"})).expect("a formula");
+        assert!(energy.needs_energy() && !energy.monotone_in_time(0..1));
+        assert!(formula(serde_json::json!({"name": "TFLOP/s"})).is_none());
+        let expression =
+            formula(serde_json::json!({"name": "x", "expression": "n * energy / BLOCK", "values": {"n": 4}}))
+                .expect("a formula");
+        let Json::Object(metrics) = serde_json::json!({"energy_J": 0.5}) else { unreachable!() };
+        assert_eq!(expression.evaluate(&[Value::Int(64), Value::Int(4)], 1.0, &metrics), Ok(4.0 * 0.5 / 64.0));
+        assert!(job(serde_json::json!({"name": "x", "expression": "volts"})).objective_formula(&params).is_err());
+        assert!(job(Json::Null).timing().expect("timing").graph);
     }
 }

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use kerntune_device::{DeviceInfo, Init};
+use kerntune_engine::objective::Formula;
 use kerntune_pipeline::protocol::{ArgSetup, CompileJob, GivenSet, KernelImage, ReferenceSetup, Setup};
-use kerntune_pipeline::{Binary, Geometry, Language, Timing};
-use kerntune_space::{Expression, Param, Value};
+use kerntune_pipeline::{Binary, EnergyMode, Geometry, Language, Timing};
+use kerntune_space::{Param, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
 
@@ -24,7 +25,7 @@ pub struct TritonLanguage<'a> {
     grid: GridFn<'a>,
     timing: Timing,
     objective: Objective,
-    objective_expression: Option<Expression>,
+    objective_expression: Option<Formula>,
 }
 
 impl std::fmt::Debug for TritonLanguage<'_> {
@@ -36,7 +37,7 @@ impl std::fmt::Debug for TritonLanguage<'_> {
 impl<'a> TritonLanguage<'a> {
     pub fn new(job: &'a TritonJob, grid: GridFn<'a>) -> Result<TritonLanguage<'a>, JobError> {
         let params = job.param_list()?;
-        let objective_expression = job.objective_expression(&params)?;
+        let objective_expression = job.objective_formula(&params)?;
         let objective = match &job.objective {
             None => Objective::time(),
             Some(spec) => {
@@ -47,7 +48,11 @@ impl<'a> TritonLanguage<'a> {
                 objective
             }
         };
-        Ok(TritonLanguage { job, timing: job.timing()?, params, grid, objective, objective_expression })
+        let mut timing = job.timing()?;
+        if objective_expression.as_ref().is_some_and(Formula::needs_energy) {
+            timing.energy = EnergyMode::Require;
+        }
+        Ok(TritonLanguage { job, timing, params, grid, objective, objective_expression })
     }
 
     pub fn params(&self) -> &[Param] {
@@ -158,20 +163,22 @@ impl Language for TritonLanguage<'_> {
         })
     }
 
-    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
-        let Some(expression) = &self.objective_expression else { return Ok(time_ms) };
+    fn objective(
+        &self,
+        config: &[Value],
+        time_ms: f64,
+        metrics: &Map<String, serde_json::Value>,
+    ) -> Result<f64, String> {
+        let Some(formula) = &self.objective_expression else { return Ok(time_ms) };
         let mut values: Vec<Value> = config.to_vec();
         if let Some(spec) = &self.job.objective {
             values.extend(spec.values.values().map(|v| Value::from_json(v).unwrap_or(Value::Int(0))));
         }
-        values.push(Value::Float(time_ms));
-        let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
-        value.as_number().ok_or_else(|| format!("objective '{expression}' is {value}"))
+        formula.evaluate(&values, time_ms, metrics)
     }
 
     fn early_stop_applies(&self) -> bool {
-        let params = self.params.len();
-        self.objective_expression.as_ref().is_none_or(|e| e.variables().iter().all(|v| *v >= params))
+        self.objective_expression.as_ref().is_none_or(|f| f.monotone_in_time(0..self.params.len()))
     }
 
     fn setup(

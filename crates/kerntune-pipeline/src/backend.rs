@@ -383,7 +383,7 @@ impl<'a> Pipeline<'a> {
                     }
                 }
                 metrics.insert("time".into(), serde_json::json!(time));
-                match self.language.objective(&job.values, time) {
+                match self.language.objective(&job.values, time, &metrics) {
                     Ok(objective) => Evaluation {
                         status,
                         reason,
@@ -609,8 +609,9 @@ impl Backend for Pipeline<'_> {
     }
 }
 
-/// Registers, shared and local memory of the kernel, its checked run's time, and what the
-/// clocks did during its samples (each field of [`crate::Clocks`] under its own name); the
+/// Registers, shared and local memory of the kernel, its checked run's time, what the
+/// clocks did during its samples (each field of [`crate::Clocks`] under its own name) and
+/// the energy block's figures where one ran (each field of [`crate::Energy`]); the
 /// input sets it passed are added once the language's own check, if any, has run.
 fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_json::Value> {
     let mut metrics = serde_json::Map::new();
@@ -622,6 +623,9 @@ fn attribute_metrics(result: &EvaluateResult) -> serde_json::Map<String, serde_j
     }
     if let Some(serde_json::Value::Object(clocks)) = result.clocks.as_ref().and_then(|c| serde_json::to_value(c).ok()) {
         metrics.extend(clocks);
+    }
+    if let Some(serde_json::Value::Object(energy)) = result.energy.as_ref().and_then(|e| serde_json::to_value(e).ok()) {
+        metrics.extend(energy);
     }
     metrics
 }
@@ -742,5 +746,30 @@ mod tests {
         let result: EvaluateResult = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}"));
         let metrics = attribute_metrics(&result);
         assert!(!metrics.contains_key("remeasured"));
+        assert!(!metrics.contains_key("energy_J") && !metrics.contains_key("power_W"), "absent, not zero");
+    }
+
+    #[test]
+    fn energy_figures_land_in_the_metrics_under_the_names_objectives_use() {
+        let result = EvaluateResult {
+            samples: vec![1.0],
+            energy: Some(crate::Energy {
+                energy_J: 0.25,
+                power_W: 250.0,
+                clock_MHz: Some(1980),
+                memory_clock_MHz: None,
+                temperature_C: Some(51),
+                energy_launches: 800,
+                energy_block_ms: 210.0,
+            }),
+            ..EvaluateResult::empty(0)
+        };
+        let metrics = attribute_metrics(&result);
+        for observable in &kerntune_engine::objective::OBSERVABLES {
+            let expected = observable.key != "memory_clock_MHz";
+            assert_eq!(metrics.contains_key(observable.key), expected, "{}", observable.key);
+        }
+        assert_eq!((metrics["energy_J"].as_f64(), metrics["power_W"].as_f64()), (Some(0.25), Some(250.0)));
+        assert_eq!(metrics["temperature_C"], 51);
     }
 }

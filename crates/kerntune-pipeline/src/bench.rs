@@ -27,7 +27,7 @@ use crate::protocol::{
 };
 use crate::sampling::ClockSpan;
 use crate::schedule::Interleaved;
-use crate::timing::{Flush, Timing};
+use crate::timing::{EnergyMode, Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
 use kerntune_device::nvml::{nvml, Gauge};
 use kerntune_device::verify::Comparer;
@@ -35,6 +35,10 @@ use kerntune_device::verify::Comparer;
 mod sets;
 pub use sets::refillable;
 mod timed;
+
+/// Why an objective over energy or power cannot be tuned here: the worker's setup fails
+/// with it, and the run with it, before any configuration.
+const ENERGY_UNREADABLE: &str = "the objective needs the GPU's energy counter, which NVML (libnvidia-ml.so.1) does not report on this machine; tune for time, or on an NVIDIA GPU of Volta or newer with its driver";
 
 /// Runs the worker on standard input and output until the input closes.
 pub fn run(ordinal: usize) -> i32 {
@@ -254,6 +258,10 @@ impl Worker {
             Flush::L2 => Some(context.alloc(2 * context.info.l2_bytes.max(1 << 20)).map_err(|e| e.to_string())?),
             Flush::None => None,
         };
+        let gauge = nvml().zip(context.pci_bus_id()).and_then(|(nvml, address)| nvml.device(address));
+        if setup.timing.energy == EnergyMode::Require && gauge.as_ref().and_then(Gauge::energy_mj).is_none() {
+            return Err(ENERGY_UNREADABLE.to_string());
+        }
         let mut worker = Worker {
             arguments,
             slots,
@@ -267,7 +275,7 @@ impl Worker {
             events: Vec::new(),
             constants: setup.constants.clone(),
             outputs_dir: setup.outputs_dir.clone(),
-            gauge: nvml().zip(context.pci_bus_id()).and_then(|(nvml, address)| nvml.device(address)),
+            gauge,
             clocks_settled: false,
         };
         match &setup.reference {

@@ -49,11 +49,18 @@ pub trait Language {
     /// How to launch a compiled configuration; an error is a reason it is invalid.
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
 
-    /// The objective of a configuration whose median kernel time is `time_ms`.
-    fn objective(&self, config: &[Value], time_ms: f64) -> Result<f64, String>;
+    /// The objective of a configuration whose median kernel time is `time_ms`, with the
+    /// evaluation's `metrics` (energy, power, clocks where they were measured).
+    fn objective(
+        &self,
+        config: &[Value],
+        time_ms: f64,
+        metrics: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<f64, String>;
 
     /// Whether stopping a configuration that is clearly slower in time is sound: the
-    /// objective is the time, or a function of it that no parameter changes.
+    /// objective is the time, or a function of it (and of nothing else measured, such as
+    /// energy) that no parameter changes.
     fn early_stop_applies(&self) -> bool;
 
     /// The benchmark worker's setup; may compile a reference through `compile`.

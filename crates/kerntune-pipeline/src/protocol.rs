@@ -7,6 +7,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::early_stop::Bar;
+use crate::energy::Energy;
 use crate::error::FailureKind;
 use crate::sampling::{ClockSpan, Clocks};
 use crate::timing::Timing;
@@ -206,6 +207,9 @@ pub struct EvaluateResult {
     /// The clocks around the samples, where NVML could read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<Clocks>,
+    /// Energy and power per launch, where asked for and NVML reads the energy counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<Energy>,
 }
 
 impl EvaluateResult {
@@ -223,6 +227,7 @@ impl EvaluateResult {
             verified_sets: 0,
             context_lost: false,
             clocks: None,
+            energy: None,
         }
     }
 }

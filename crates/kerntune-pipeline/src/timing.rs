@@ -51,6 +51,40 @@ pub struct Timing {
     pub compile_timeout_adapts: bool,
     /// Seed of the random input data.
     pub seed: u64,
+    /// Time each sample as one CUDA graph of many launches (time per launch = the graph's
+    /// time / its launches): for kernels of a few microseconds, whose single-launch
+    /// events measure mostly launch overhead. Off by default.
+    #[serde(default)]
+    pub graph: bool,
+    /// Whether the benchmark worker measures energy and power (an extra block of
+    /// launches per configuration, see `bench::energy`).
+    #[serde(default)]
+    pub energy: EnergyMode,
+}
+
+/// When energy and power are measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnergyMode {
+    /// Not measured: no extra launches.
+    #[default]
+    Off,
+    /// Measured where NVML reads the energy counter, absent from the results elsewhere
+    /// (`[timing] energy = true`, an observer, a Pareto front over energy).
+    Observe,
+    /// The objective needs it: a worker that cannot read the energy counter refuses to start.
+    Require,
+}
+
+impl EnergyMode {
+    /// The stronger of two needs.
+    pub fn at_least(self, other: EnergyMode) -> EnergyMode {
+        match (self, other) {
+            (EnergyMode::Require, _) | (_, EnergyMode::Require) => EnergyMode::Require,
+            (EnergyMode::Observe, _) | (_, EnergyMode::Observe) => EnergyMode::Observe,
+            _ => EnergyMode::Off,
+        }
+    }
 }
 
 impl Default for Timing {
@@ -67,6 +101,8 @@ impl Default for Timing {
             compile_timeout: Duration::from_secs(60),
             compile_timeout_adapts: true,
             seed: 0,
+            graph: false,
+            energy: EnergyMode::Off,
         }
     }
 }
@@ -110,6 +146,10 @@ impl Timing {
             timing.compile_timeout_adapts = false;
         }
         timing.seed = raw.seed.unwrap_or(timing.seed);
+        timing.graph = raw.graph.unwrap_or(timing.graph);
+        if raw.energy == Some(true) {
+            timing.energy = EnergyMode::Observe;
+        }
         Ok(timing)
     }
 }
@@ -143,6 +183,12 @@ pub struct RawTiming {
     pub compile_timeout: Option<String>,
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Time each sample as a CUDA graph of many launches (for kernels of a few µs).
+    #[serde(default)]
+    pub graph: Option<bool>,
+    /// Measure energy and power with every configuration, whatever the objective.
+    #[serde(default)]
+    pub energy: Option<bool>,
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub use devices::Devices;
 pub use error::RunError;
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use simulate::{Simulation, SimulationSummary};
-pub use summary::{BestSummary, Finalists, ResultRow, RunSummary};
+pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSummary};
 
 /// Compile workers when the caller names no number: one per core.
 pub fn default_compile_workers() -> usize {

@@ -60,6 +60,63 @@ pub struct RunSummary {
     /// The compiler the user chose (`ptxas 13.3.73 (PATH)`), where one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler: Option<String>,
+    /// With `--pareto`: the configurations no other beats on both of two measured values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pareto: Option<Pareto>,
+}
+
+/// The Pareto front of two measured values, both lower-is-better, ordered by the first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pareto {
+    pub axes: [String; 2],
+    pub front: Vec<ParetoPoint>,
+    /// Configurations measured without one of the two values (no NVML, or from the store
+    /// before it was measured), which take no part.
+    pub unmeasured: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ParetoPoint {
+    pub config: Map<String, Json>,
+    pub description: String,
+    pub values: [f64; 2],
+}
+
+impl RunSummary {
+    /// Keeps the Pareto front of `axes` (metric keys such as `time` and `energy_J`) over
+    /// the configurations measured, each by its latest evaluation.
+    pub fn keep_pareto(&mut self, axes: [&str; 2], space: &Space) {
+        self.pareto = Some(Pareto::of(&self.results, axes, space));
+    }
+}
+
+impl Pareto {
+    /// The front of `axes` over `rows` that worked, each configuration by its latest row.
+    fn of(rows: &[ResultRow], axes: [&str; 2], space: &Space) -> Pareto {
+        let mut latest: BTreeMap<ConfigId, &ResultRow> = BTreeMap::new();
+        for row in rows.iter().filter(|r| r.status == Status::Ok.as_str()) {
+            latest.insert(row.id, row);
+        }
+        let value = |row: &ResultRow, key: &str| -> Option<f64> {
+            if key == kerntune_engine::objective::TIME {
+                row.time_ms.as_ref().and_then(Json::as_f64)
+            } else {
+                row.observables.get(key).and_then(Json::as_f64)
+            }
+        };
+        let measured: Vec<(&ResultRow, [f64; 2])> =
+            latest.values().filter_map(|row| Some((*row, [value(row, axes[0])?, value(row, axes[1])?]))).collect();
+        let points: Vec<[f64; 2]> = measured.iter().map(|(_, p)| *p).collect();
+        let front = kerntune_engine::objective::pareto_front(&points)
+            .into_iter()
+            .map(|i| ParetoPoint {
+                config: measured[i].0.config.clone(),
+                description: space.describe(measured[i].0.id),
+                values: measured[i].1,
+            })
+            .collect();
+        Pareto { axes: axes.map(str::to_string), front, unmeasured: latest.len() - measured.len() }
+    }
 }
 
 /// The finalists that were timed again, the search's best first, and what that found.
@@ -118,6 +175,11 @@ pub struct ResultRow {
     pub early_stop_factor: Option<f64>,
     pub costs: Costs,
     pub from_store: bool,
+    /// The measured values beyond the time (energy, power, clocks: see
+    /// [`kerntune_engine::objective::OBSERVABLES`]) that this evaluation has; none where
+    /// they were not measured.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub observables: Map<String, Json>,
 }
 
 /// Per-evaluation figures gathered while the run goes.
@@ -149,6 +211,7 @@ impl Tally {
             early_stop_factor: evaluation.metrics.get("early_stop_factor").and_then(Json::as_f64),
             costs: evaluation.costs,
             from_store,
+            observables: kerntune_engine::objective::observed(&evaluation.metrics),
         });
         if from_store {
             return;
@@ -220,6 +283,7 @@ impl RunSummary {
             finalists: None,
             schedule: None,
             compiler: facts.compiler,
+            pareto: None,
         }
     }
 }
@@ -245,5 +309,60 @@ impl RunSummary {
     pub(crate) fn replace_best(&mut self, row: &ResultRow, space: &Space) {
         let best = row.objective.map(|o| BestSummary::new(row.id, row.config.clone(), o, &self.results, space));
         self.best = best;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kerntune_space::{params_from_json, Space};
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(space: &Space, id: usize, status: Status, time: f64, energy: Option<f64>) -> ResultRow {
+        let id = ConfigId(id as u32);
+        let mut observables = Map::new();
+        if let Some(energy) = energy {
+            observables.insert("energy_J".into(), json!(energy));
+        }
+        ResultRow {
+            id,
+            config: space.config_json(id),
+            status: status.as_str(),
+            reason: None,
+            objective: Some(time),
+            time_ms: Some(json!(time)),
+            samples: vec![time],
+            verified_sets: Some(1),
+            costs: Costs::default(),
+            from_store: false,
+            early_stop_factor: None,
+            observables,
+        }
+    }
+
+    #[test]
+    fn the_pareto_front_takes_each_configurations_latest_measurement() {
+        let Json::Object(params) = json!({"a": [0, 1, 2, 3, 4]}) else { unreachable!() };
+        let space = Space::new::<&str>(params_from_json(&params).expect("params"), &[]).expect("space");
+        let rows = vec![
+            row(&space, 0, Status::Ok, 1.0, Some(5.0)),
+            row(&space, 1, Status::Ok, 4.0, Some(1.0)),
+            // Measured again: the latest (2.0 ms, 2.0 J) counts, which 3 no longer beats.
+            row(&space, 2, Status::Ok, 2.0, Some(9.0)),
+            row(&space, 3, Status::Ok, 3.0, Some(3.0)),
+            row(&space, 2, Status::Ok, 2.0, Some(2.0)),
+            // A failure and a configuration without an energy figure take no part.
+            row(&space, 4, Status::RuntimeFailed, 0.5, Some(0.5)),
+        ];
+        let mut unmeasured = rows.clone();
+        unmeasured.push(row(&space, 4, Status::Ok, 0.1, None));
+        for (results, lacking) in [(rows, 0), (unmeasured, 1)] {
+            let pareto = Pareto::of(&results, ["time", "energy_J"], &space);
+            let front: Vec<[f64; 2]> = pareto.front.iter().map(|p| p.values).collect();
+            assert_eq!(front, [[1.0, 5.0], [2.0, 2.0], [4.0, 1.0]]);
+            assert_eq!(pareto.front[1].config["a"], 2);
+            assert_eq!(pareto.unmeasured, lacking);
+        }
     }
 }

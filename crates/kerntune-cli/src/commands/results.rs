@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use kerntune_engine::objective;
+use kerntune_run::report;
 use kerntune_store::formats::deploy::ranked;
 use kerntune_store::{Store, TuningSummary};
 use serde_json::json;
@@ -40,7 +42,14 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
                 "higher_is_better": tuning.info.objective.higher_is_better,
                 "evaluations": tuning.evaluations,
                 "failed": tuning.failed,
-                "best": best.iter().map(|r| json!({"config": r.config, "objective": r.evaluation.objective})).collect::<Vec<_>>(),
+                "best": best.iter().map(|r| {
+                    let mut entry = json!({"config": r.config, "objective": r.evaluation.objective});
+                    let observed = objective::observed(&r.evaluation.metrics);
+                    if !observed.is_empty() {
+                        entry["observables"] = serde_json::Value::Object(observed);
+                    }
+                    entry
+                }).collect::<Vec<_>>(),
             }));
             continue;
         }
@@ -61,15 +70,27 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
             continue;
         }
         let mut header = vec!["#".to_string(), info.objective.name.clone()];
+        // Energy, power and clocks where any of these configurations has them.
+        let observed: Vec<_> = best.iter().map(|r| objective::observed(&r.evaluation.metrics)).collect();
+        let measured: Vec<&str> = objective::OBSERVABLES
+            .iter()
+            .map(|o| o.key)
+            .filter(|key| observed.iter().any(|values| values.contains_key(*key)))
+            .collect();
+        header.extend(measured.iter().map(|k| k.to_string()));
         header.extend(info.params.iter().map(|p| p.name().to_string()));
         let table_rows: Vec<Vec<String>> = best
             .iter()
             .enumerate()
-            .map(|(rank, row)| {
+            .zip(&observed)
+            .map(|((rank, row), values)| {
                 let mut cells = vec![
                     (rank + 1).to_string(),
                     row.evaluation.objective.map(|o| render::objective(&info.objective, o)).unwrap_or_default(),
                 ];
+                cells.extend(measured.iter().map(|key| {
+                    values.get(*key).and_then(serde_json::Value::as_f64).map(report::significant).unwrap_or_default()
+                }));
                 cells.extend(
                     info.params.iter().map(|p| row.config.get(p.name()).map(|v| v.to_string()).unwrap_or_default()),
                 );

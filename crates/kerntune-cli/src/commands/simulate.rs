@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kerntune_engine::Event;
+use kerntune_engine::{objective, Event};
 use kerntune_run::{report, Simulation};
 use kerntune_store::{Landscape, Store};
 
@@ -15,10 +15,15 @@ const DEFAULT_LANDSCAPE: &[u8] = include_bytes!("../../../../data/landscapes/con
 const DEFAULT_NAME: &str = "convolution_A100.json.gz (shipped with kerntune)";
 
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
-    let (landscape, source) = match &args.landscape {
+    let (mut landscape, source) = match &args.landscape {
         Some(path) => (Landscape::read(path)?, path.display().to_string()),
         None => (Landscape::parse(DEFAULT_LANDSCAPE, DEFAULT_NAME, "convolution_A100")?, DEFAULT_NAME.to_string()),
     };
+    if let Some(text) = &args.objective {
+        let requested = objective::requested(text, args.objective_higher_is_better.then_some(true), &[])
+            .map_err(anyhow::Error::msg)?;
+        objective::rescore(&mut landscape, &requested).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+    }
     let space = landscape.space().with_context(|| source.clone())?;
     let store = args.db.as_deref().map(Store::open).transpose()?;
     let simulation = Simulation {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kerntune_engine::{Event, DEFAULT_STRATEGY};
+use kerntune_engine::{objective, Event, DEFAULT_STRATEGY};
 use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::finalists::RetimeOptions;
@@ -18,7 +18,7 @@ use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
 
-use crate::args::{TuneArgs, WorkerArgs, WorkerKind};
+use crate::args::{TimingMode, TuneArgs, WorkerArgs, WorkerKind};
 use crate::{interrupt, render};
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
@@ -60,7 +60,8 @@ fn workers(compile_workers: Option<usize>, ray: Option<&str>) -> Result<Workers>
 }
 
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
-    let spec = KernelSpec::load(&args.spec)?;
+    let mut spec = KernelSpec::load(&args.spec)?;
+    let pareto = measurement_options(&mut spec, &args).map_err(anyhow::Error::msg)?;
     let clock = Instant::now();
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
     if args.dry_run {
@@ -136,8 +137,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             }
         }
     };
-    let summary = prepared.run(&mut on_progress, &interrupt::requested)?;
+    let mut summary = prepared.run(&mut on_progress, &interrupt::requested)?;
     bar.finish_and_clear();
+    if let Some(axes) = pareto {
+        summary.keep_pareto(axes, &space);
+    }
     if args.json {
         println!("{}", report::tuning_json(&summary));
     } else {
@@ -147,6 +151,22 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         }
     }
     Ok(render::exit_code(summary.stop, summary.failure.as_deref()))
+}
+
+/// Applies `--objective`, `--timing` and `--pareto` to the spec; returns the Pareto axes.
+fn measurement_options(spec: &mut KernelSpec, args: &TuneArgs) -> Result<Option<[&'static str; 2]>, String> {
+    if let Some(objective) = &args.objective {
+        spec.set_objective(objective, args.objective_higher_is_better.then_some(true))?;
+    }
+    if let Some(mode) = args.timing {
+        spec.set_graph_timing(mode == TimingMode::Graph);
+    }
+    let Some(text) = &args.pareto else { return Ok(None) };
+    let axes = objective::pareto_axes(text)?;
+    if axes.iter().any(|axis| objective::observable(axis).is_some_and(|o| o.energy)) {
+        spec.observe_energy();
+    }
+    Ok(Some(axes))
 }
 
 fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Result<ExitCode> {

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 
 use kerntune_device::ptxas::Ptxas;
 use kerntune_device::{DType, Init};
+use kerntune_engine::objective::{self, Formula};
 use kerntune_engine::SearchOptions;
 use kerntune_pipeline::controls::{self, Controls, CUTLASS_PREFIX};
 use kerntune_pipeline::protocol::PtxasStep;
-use kerntune_pipeline::{Geometry, Timing};
+use kerntune_pipeline::{EnergyMode, Geometry, Timing};
 use kerntune_space::{params_from_json, Expression, Param, Space, SpaceError, Value};
 use kerntune_store::{fingerprint, Objective, TuningInfo};
 use serde_json::{Map, Value as Json};
@@ -85,8 +86,9 @@ pub struct KernelSpec {
     pub args: Vec<ArgSpec>,
     pub verify: Option<Verify>,
     pub objective: Objective,
-    /// Over problem variables, parameters and `time` (ms); `None` means the time itself.
-    pub objective_expression: Option<Expression>,
+    /// Over problem variables, parameters, `time` (ms) and the measured values (`energy`,
+    /// `power`...; see [`kerntune_engine::objective`]); `None` means the time itself.
+    pub objective_expression: Option<Formula>,
     pub timing: Timing,
     /// Search settings the spec suggests; the command line's override them.
     pub search: SearchOptions,
@@ -234,16 +236,57 @@ impl KernelSpec {
         self.launch.geometry(&self.values(config))
     }
 
-    /// The objective of a configuration whose median kernel time is `time_ms`.
-    pub fn objective_value(&self, config: &[Value], time_ms: f64) -> Result<f64, String> {
+    /// The objective of a configuration whose median kernel time is `time_ms`, with the
+    /// evaluation's `metrics`.
+    pub fn objective_value(&self, config: &[Value], time_ms: f64, metrics: &Map<String, Json>) -> Result<f64, String> {
         match &self.objective_expression {
             None => Ok(time_ms),
-            Some(expression) => {
-                let mut values = self.values(config);
-                values.push(Value::Float(time_ms));
-                let value = expression.evaluate_with(&values).map_err(|e| format!("objective '{expression}': {e}"))?;
-                value.as_number().ok_or_else(|| format!("objective '{expression}' is {value}"))
-            }
+            Some(formula) => formula.evaluate(&self.values(config), time_ms, metrics),
+        }
+    }
+
+    /// Replaces the objective with one asked for on the command line (`--objective`),
+    /// over the same names as the spec's `[objective]` expression; the energy counter is
+    /// then required if the objective needs it.
+    pub fn set_objective(&mut self, text: &str, higher_is_better: Option<bool>) -> Result<(), String> {
+        let names: Vec<&str> =
+            self.problem.iter().map(|(n, _)| n.as_str()).chain(self.params.iter().map(Param::name)).collect();
+        let requested = objective::requested(text, higher_is_better, &names)?;
+        self.objective = requested.objective;
+        self.objective_expression = requested.formula;
+        self.timing.energy = self.timing.energy.at_least(self.energy_need());
+        let direction = if self.objective.higher_is_better { "higher" } else { "lower" };
+        self.vary(&format!("objective {text} {direction}"));
+        Ok(())
+    }
+
+    /// Times each sample as a CUDA graph of many launches (`--timing graph`), or not.
+    pub fn set_graph_timing(&mut self, graph: bool) {
+        if self.timing.graph != graph {
+            self.timing.graph = graph;
+            self.vary(&format!("timing.graph {graph}"));
+        }
+    }
+
+    /// Measures energy and power with every configuration, where NVML reads them.
+    pub fn observe_energy(&mut self) {
+        if self.timing.energy == EnergyMode::Off {
+            self.timing.energy = EnergyMode::Observe;
+            self.vary("timing.energy observe");
+        }
+    }
+
+    /// Folds a setting given outside the spec file into its fingerprint: it changes what
+    /// is measured, so results measured without it are not answers for it.
+    fn vary(&mut self, setting: &str) {
+        self.fingerprint = fingerprint(&[self.fingerprint.as_str(), setting]);
+    }
+
+    /// What the objective asks of the energy counter.
+    fn energy_need(&self) -> EnergyMode {
+        match &self.objective_expression {
+            Some(formula) if formula.needs_energy() => EnergyMode::Require,
+            _ => EnergyMode::Off,
         }
     }
 
@@ -321,25 +364,29 @@ impl Builder<'_> {
         let launch = if callers_launch { Launch::unused() } else { self.launch(&raw.launch, &names, &params)? };
         let args = self.args(&raw.args, &problem_names)?;
         let verify = raw.verify.as_ref().map(|v| self.verify(v, &params, &args, &names, &source)).transpose()?;
-        let (objective, objective_expression) = match &raw.objective {
-            None => (Objective::time(), None),
-            Some(o) => {
-                let mut with_time = names.clone();
-                with_time.push("time");
-                let expression = o
-                    .expression
-                    .as_ref()
-                    .map(|e| Expression::parse(e, &with_time))
-                    .transpose()
-                    .map_err(|e| error(format!("[objective] expression {e}")))?;
-                let mut objective = Objective::named(&o.name);
-                if let Some(higher) = o.higher_is_better {
-                    objective.higher_is_better = higher;
+        let (objective, objective_expression) =
+            match &raw.objective {
+                None => (Objective::time(), None),
+                Some(o) => {
+                    // A name alone that is measured (`energy`, `edp`...) is its own expression.
+                    let implied = (o.expression.is_none() && o.name != objective::TIME)
+                        .then(|| Formula::parse(&o.name, &[]).ok().map(|_| &o.name))
+                        .flatten();
+                    let expression =
+                        o.expression.as_ref().or(implied).map(|e| Formula::parse(e, &names)).transpose().map_err(
+                            |e| error(format!("[objective] expression {}", e.trim_start_matches("objective "))),
+                        )?;
+                    let mut objective = Objective::named(&o.name);
+                    if let Some(higher) = o.higher_is_better {
+                        objective.higher_is_better = higher;
+                    }
+                    (objective, expression)
                 }
-                (objective, expression)
-            }
-        };
-        let timing = Timing::from_raw(&raw.timing).map_err(|e| error(format!("[timing] {e}")))?;
+            };
+        let mut timing = Timing::from_raw(&raw.timing).map_err(|e| error(format!("[timing] {e}")))?;
+        if objective_expression.as_ref().is_some_and(Formula::needs_energy) {
+            timing.energy = EnergyMode::Require;
+        }
         let reference_source = match &verify {
             Some(Verify { reference: Reference::Kernel { source, .. }, .. }) => source.clone(),
             _ => String::new(),

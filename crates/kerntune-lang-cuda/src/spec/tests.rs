@@ -59,7 +59,7 @@ fn matmul_sram_geometry_follows_kernel_tuner() {
     assert_eq!(geometry.grid, [4096 / 64, 4096 / 32, 1]);
     let source = spec.source_for(&config);
     assert!(source.starts_with("#define kerntune 1\n#define kernel_tuner 1\n#define block_size_x 16\n#define block_size_y 8\n#define V 4\n#define S 16\n#line 1\n"));
-    let tflops = spec.objective_value(&config, 4.92).expect("evaluates");
+    let tflops = spec.objective_value(&config, 4.92, &Map::new()).expect("evaluates");
     assert!((tflops - 2.0 * 4096f64.powi(3) / 4.92e-3 / 1e12).abs() < 1e-9);
     assert!(spec.objective.higher_is_better);
 }
@@ -277,4 +277,65 @@ fn a_reference_kernel_checks_random_inputs_on_extra_sets_and_fixed_inputs_on_one
 fn expected_outputs_check_one_input_set_and_no_verify_none() {
     assert_eq!(verified_sets("normal", "[verify]\nreference = { outputs = { c = \"c.npy\" } }\n"), 1);
     assert_eq!(verified_sets("normal", ""), 0);
+}
+
+fn parse(text: &str) -> KernelSpec {
+    KernelSpec::parse(text, &example_dir().join("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn an_energy_objective_requires_the_counter_and_reads_the_measured_values() {
+    let spec = parse(&format!("{MINIMAL}\n[objective]\nname = \"energy\"\n"));
+    assert_eq!(spec.timing.energy, EnergyMode::Require);
+    assert!(!spec.objective.higher_is_better);
+    let config = [Value::Int(32), Value::Int(1)];
+    let Json::Object(metrics) = serde_json::json!({"energy_J": 0.002, "power_W": 300.0}) else { unreachable!() };
+    assert_eq!(spec.objective_value(&config, 1.0, &metrics), Ok(0.002));
+    let missing = spec.objective_value(&config, 1.0, &Map::new()).expect_err("not measured");
+    assert!(missing.contains("energy was not measured"), "{missing}");
+    // A slower configuration may use less energy: no early stop on time.
+    use kerntune_pipeline::Language as _;
+    let space = spec.space().expect("a space");
+    assert!(!crate::CudaLanguage::new(&spec, &space).early_stop_applies());
+    let timed = parse(MINIMAL);
+    assert!(crate::CudaLanguage::new(&timed, &space).early_stop_applies());
+
+    let per_element =
+        parse(&format!("{MINIMAL}\n[objective]\nname = \"nJ/element\"\nexpression = \"energy_J * 1e9 / n\"\n"));
+    assert_eq!(per_element.objective_value(&config, 1.0, &metrics), Ok(2000.0));
+    assert_eq!(per_element.timing.energy, EnergyMode::Require);
+    assert_eq!(parse(MINIMAL).timing.energy, EnergyMode::Off);
+}
+
+#[test]
+fn an_objective_over_an_unknown_name_is_a_spec_error() {
+    let error = parse_error(&format!("{MINIMAL}\n[objective]\nname = \"x\"\nexpression = \"enrgy * time\"\n"));
+    assert!(error.contains("[objective] expression") && error.contains("unknown name 'enrgy'"), "{error}");
+}
+
+#[test]
+fn settings_from_the_command_line_change_the_results_identity() {
+    let base = parse(MINIMAL);
+    let mut energy = parse(MINIMAL);
+    energy.set_objective("edp", None).expect("valid");
+    assert_eq!((energy.objective.name.as_str(), energy.timing.energy), ("edp", EnergyMode::Require));
+    assert_ne!(energy.fingerprint, base.fingerprint);
+    let mut graph = parse(MINIMAL);
+    graph.set_graph_timing(true);
+    assert!(graph.timing.graph && graph.fingerprint != base.fingerprint);
+    let mut observed = parse(MINIMAL);
+    observed.observe_energy();
+    assert_eq!(observed.timing.energy, EnergyMode::Observe);
+    assert_ne!(observed.fingerprint, base.fingerprint);
+    let mut unchanged = parse(MINIMAL);
+    unchanged.set_graph_timing(false);
+    assert_eq!(unchanged.fingerprint, base.fingerprint, "the default changes nothing");
+    assert!(parse(MINIMAL).set_objective("time * block", None).is_err());
+}
+
+#[test]
+fn timing_graph_and_energy_are_read_from_the_timing_table() {
+    let spec = parse(&format!("{MINIMAL}\n[timing]\ngraph = true\nenergy = true\n"));
+    assert!(spec.timing.graph);
+    assert_eq!(spec.timing.energy, EnergyMode::Observe);
 }

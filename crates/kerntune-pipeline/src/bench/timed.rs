@@ -1,27 +1,66 @@
 //! The timed part of an evaluation, after the checked run: the samples, taken again once
 //! if the GPU's clocks moved under them, and before the worker's first samples a wait for
-//! the clocks to settle. Every decision is [`crate::sampling`]'s; this is the GPU side.
+//! the clocks to settle; each sample one launch, or with `[timing] graph` one CUDA graph
+//! of many; then, when asked, a block of launches that measures energy and power
+//! ([`crate::energy`]). Every decision is [`crate::sampling`]'s and [`crate::energy`]'s;
+//! this is the GPU side.
 
 use std::ffi::c_void;
 use std::time::Instant;
 
-use kerntune_device::driver::{Context, CudaError};
+use kerntune_device::driver::{Context, CudaError, Graph};
 use kerntune_device::nvml::Gauge;
 use kerntune_engine::stats::median;
 use kerntune_store::Status;
 
 use super::{Ended, Worker};
+use crate::energy;
 use crate::error::FailureKind;
 use crate::protocol::{EvaluateRequest, EvaluateResult};
 use crate::sampling::{ClockVerdict, ClockWatch, Sampling, Settling, Step};
+use crate::timing::EnergyMode;
+
+/// Kernel time one graph of `[timing] graph` covers: enough launches that a graph's own
+/// launch overhead (a few µs) is a small share of its time.
+const GRAPH_MS: f64 = 1.0;
+/// The fewest and most launches captured in one graph.
+const GRAPH_LAUNCHES: (f64, f64) = (20.0, 2000.0);
+
+/// Launches captured per graph for a kernel of `kernel_ms`.
+pub(super) fn graph_launches(kernel_ms: f64) -> usize {
+    (GRAPH_MS / kernel_ms.max(1e-4)).ceil().clamp(GRAPH_LAUNCHES.0, GRAPH_LAUNCHES.1) as usize
+}
 
 /// How the kernel under test is launched, with its parameter pointers.
 type Launch<'a> = dyn Fn(&mut [*mut c_void]) -> Result<(), CudaError> + 'a;
 
 impl Worker {
+    /// Samples the kernel `launch` runs into `result` ([`Worker::sample`]), then, where the
+    /// timing asks for energy, measures it in a block of its own.
+    pub(super) fn time(
+        &mut self,
+        context: &Context,
+        request: &EvaluateRequest,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        result: &mut EvaluateResult,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        self.sample(context, request, launch, pointers, result, waiting)?;
+        if self.timing.energy == EnergyMode::Off {
+            return Ok(());
+        }
+        let Some(gauge) = &self.gauge else { return Ok(()) };
+        let clock = Instant::now();
+        let mut run = |launches: usize| self.back_to_back(context, launch, pointers, launches, waiting);
+        result.energy = energy::measure(gauge, median(&result.samples), &mut || clock.elapsed(), &mut run)?;
+        result.benchmark_s += clock.elapsed().as_secs_f64();
+        Ok(())
+    }
+
     /// Samples the kernel `launch` runs into `result`, after settling the clocks if this is
     /// the worker's first configuration, and reports the clocks where NVML reads them.
-    pub(super) fn time(
+    fn sample(
         &mut self,
         context: &Context,
         request: &EvaluateRequest,
@@ -37,10 +76,22 @@ impl Worker {
         }
         let timing = self.timing.clone();
         let sampling = Sampling::new(&timing, request.early_stop);
+        // With `[timing] graph`, one graph of many launches is captured once and each
+        // sample is its time over its launches. The flush comes before each graph, so
+        // only its first launch starts from a cold L2, as in an application that runs a
+        // kernel of a few µs many times over. The checked run's time sizes the graph (it
+        // ran once, cold: an upper bound).
+        let graph = if timing.graph {
+            let launches = graph_launches(result.verify_kernel_ms);
+            Some((self.capture(context, launch, pointers, launches)?, launches))
+        } else {
+            None
+        };
         let mut watch = ClockWatch::default();
         loop {
             let before = self.gauge.as_ref().map(Gauge::read);
-            let sampled = self.take_samples(context, &sampling, launch, pointers, &mut result.samples, waiting);
+            let sampled =
+                self.take_samples(context, &sampling, launch, pointers, graph.as_ref(), &mut result.samples, waiting);
             result.benchmark_s = bench_start.elapsed().as_secs_f64();
             let (Some(before), Some(gauge)) = (before, &self.gauge) else { return sampled };
             let verdict = watch.judge(before, gauge.read(), median(&result.samples));
@@ -55,14 +106,17 @@ impl Worker {
         }
     }
 
-    /// Times launches, each after an L2 flush, as [`Sampling`] asks, until it has enough or
-    /// finds the kernel clearly slower than the best.
+    /// Times launches, or replays of `graph` (with its launches), each after an L2 flush,
+    /// as [`Sampling`] asks, until it has enough or finds the kernel clearly slower than
+    /// the best.
+    #[allow(clippy::too_many_arguments)]
     fn take_samples(
         &mut self,
         context: &Context,
         sampling: &Sampling<'_>,
         launch: &Launch<'_>,
         pointers: &mut [*mut c_void],
+        graph: Option<&(Graph, usize)>,
         samples: &mut Vec<f64>,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Ended> {
@@ -91,16 +145,42 @@ impl Worker {
                     .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
                 let (start, stop) = &self.events[i];
                 start.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
-                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+                match graph {
+                    Some((graph, _)) => graph.launch(context),
+                    None => launch(pointers),
+                }
+                .map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
                 stop.record(context).map_err(|e| Ended::cuda(FailureKind::Device, "recording an event", e))?;
             }
-            waiting(chunk);
+            let per_sample = graph.map_or(1, |(_, launches)| *launches);
+            waiting(chunk * per_sample);
             context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
             for (start, stop) in &self.events[..chunk] {
-                samples
-                    .push(start.elapsed_ms(stop).map_err(|e| Ended::cuda(FailureKind::Device, "reading an event", e))?);
+                let elapsed =
+                    start.elapsed_ms(stop).map_err(|e| Ended::cuda(FailureKind::Device, "reading an event", e))?;
+                samples.push(elapsed / per_sample as f64);
             }
         }
+    }
+
+    /// A graph of `launches` launches of the kernel, each after the `reset_to_zero` buffers
+    /// are zeroed.
+    fn capture(
+        &self,
+        context: &Context,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        launches: usize,
+    ) -> Result<Graph, Ended> {
+        context
+            .capture(&mut || {
+                for _ in 0..launches {
+                    self.reset_buffers(context)?;
+                    launch(pointers)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "capturing a CUDA graph", e))
     }
 
     /// Runs the kernel in batches of about 20 ms until two SM clock readings agree or
@@ -119,14 +199,39 @@ impl Worker {
         let batch = Settling::batch(kernel_ms);
         let start = Instant::now();
         while !settling.settled(gauge.read().sm_mhz, start.elapsed()) {
-            for _ in 0..batch {
-                self.reset_buffers(context)
-                    .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-                launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-            }
-            waiting(batch);
-            context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
+            self.back_to_back(context, launch, pointers, batch, waiting)?;
         }
         Ok(())
+    }
+
+    /// Runs the kernel `launches` times back to back (no flush; the `reset_to_zero`
+    /// buffers zeroed before each launch) and waits for them.
+    fn back_to_back(
+        &self,
+        context: &Context,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        launches: usize,
+        waiting: &mut dyn FnMut(usize),
+    ) -> Result<(), Ended> {
+        for _ in 0..launches {
+            self.reset_buffers(context)
+                .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
+            launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+        }
+        waiting(launches);
+        context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::graph_launches;
+
+    #[test]
+    fn a_graph_covers_about_a_millisecond_within_its_bounds() {
+        assert_eq!(graph_launches(0.002), 500);
+        assert_eq!(graph_launches(0.5), 20, "at least 20 launches, however long the kernel");
+        assert_eq!(graph_launches(0.0), 2000, "an unknown time takes the most");
     }
 }

@@ -43,6 +43,11 @@ pub fn duration(d: Duration) -> String {
 
 /// An objective value with its unit when the unit is known.
 pub fn objective(objective: &Objective, value: f64) -> String {
+    if value != 0.0 && value.abs() < 1e-3 {
+        // Joules per launch and the like: four decimals would show nothing.
+        let unit = if objective.name == "time" { "ms" } else { objective.name.as_str() };
+        return format!("{} {unit}", Significant(value));
+    }
     let digits = if value.abs() >= 100.0 {
         1
     } else if value.abs() >= 1.0 {
@@ -183,6 +188,10 @@ pub fn tuning_text(run: &RunSummary) -> String {
                 .unwrap_or_default();
             say!(out, "Best: {}{timing}", self::objective(&objective, best.objective));
             say!(out, "  {}", best.description);
+            let measured = run.results.iter().rev().find(|r| r.id == best.id && !r.observables.is_empty());
+            if let Some(row) = measured {
+                say!(out, "  measured: {}", observables_text(&row.observables));
+            }
         }
         None => say!(out, "No configuration passed verification."),
     }
@@ -215,8 +224,60 @@ pub fn tuning_text(run: &RunSummary) -> String {
     if let Some(finalists) = &run.finalists {
         out.push_str(&finalists_text(finalists));
     }
+    if let Some(pareto) = &run.pareto {
+        out.push_str(&pareto_text(pareto));
+    }
     if run.stop == StopReason::Interrupted {
         say!(out, "Interrupted: every finished evaluation is stored; run the same command again to resume.");
+    }
+    out
+}
+
+/// Energy, power and clocks as `energy_J 0.00021, power_W 312.4, clock_MHz 1980`.
+pub fn observables_text(observables: &serde_json::Map<String, Json>) -> String {
+    let value = |v: &Json| v.as_f64().map_or_else(|| v.to_string(), |f| format!("{}", Significant(f)));
+    observables.iter().map(|(k, v)| format!("{k} {}", value(v))).collect::<Vec<_>>().join(", ")
+}
+
+/// A measured value with four significant digits, as reports print them.
+pub fn significant(value: f64) -> String {
+    Significant(value).to_string()
+}
+
+/// Four significant digits, without an exponent for everyday magnitudes.
+struct Significant(f64);
+
+impl std::fmt::Display for Significant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v == 0.0 || !v.is_finite() {
+            return write!(f, "{v}");
+        }
+        let magnitude = v.abs().log10().floor() as i32;
+        if (-4..6).contains(&magnitude) {
+            write!(f, "{v:.*}", (3 - magnitude).max(0) as usize)
+        } else {
+            write!(f, "{v:.3e}")
+        }
+    }
+}
+
+/// The Pareto front, one configuration a line, ordered by the first axis.
+pub fn pareto_text(pareto: &crate::Pareto) -> String {
+    let mut out = String::new();
+    let [a, b] = &pareto.axes;
+    say!(out, "Pareto front of {a} and {b} (lower is better on both): {} configurations.", pareto.front.len());
+    for point in &pareto.front {
+        say!(
+            out,
+            "  {a} {}, {b} {}: {}",
+            Significant(point.values[0]),
+            Significant(point.values[1]),
+            point.description
+        );
+    }
+    if pareto.unmeasured > 0 {
+        say!(out, "  {} configurations lack {a} or {b} and take no part.", pareto.unmeasured);
     }
     out
 }
@@ -389,6 +450,17 @@ pub fn compiled_json(config: &crate::CompiledConfig) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_measured_values_keep_four_significant_digits() {
+        let energy = Objective { name: "energy".into(), higher_is_better: false };
+        assert_eq!(objective(&energy, 2.134e-4), "0.0002134 energy");
+        assert_eq!(objective(&Objective::time(), 0.0523), "0.0523 ms");
+        assert_eq!(significant(312.44), "312.4");
+        assert_eq!(significant(1.5e-7), "1.500e-7");
+        let Json::Object(observed) = json!({"energy_J": 2.5e-4, "power_W": 312.44}) else { unreachable!() };
+        assert_eq!(observables_text(&observed), "energy_J 0.0002500, power_W 312.4");
+    }
 
     #[test]
     fn durations_read_naturally() {
