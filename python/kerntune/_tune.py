@@ -466,8 +466,10 @@ def tune(
     ``reset_to_zero`` the tensors the kernel expects to find at zero (zeroed before every
     launch, checked and timed, and not counted in the time).
 
-    ``strategy`` (see ``kerntune strategies``), ``max_fevals`` (default 100 unless a time
-    limit or a target is given), ``time_limit`` (seconds) and ``target`` bound the search.
+    ``strategy`` (see ``kerntune strategies``), ``max_fevals``, ``time_limit`` (seconds) and
+    ``target`` bound the search. Without any of them, ``default`` stops by itself once more
+    evaluations are unlikely to pay (``result.stop == "converged"``, after at least 100),
+    ``brute_force`` evaluates the whole space and the other strategies make 100.
     Results are kept in ``db`` (default ``$KERNTUNE_DB`` or ``~/.cache/kerntune/results.db``):
     a second call with the same kernel, arguments' shapes and types, and parameters answers
     from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.
