@@ -9,8 +9,9 @@
 # Kernel Tuner 1.5's (kerntune's own implementations; bayes_opt is left out, its Gaussian
 # process costs minutes per run at 400 evaluations) with seeds 0..9 at budgets 25, 50, 100,
 # 200 and 400. Score: the mean over landscapes of the median over seeds of optimum / best
-# found. Then `kerntune simulate` without a budget, seeds 0..9 on every landscape: the
-# evaluations used when `default` stopped by itself, and optimum / best there.
+# found. Then `default` without a budget (the auto_stop example of kerntune-engine, which runs
+# what `kerntune simulate LANDSCAPE --seed S` runs, loading each landscape once), seeds 0..9 on
+# every landscape: the evaluations used when it stopped by itself, and optimum / best there.
 #
 # Usage: bash bench/search_quality.sh [--hub GIT_DIR]
 #        (GIT_DIR: a benchmark_hub clone or mirror; needed once, to extract the landscapes)
@@ -26,6 +27,8 @@ if [ "${1:-}" = "--hub" ] || [ ! -d target/landscapes/heldout ]; then
 fi
 KERNTUNE=${KERNTUNE:-target/release/kerntune}
 [ -n "${KERNTUNE_PREBUILT:-}" ] || cargo build --release -q -p kerntune-cli
+[ -n "${KERNTUNE_PREBUILT:-}" ] || cargo build --release -q -p kerntune-engine --example auto_stop
+AUTO_STOP=${AUTO_STOP:-target/release/examples/auto_stop}
 strategies=default,random_sample,genetic_algorithm,diff_evo,pso,firefly_algorithm,simulated_annealing,basinhopping,greedy_ils,mls
 out=target/bench/search_quality
 mkdir -p "$out"
@@ -36,13 +39,7 @@ for set in $SETS; do
         "$KERNTUNE" compare-strategies "${files[@]}" --strategies "$strategies" --budgets 25,50,100,200,400 \
             --seeds "$SEEDS" --batch "$batch" --json > "$out/${set}_batch$batch.json"
     done
-    for file in "${files[@]}"; do
-        name=$(basename "$file" .json.gz)
-        for seed in $(seq 0 $((SEEDS - 1))); do
-            "$KERNTUNE" simulate "$file" --seed "$seed" --json \
-                | python3 -c "import json,sys; d=json.load(sys.stdin); d.pop('trace'); print(json.dumps(d))"
-        done > "$out/${set}_autostop_$name.jsonl"
-    done
+    SEEDS=$SEEDS "$AUTO_STOP" "${files[@]}" > "$out/${set}_autostop.jsonl"
 done
 echo "Ran in $(( $(date +%s) - start )) s." >&2
 python3 bench/search_quality_tables.py "$out" $SETS -- $BATCHES
