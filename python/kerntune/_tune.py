@@ -606,8 +606,10 @@ def tune(
     ``pip install 'kerntune[ray]'``) runs the compile workers as Ray actors on the cluster's
     nodes (see docs/design-notes.md).
 
-    ``strategy`` (see ``kerntune strategies``), ``max_fevals`` (default 100 unless a time
-    limit or a target is given), ``time_limit`` (seconds) and ``target`` bound the search.
+    ``strategy`` (see ``kerntune strategies``), ``max_fevals``, ``time_limit`` (seconds) and
+    ``target`` bound the search. Without any of them, ``default`` stops by itself once more
+    evaluations are unlikely to pay (``result.stop == "converged"``, after at least 100),
+    ``brute_force`` evaluates the whole space and the other strategies make 100.
     Results are kept in ``db`` (default ``$KERNTUNE_DB`` or ``~/.cache/kerntune/results.db``):
     a second call with the same kernel, arguments' shapes and types, and parameters answers
     from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.

@@ -54,6 +54,17 @@ fn minimum_valid_time(file: &str) -> f64 {
     String::from_utf8_lossy(&output.stdout).trim().parse().expect("a number")
 }
 
+/// Issue 13, item 3: without a budget, `default` stops by itself and says why.
+#[test]
+fn simulate_without_a_budget_stops_by_itself_and_says_why() {
+    let landscape = repo("data/landscapes/convolution_A4000_T4.json.gz");
+    let output = kerntune(&["simulate", &landscape, "--seed", "0"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("budget none: stops when more evaluations are unlikely to pay"), "{text}");
+    assert!(text.contains("stopped: converged: more evaluations are unlikely to beat the best"), "{text}");
+}
+
 #[test]
 fn simulate_json_is_one_object_with_the_documented_fields() {
     let result = json_of(&kerntune(&["simulate", "--strategy", "random_sample", "--max-fevals", "30", "--json"]));

@@ -13,8 +13,9 @@
 //! cargo run --release -p kerntune-engine --example cross_validate -- \
 //!     bench/default_grid.json ../shared/data/landscapes/{convolution_A100,dedispersion_A100,gemm_RTX_3090,pnpoly_RTX_3090}.json.gz
 //! ```
-//! Environment: `BUDGETS` (default `25,50,100,200`), `SEEDS` (default 50) and `FIRST_SEED`
-//! (default 100, so the seeds differ from the 0..9 of the published comparison).
+//! Environment: `BUDGETS` (default `25,50,100,200`), `SEEDS` (default 50), `FIRST_SEED`
+//! (default 100, so the seeds differ from the 0..9 of the published comparison) and `BATCH`
+//! (evaluations in flight at once, default 1).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -42,6 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .map(|b| b.trim().parse())
         .collect::<Result<_, _>>()?;
     let (seeds, first) = (env_number("SEEDS", 50), env_number("FIRST_SEED", 100));
+    let batch = env_number("BATCH", 1) as usize;
 
     let spec: Json = serde_json::from_str(&std::fs::read_to_string(&grid_file)?)?;
     let strategy = spec["strategy"].as_str().ok_or("the grid file names no \"strategy\"")?;
@@ -56,7 +58,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .collect::<Vec<_>>();
     eprintln!("{} combinations × {} landscapes × {seeds} seeds", contenders.len(), landscapes.len());
     let comparison =
-        compare_strategies(&landscapes, &contenders, &budgets, first..first + seeds, 1, &|done, total| {
+        compare_strategies(&landscapes, &contenders, &budgets, first..first + seeds, batch, &|done, total| {
             if done % 100 == 0 || done == total {
                 eprintln!("{done}/{total} runs");
             }

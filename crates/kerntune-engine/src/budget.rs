@@ -14,7 +14,19 @@ pub struct Budget {
     pub time_limit: Option<Duration>,
     /// Stop once the best objective is at least this good.
     pub target: Option<f64>,
+    /// Stop once the strategy estimates that more evaluations are unlikely to pay: its
+    /// [`improvement_chance`](kerntune_search::Strategy::improvement_chance) is below
+    /// [`AUTO_STOP_CHANCE`]. Strategies without such an estimate ignore it.
+    pub auto_stop: bool,
 }
+
+/// The estimated chance of beating the best by more than the noise below which a run that
+/// stops by itself stops (docs/design-notes.md, "Stopping by itself").
+pub const AUTO_STOP_CHANCE: f64 = 0.05;
+
+/// Evaluations a run that stops by itself makes at least: the budget such a run had before
+/// it could stop by itself ([`crate::DEFAULT_MAX_FEVALS`]), so it never does less.
+pub const AUTO_STOP_FLOOR: usize = crate::DEFAULT_MAX_FEVALS;
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,6 +45,9 @@ pub enum StopReason {
     /// The first configurations all failed for one reason (`Summary::common_failure`), and
     /// none worked: the kernel, not a configuration, is at fault.
     AllFailed,
+    /// The run stops by itself: the strategy estimated that an unevaluated configuration
+    /// is unlikely to beat the best by more than the noise.
+    Converged,
 }
 
 impl fmt::Display for StopReason {
@@ -46,6 +61,7 @@ impl fmt::Display for StopReason {
             StopReason::StrategyStalled => "the strategy proposed only known configurations",
             StopReason::Interrupted => "interrupted",
             StopReason::AllFailed => "every configuration failed the same way",
+            StopReason::Converged => "converged: more evaluations are unlikely to beat the best by more than the noise",
         })
     }
 }

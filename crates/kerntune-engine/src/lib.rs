@@ -19,7 +19,7 @@ pub mod stats;
 mod tuner;
 
 pub use backend::{Backend, BackendError, Lazy};
-pub use budget::{parse_duration, Budget, StopReason};
+pub use budget::{parse_duration, Budget, StopReason, AUTO_STOP_CHANCE, AUTO_STOP_FLOOR};
 pub use compare::{compare_strategies, CompareError, Comparison, Contender, NamedLandscape};
 pub use search_options::{
     Search, SearchOptions, SearchOptionsError, StrategyOption, TimeLimit, DEFAULT_MAX_FEVALS, DEFAULT_STRATEGY,

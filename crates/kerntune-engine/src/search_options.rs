@@ -16,8 +16,8 @@ use crate::{parse_duration, Budget};
 /// The strategy a run uses when nobody names one.
 pub const DEFAULT_STRATEGY: &str = "default";
 
-/// The evaluation budget of a run that names no limit at all (brute force excepted, which
-/// evaluates the whole space).
+/// The evaluation budget of a run that names no limit at all, with a strategy that cannot
+/// stop by itself (brute force excepted, which evaluates the whole space).
 pub const DEFAULT_MAX_FEVALS: usize = 100;
 
 /// Search settings as a user gives them: every field may be left out.
@@ -32,8 +32,9 @@ pub struct SearchOptions {
     #[cfg_attr(feature = "clap", arg(long = "option", value_name = "NAME=VALUE"))]
     #[serde(with = "options_as_map", skip_serializing_if = "Vec::is_empty")]
     pub strategy_options: Vec<StrategyOption>,
-    /// Stop after this many distinct configurations (failed ones count). Default: 100,
-    /// or the whole space for brute_force; 0 means no limit.
+    /// Stop after this many distinct configurations (failed ones count). Default: none for
+    /// `default`, which stops by itself when more evaluations are unlikely to pay; the whole
+    /// space for brute_force; 100 for the others. 0 means no limit.
     #[cfg_attr(feature = "clap", arg(long))]
     pub max_fevals: Option<usize>,
     /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
@@ -95,8 +96,8 @@ impl SearchOptions {
     }
 
     /// Builds the strategy and settles the budget: `max_fevals` 0 means no limit; without
-    /// any limit a search gets [`DEFAULT_MAX_FEVALS`] evaluations, and brute force the
-    /// whole space.
+    /// any limit a strategy that can stops by itself ([`Budget::auto_stop`]), brute force
+    /// evaluates the whole space, and the others get [`DEFAULT_MAX_FEVALS`] evaluations.
     pub fn resolve(&self, default_strategy: &str) -> Result<Search, SearchOptionsError> {
         if let Some(target) = self.target.filter(|target| !target.is_finite()) {
             return Err(SearchOptionsError::Target(target));
@@ -105,13 +106,15 @@ impl SearchOptions {
         // for Kernel Tuner's `tune_kernel`.
         let strategy_name = self.strategy.as_deref().unwrap_or(default_strategy).to_string();
         let strategy = build_strategy(&strategy_name, &self.strategy_options_map())?;
+        let unbounded = self.max_fevals.is_none() && self.time_limit.is_none() && self.target.is_none();
+        let auto_stop = unbounded && strategy.stops_by_itself();
         let max_fevals = match self.max_fevals {
             Some(0) => None,
             Some(n) => Some(n),
-            None if strategy_name == "brute_force" || self.time_limit.is_some() || self.target.is_some() => None,
+            None if strategy_name == "brute_force" || !unbounded || auto_stop => None,
             None => Some(DEFAULT_MAX_FEVALS),
         };
-        let budget = Budget { max_fevals, time_limit: self.time_limit.map(|t| t.0), target: self.target };
+        let budget = Budget { max_fevals, time_limit: self.time_limit.map(|t| t.0), target: self.target, auto_stop };
         Ok(Search { strategy_name, strategy, budget, seed: self.seed.unwrap_or(0) })
     }
 }
@@ -195,10 +198,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_any_limit_a_search_gets_the_default_budget_and_brute_force_the_whole_space() {
+    fn without_any_limit_default_stops_by_itself_others_get_the_default_budget_and_brute_force_the_space() {
         let plain = SearchOptions::default().resolve(DEFAULT_STRATEGY).expect("resolves");
         assert_eq!(plain.strategy_name, "default");
-        assert_eq!(plain.budget.max_fevals, Some(DEFAULT_MAX_FEVALS));
+        assert_eq!((plain.budget.max_fevals, plain.budget.auto_stop), (None, true));
+        let random = SearchOptions { strategy: Some("random_sample".into()), ..Default::default() };
+        let random = random.resolve(DEFAULT_STRATEGY).expect("resolves");
+        assert_eq!((random.budget.max_fevals, random.budget.auto_stop), (Some(DEFAULT_MAX_FEVALS), false));
+        let bounded = SearchOptions { max_fevals: Some(30), ..Default::default() };
+        assert!(!bounded.resolve(DEFAULT_STRATEGY).expect("resolves").budget.auto_stop);
         let brute = SearchOptions::default().resolve("brute_force").expect("resolves");
         assert_eq!(brute.budget.max_fevals, None);
         let timed = SearchOptions { time_limit: Some("5m".parse().expect("parses")), ..Default::default() };

@@ -10,7 +10,7 @@ use kerntune_store::{Costs, Evaluation, Objective, Status, Store, StoreError, Tu
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-use crate::{Backend, BackendError, Budget, StopReason};
+use crate::{Backend, BackendError, Budget, StopReason, AUTO_STOP_CHANCE, AUTO_STOP_FLOOR};
 
 /// Consecutive asks that bring nothing new, with nothing in flight, before the run ends.
 const STALL_LIMIT: usize = 1000;
@@ -275,8 +275,11 @@ impl Loop<'_, '_> {
             let remaining = budget.max_fevals.map(|max| max.saturating_sub(started));
             let out_of_time = budget.time_limit.is_some_and(|limit| backend.elapsed() >= limit);
             let room = backend.capacity().max(1).saturating_sub(self.in_flight.len());
+            let converged = budget.auto_stop
+                && self.history.len() >= AUTO_STOP_FLOOR
+                && self.strategy.improvement_chance().is_some_and(|chance| chance < AUTO_STOP_CHANCE);
             let mut asked = None;
-            if !out_of_time && started < self.space.len() && remaining != Some(0) && room > 0 {
+            if !converged && !out_of_time && started < self.space.len() && remaining != Some(0) && room > 0 {
                 let outcome = self.ask_and_start(backend, room.min(remaining.unwrap_or(usize::MAX)), remaining)?;
                 stalls = if outcome == Asked::OnlyKnown { stalls + 1 } else { 0 };
                 asked = Some(outcome);
@@ -289,6 +292,8 @@ impl Loop<'_, '_> {
                     Some(StopReason::Exhausted)
                 } else if out_of_time {
                     Some(StopReason::TimeLimit)
+                } else if converged {
+                    Some(StopReason::Converged)
                 } else if asked == Some(Asked::Nothing) {
                     Some(StopReason::StrategyFinished)
                 } else if stalls > STALL_LIMIT {

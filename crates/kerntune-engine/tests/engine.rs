@@ -508,3 +508,23 @@ fn strategies_run_in_batches_and_stay_deterministic() {
     let serial = run(&landscape, &space, "default", Budget { max_fevals: Some(60), ..Budget::default() }, 3, None);
     assert!(a.elapsed < serial.elapsed, "{:?} batched against {:?} one at a time", a.elapsed, serial.elapsed);
 }
+
+/// Issue 13, item 3: a `default` run without a budget stops by itself, well before the
+/// space is exhausted, close to the optimum, and says why.
+#[test]
+fn default_without_a_budget_stops_by_itself_near_the_optimum() {
+    for name in ["convolution_A100.json.gz", "pnpoly_RTX_3090.json.gz", "convolution_A4000_T4.json.gz"] {
+        let landscape = landscape(name);
+        let space = landscape.space().expect("space");
+        let optimum = landscape.optimum().expect("optimum");
+        let budget = Budget { auto_stop: true, ..Budget::default() };
+        let summary = run(&landscape, &space, "default", budget, 0, None);
+        assert_eq!(summary.stop, StopReason::Converged, "{name}");
+        assert!(summary.evaluations <= space.len() / 4, "{name}: {} of {} evaluated", summary.evaluations, space.len());
+        let ratio = optimum / summary.best.expect("a best").objective;
+        assert!(ratio >= AUTO_STOP_REACHES, "{name}: stopped at {ratio:.3} of the optimum");
+    }
+}
+
+/// What an auto-stopped run reaches on the shipped landscapes, at least (docs/design-notes.md).
+const AUTO_STOP_REACHES: f64 = 0.95;

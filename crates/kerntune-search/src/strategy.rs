@@ -31,4 +31,18 @@ pub trait Strategy: Send {
 
     /// The outcome of a configuration this strategy proposed.
     fn tell(&mut self, context: &mut Context<'_>, observation: Observation);
+
+    /// The strategy's own estimate, as of its last proposal, of the chance that an
+    /// unevaluated configuration beats the best by more than the noise; `None` when it
+    /// has no model to tell (yet). The engine stops a run that asked to stop by itself
+    /// once this falls low enough.
+    fn improvement_chance(&self) -> Option<f64> {
+        None
+    }
+
+    /// Whether [`Strategy::improvement_chance`] will ever be `Some`: a run without a budget
+    /// can then be left to stop by itself.
+    fn stops_by_itself(&self) -> bool {
+        false
+    }
 }

@@ -45,6 +45,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         let limit = match (budget.max_fevals, budget.time_limit) {
             (Some(n), _) => format!("{n} evaluations"),
             (None, Some(t)) => format!("{} of simulated time", render::duration(t)),
+            (None, None) if budget.auto_stop => "none: stops when more evaluations are unlikely to pay".to_string(),
             (None, None) => "the whole space".to_string(),
         };
         let (strategy, seed) = (&search.strategy_name, search.seed);

@@ -107,7 +107,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             n => format!("{n} x {}", device.name),
         };
         println!("Tuning {} on {gpus} ({}), {} configurations.", spec.kernel_name, device.arch(), space.len());
-        let limit = budget.max_fevals.map_or("no evaluation limit".to_string(), |n| format!("budget {n} evaluations"));
+        let limit = match budget.max_fevals {
+            Some(n) => format!("budget {n} evaluations"),
+            None if budget.auto_stop => "no budget: stops when more evaluations are unlikely to pay".to_string(),
+            None => "no evaluation limit".to_string(),
+        };
         let (strategy, seed) = (&prepared.search.strategy_name, prepared.search.seed);
         println!("Strategy {strategy}, seed {seed}, {limit}; results in {}.", db.display());
         match language.verified_sets() {

@@ -17,7 +17,14 @@
 //! The forest is what makes this cheap in evaluations: it learns which parameters matter
 //! and that some regions fail, from the first few dozen outcomes. Nothing depends on the
 //! budget, so the search is the same whether it will be stopped at 25 evaluations or 2000.
-//! Asked for a batch, it fills the batch with distinct picks the same way.
+//! Asked for a batch, it fills the batch with distinct picks the same way; configurations
+//! in flight count towards the random start, so in batches the model guides from the
+//! second outcome on rather than after the first ten.
+//!
+//! It can also tell when to stop: before each proposal it estimates the chance that an
+//! unevaluated configuration beats the best by more than the noise, from the forest's
+//! chances held to the model's record on this run (`surrogate/chance.rs`); a run
+//! without a budget stops on it.
 //!
 //! What keeps it cheap in time: a fit costs about its row count times the log of it, so
 //! refitting on the whole history before every proposal costs quadratically in the
@@ -32,8 +39,9 @@
 use kerntune_space::{ConfigId, Neighbourhood, Rng, Space};
 
 use crate::support::{exhausted, fresh, fresh_batch, moves};
+use crate::surrogate::chance::{chance, most_promising, Calibration};
 use crate::surrogate::forest::{Forest, ForestShape};
-use crate::surrogate::{expected_improvement, targets};
+use crate::surrogate::{expected_improvement, log_scale, targets};
 use crate::{options, Context, Observation, Strategy};
 
 options! {
@@ -61,6 +69,10 @@ options! {
         /// Chance that each parameter moves in such a draw.
         #[range(min = 0.0, max = 1.0)]
         adjacent_rate: f64 = 0.5,
+        /// Relative difference that counts as measurement noise when a run without a budget
+        /// decides whether more evaluations could still pay (0.02: beating the best by 2%).
+        #[range(min = 0.0, max = 1.0)]
+        noise: f64 = 0.02,
     }
 }
 
@@ -81,6 +93,15 @@ pub(crate) struct DefaultSearch {
     options: DefaultOptions,
     /// The last forest fitted, kept between refits past [`FULL_HISTORY`].
     forest: Option<Fitted>,
+    /// The estimated chance, at the last proposal, that an unevaluated configuration beats
+    /// the best by more than the noise.
+    chance: Option<f64>,
+    /// The model's record of chances given and improvements delivered.
+    calibration: Calibration,
+    /// The best target observed (on the scale the model is fitted on).
+    best_target: Option<f64>,
+    /// Observations when the best last improved by more than the noise.
+    improved_at: usize,
 }
 
 /// A forest and what it was fitted to.
@@ -114,7 +135,14 @@ impl Model<'_> {
 
 impl DefaultSearch {
     pub(crate) fn new(options: DefaultOptions) -> DefaultSearch {
-        DefaultSearch { options, forest: None }
+        DefaultSearch {
+            options,
+            forest: None,
+            chance: None,
+            calibration: Calibration::default(),
+            best_target: None,
+            improved_at: 0,
+        }
     }
 
     /// Refits the forest when [`refit_due`] says so; `valid[r]` tells whether observation
@@ -189,7 +217,10 @@ impl Strategy for DefaultSearch {
         let history = context.history;
         let mut ranked: Vec<Observation> =
             history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
-        if history.len() < self.options.initial_samples || ranked.len() < 2 {
+        // Configurations in flight count towards the initial design: in batches of 16 the
+        // first ask already holds more random ones than the design needs, and the model
+        // guides every later pick from the second outcome on.
+        if history.len() + history.pending_count() < self.options.initial_samples || ranked.len() < 2 {
             return fresh_batch(context, n);
         }
         ranked.sort_by(|a, b| a.score.unwrap_or(f64::INFINITY).total_cmp(&b.score.unwrap_or(f64::INFINITY)));
@@ -199,6 +230,17 @@ impl Strategy for DefaultSearch {
         self.refit(context, &ids, &targets, &valid);
         let Some(fitted) = &self.forest else { return fresh_batch(context, n) };
         let best = targets.iter().zip(&valid).filter(|(_, v)| **v).map(|(t, _)| *t).fold(f64::INFINITY, f64::min);
+        let margin = match log_scale(history) {
+            true => self.options.noise.ln_1p(),
+            false => self.options.noise * best.abs(),
+        };
+        let promised = most_promising(&fitted.forest, context.space, history, &ranked, best, margin);
+        // A run that still improved in its second half is not converged, whatever a young
+        // model believes: it may be sure of itself after a few dozen observations.
+        self.chance = match history.len() < 2 * self.improved_at {
+            true => Some(1.0),
+            false => Some(self.calibration.calibrate(promised)),
+        };
         let model = Model { forest: &fitted.forest, best };
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
@@ -211,10 +253,41 @@ impl Strategy for DefaultSearch {
                 None => break,
             }
         }
+        for id in &batch {
+            let features = indexes(context.space, *id);
+            self.calibration.proposed(*id, chance(&fitted.forest, &features, best, margin));
+        }
         batch
     }
 
-    fn tell(&mut self, _context: &mut Context<'_>, _observation: Observation) {}
+    fn tell(&mut self, context: &mut Context<'_>, observation: Observation) {
+        let log = log_scale(context.history);
+        let Some(score) = observation.score else {
+            self.calibration.observed(observation.id, false);
+            return;
+        };
+        let target = if log { score.signum() * score.abs().ln() } else { score };
+        let margin = match log {
+            true => self.options.noise.ln_1p(),
+            false => self.options.noise * target.abs(),
+        };
+        let improved = self.best_target.is_none_or(|best| target < best - margin);
+        self.calibration.observed(observation.id, improved);
+        if improved {
+            self.improved_at = context.history.len();
+        }
+        if self.best_target.is_none_or(|best| target < best) {
+            self.best_target = Some(target);
+        }
+    }
+
+    fn improvement_chance(&self) -> Option<f64> {
+        self.chance
+    }
+
+    fn stops_by_itself(&self) -> bool {
+        true
+    }
 }
 
 /// Whether the forest fitted at history length `fitted_at` (`None`: never) is to be refitted

@@ -3,6 +3,7 @@
 //! with the pieces both share: turning observations into training targets and
 //! scoring candidates by expected improvement.
 
+pub(crate) mod chance;
 pub(crate) mod forest;
 pub(crate) mod gp;
 
@@ -19,13 +20,19 @@ use crate::History;
 pub(crate) fn targets(history: &History) -> (Vec<ConfigId>, Vec<f64>) {
     let observations = history.observations();
     let valid = || observations.iter().filter_map(|o| o.score);
-    let log_scale = valid().all(|s| s > 0.0) || valid().all(|s| s < 0.0);
+    let log_scale = log_scale(history);
     let transform = |score: f64| if log_scale { score.signum() * score.abs().ln() } else { score };
     let worst = valid().map(transform).fold(f64::NEG_INFINITY, f64::max);
     let worst = if worst.is_finite() { worst } else { 0.0 };
     let ids = observations.iter().map(|o| o.id).collect();
     let targets = observations.iter().map(|o| o.score.map_or(worst, transform)).collect();
     (ids, targets)
+}
+
+/// Whether [`targets`] models the scores on a log scale: when they all share a sign.
+pub(crate) fn log_scale(history: &History) -> bool {
+    let valid = || history.observations().iter().filter_map(|o| o.score);
+    valid().all(|s| s > 0.0) || valid().all(|s| s < 0.0)
 }
 
 /// Expected improvement below `best` of a normal prediction (`mean`, `deviation`): the
@@ -44,7 +51,7 @@ fn normal_pdf(z: f64) -> f64 {
 
 /// The standard normal distribution function, through an erfc approximation accurate to
 /// about 1e-7 (Numerical Recipes' `erfcc`), plenty for ranking candidates.
-fn normal_cdf(z: f64) -> f64 {
+pub(crate) fn normal_cdf(z: f64) -> f64 {
     let x = -z / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.5 * x.abs());
     let polynomial = -x * x - 1.265_512_23

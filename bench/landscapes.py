@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The recorded landscapes the strategy benchmarks run on, and which of them may be fitted on.
+
+Every landscape is a brute-force Kernel Tuner cache file from the AutoTuningAssociation's
+benchmark hub (https://github.com/AutoTuningAssociation/benchmark_hub, MIT licence, the
+notice is copied beside the files), taken at one pinned commit and checked against its
+SHA-256, so a figure computed on them names exactly the data it saw. They are not committed
+(about 40 MB): this script extracts them into target/landscapes/{fitting,heldout}/.
+
+The split (docs/strategies.md, "Fitting and held-out landscapes"):
+- fitting: the five landscapes earlier work on `default` already looked at (the four of the
+  comparison and convolution_A4000_T4). Options and design changes of `default` are chosen
+  on these only.
+- heldout: the others. No fitting or choosing looks at them; they are only reported.
+
+Usage:
+    python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
+    python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
+
+Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
+"""
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HUB_URL = "https://github.com/AutoTuningAssociation/benchmark_hub"
+HUB_COMMIT = "8eeb99e7179e6838af95d392ac6c60cebfd8c434"
+KT = "currently_unused/cachefiles/KernelTuner data"
+
+# (name, split, path in the hub, sha256 of the gzipped file)
+LANDSCAPES = [
+    ("convolution_A100", "fitting", "cachefiles/convolution_milo/A100.json.gz", "de449bddefb42721a9c92d63b0984caeb04cc48519d58135a487e832f8196b9d"),
+    ("dedispersion_A100", "fitting", "cachefiles/dedispersion_milo/A100.json.gz", "156253bd3ba2d956496bae6cb57a8601883b9820b50ad5b1b90f02ac4f8ce5fd"),
+    ("gemm_RTX_3090", "fitting", f"{KT}/gemm/RTX_3090.json.gz", "a829d92217a8fc0477cb582a98df7496748b5b5d5bffb876db4112f3aff352c3"),
+    ("pnpoly_RTX_3090", "fitting", f"{KT}/pnpoly/RTX_3090.json.gz", "d6f238c36dc83dde6b470f9f6488c21140ce233d345ef4fc4e0cd9763b4d3759"),
+    ("convolution_A4000_T4", "fitting", "cachefiles/convolution_milo/A4000_T4.json.gz", "64d138eb63a0fb2f0fc21f1f13ccde56ae7bf900945eba40306afcda2d51c161"),
+    ("convolution_A6000", "heldout", "cachefiles/convolution_milo/A6000.json.gz", "e0992a3baa24e0280f1706319145d473933157ef554df094a4357e435cb0de53"),
+    ("convolution_MI250X", "heldout", "cachefiles/convolution_milo/MI250X.json.gz", "06d8da1397be0e0cfcccf938968ebf0fa709b53f9314bf091d2b9eb5e2cb1b69"),
+    ("convolution_W6600", "heldout", "cachefiles/convolution_milo/W6600.json.gz", "de31e4d1b2f85ee4447123e237e69263667046a8f9b95b3440074aa5412fc6ff"),
+    ("convolution_W7800", "heldout", "cachefiles/convolution_milo/W7800.json.gz", "fa1e0d71a9e9b37ba584877d01c3aaab589827ef6a749e404c887aa07f0ec0bf"),
+    ("convolution_RTX_Titan", "heldout", f"{KT}/convolution/RTX_Titan.json.gz", "28adba7610a20117c72fc713dc22b6134c5f315fbe5e2412b5c020186359b064"),
+    ("dedispersion_A4000", "heldout", "cachefiles/dedispersion_milo/A4000.json.gz", "657e9de1ba7a029324c71a62d13e1dd06a8ae5311af0255c15a086d0bbad6044"),
+    ("dedispersion_MI250X", "heldout", "cachefiles/dedispersion_milo/MI250X.json.gz", "bb0120691b702899148ec52c1c73b5168f5409bc3e98cc49873e2f0f8da18136"),
+    ("dedispersion_W7800", "heldout", "cachefiles/dedispersion_milo/W7800.json.gz", "50da9d5e88388d9d5d777654530c8416f9b928ca9bb6976d7df2481a1fc4bd8e"),
+    ("gemm_RTX_Titan", "heldout", f"{KT}/gemm/RTX_Titan.json.gz", "85d4f512f5f2abb541cc4d8c11aa05aa2157ef5562d79b702bd3caf63023c429"),
+    ("gemm_RTX_3060_laptop", "heldout", f"{KT}/gemm/RTX_3060_laptop.json.gz", "e56896a5f098a6bc8751497b8b1a29a019a621e0edf342dc1b4cdc37f1cc786c"),
+    ("pnpoly_RTX_Titan", "heldout", f"{KT}/pnpoly/RTX_Titan.json.gz", "ff750b82c6042274d6c3587544e82d96f3f35d37b63ee606b34c9dad16b34f77"),
+    ("pnpoly_RTX_2080_Ti", "heldout", f"{KT}/pnpoly/RTX_2080_Ti.json.gz", "b3d3632775fd946c64a15bfefc743a1f6c9b2795cf8ca4a1f14bd083cdc4103a"),
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "target" / "landscapes"
+
+
+def hub_dir(given):
+    hub = given or os.environ.get("KERNTUNE_BENCHMARK_HUB")
+    if hub:
+        return hub
+    clone = ROOT / "target" / "benchmark_hub.git"
+    if not clone.exists():
+        subprocess.run(["git", "clone", "--bare", "--quiet", HUB_URL, str(clone)], check=True)
+    return str(clone)
+
+
+def extract(hub):
+    for split in ("fitting", "heldout"):
+        (OUT / split).mkdir(parents=True, exist_ok=True)
+    licence = subprocess.run(["git", "--git-dir", hub, "show", f"{HUB_COMMIT}:LICENSE"], check=True, capture_output=True).stdout
+    for name, split, path, digest in LANDSCAPES:
+        data = subprocess.run(["git", "--git-dir", hub, "show", f"{HUB_COMMIT}:{path}"], check=True, capture_output=True).stdout
+        actual = hashlib.sha256(data).hexdigest()
+        if digest is not None and actual != digest:
+            sys.exit(f"bench/landscapes.py: {path} at {HUB_COMMIT[:8]} has SHA-256 {actual}, expected {digest}")
+        (OUT / split / f"{name}.json.gz").write_bytes(data)
+        print(f"{split:8} {name:24} {actual[:16]}  {path}")
+    for split in ("fitting", "heldout"):
+        (OUT / split / "LICENSE").write_bytes(
+            f"From {HUB_URL} at {HUB_COMMIT}, under its licence:\n\n".encode() + licence)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hub", help="git directory of a benchmark_hub clone or mirror")
+    parser.add_argument("--list", choices=["fitting", "heldout"], help="print the paths of one set")
+    args = parser.parse_args()
+    if args.list:
+        for name, split, _, _ in LANDSCAPES:
+            if split == args.list:
+                print(OUT / split / f"{name}.json.gz")
+        return
+    extract(hub_dir(args.hub))
+
+
+if __name__ == "__main__":
+    main()
