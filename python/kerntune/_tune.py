@@ -876,7 +876,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
     }
-    bar = _Progress(fn.__name__, objective[0] if objective else "time") if search["progress"] else None
+    bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
         text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar)
     finally:

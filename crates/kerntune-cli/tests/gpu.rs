@@ -182,21 +182,26 @@ fn every_measurement_records_the_clocks_around_its_samples() {
 fn the_early_stop_factor_follows_the_runs_own_noise() {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = repo("examples/cuda/matmul_sram/spec.toml");
-    let result = json_of(&tune(
-        &[&spec, "--strategy", "random_sample", "--max-fevals", "40", "--finalists", "1"],
-        &dir.path().join("r.db"),
-    ));
+    let result = json_of(&tune(&[&spec, "--strategy", "brute_force", "--finalists", "1"], &dir.path().join("r.db")));
     let rows = result["results"].as_array().expect("results");
-    let factors: Vec<f64> = rows.iter().filter_map(|row| row["early_stop_factor"].as_f64()).collect();
-    println!("early-stop factors in order: {factors:?}");
-    // The first measured configuration has no best to compare with; every later one has a bar.
-    let measured = rows.iter().filter(|row| row["status"] == "ok" || row["status"] == "early_stopped").count();
-    assert!(factors.len() + 1 >= measured, "{} factors for {measured} measured", factors.len());
-    // Wide until 8 configurations were measured in full, then from their noise, in range.
-    assert_eq!(factors.first().copied(), Some(1.25), "{factors:?}");
-    let learned = factors.last().copied().expect("a factor");
-    assert!((1.05..=1.5).contains(&learned), "{learned}");
-    assert_ne!(learned, 1.25, "the factor never left its starting value: {factors:?}");
+    // Rows come in the order the evaluations finished: the factor an evaluation was held to
+    // depends on how many configurations were measured in full before it was sent (the one
+    // before it may still have been running then, so allow one).
+    let mut full = 0;
+    let mut learned = Vec::new();
+    for row in rows {
+        if let Some(factor) = row["early_stop_factor"].as_f64() {
+            if full < 8 {
+                assert_eq!(factor, 1.25, "wide until 8 configurations were measured in full: {row}");
+            } else if full > 8 {
+                assert!((1.05..=1.5).contains(&factor), "{factor}: {row}");
+                learned.push(factor);
+            }
+        }
+        full += usize::from(row["status"] == "ok");
+    }
+    println!("{full} measured in full; factors once learned: {learned:?}");
+    assert!(full > 9 && !learned.is_empty(), "too few configurations measured in full ({full}) to learn the noise");
 }
 
 #[test]

@@ -564,6 +564,12 @@ impl Event {
         check("cuEventRecord", unsafe { result::event::record(self.event, context.shared.stream) })
     }
 
+    /// Waits until the work recorded before this event has run.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: the event is alive; waiting on one never recorded returns at once.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.event).result() })
+    }
+
     /// Milliseconds from `self` to `end`; both must have completed.
     pub fn elapsed_ms(&self, end: &Event) -> Result<f64, CudaError> {
         // SAFETY: both events were created with timing enabled and recorded on one stream.
