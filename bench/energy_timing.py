@@ -166,7 +166,7 @@ def ncu_duration_ms():
     ncu = shutil.which("ncu")
     if ncu is None:
         return None
-    command = [ncu, "--metrics", "gpu__time_duration.sum", "--csv", "-k", "regex:^add", sys.executable,
+    command = [ncu, "--metrics", "gpu__time_duration.sum", "--csv", "--kernel-name", "regex:add", sys.executable,
                os.path.abspath(__file__), "--ncu-child"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     lines = [line for line in done.stdout.splitlines() if line.startswith('"')]
@@ -177,7 +177,7 @@ def ncu_duration_ms():
             if scale is not None:
                 values.append(float(record["Metric Value"].replace(",", "")) * scale)
     if not values:
-        print(f"ncu gave no gpu__time_duration (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+        print(f"ncu gave no gpu__time_duration (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-600:]}")
         return None
     return statistics.median(values[5:] or values)
 
