@@ -166,14 +166,16 @@ def ncu_duration_ms():
     ncu = shutil.which("ncu")
     if ncu is None:
         return None
-    command = [ncu, "--metrics", "gpu__time_duration.sum", "--csv", "--kernel-name", "regex:add", sys.executable,
+    command = [ncu, "--metrics", "gpu__time_duration.sum", "--clock-control", "none", "--cache-control", "none", "--csv",
+               "--kernel-name", "regex:add", sys.executable,
                os.path.abspath(__file__), "--ncu-child"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     lines = [line for line in done.stdout.splitlines() if line.startswith('"')]
     values = []
     for record in csv.DictReader(io.StringIO("\n".join(lines))):
         if record.get("Metric Name") == "gpu__time_duration.sum":
-            scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0}.get(record.get("Metric Unit"), None)
+            scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0}.get(
+                record.get("Metric Unit"), None)
             if scale is not None:
                 values.append(float(record["Metric Value"].replace(",", "")) * scale)
     if not values:
@@ -219,6 +221,10 @@ def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     nvml = Nvml()
     print(f"GPU: {torch.cuda.get_device_name()}; long runs of {seconds:.0f} s")
+    clock = time.perf_counter()
+    for _ in range(50):
+        nvml.energy_mj()
+    print(f"one read of NVML's energy counter: {(time.perf_counter() - clock) / 50 * 1e3:.3f} ms")
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "bench.db")
         energy = energy_stage(nvml, seconds, db)

@@ -13,7 +13,7 @@
 //! stops at the next update. The energy between two updates is then exact up to the
 //! counter's own accuracy, and the launches counted differ from those inside it by less
 //! than one batch in all (the two ends' errors have opposite signs): a batch is
-//! [`ENERGY_BATCH_MS`] of kernel time or one launch, so at most 1% of a 200 ms block, or
+//! [`ENERGY_BATCH_MS`] of kernel time or one launch, so at most 2% of a 500 ms block, or
 //! 2% of a longer kernel's block of 50 launches. The block runs only when an energy
 //! objective or an observer asks for it.
 //!
@@ -27,9 +27,9 @@ use kerntune_device::nvml::{ClockReading, Gauge};
 use serde::{Deserialize, Serialize};
 
 /// The shortest span of counter updates an energy figure is taken over.
-pub(crate) const ENERGY_BLOCK: Duration = Duration::from_millis(200);
+pub(crate) const ENERGY_BLOCK: Duration = Duration::from_millis(500);
 /// Kernel time launched between two counter readings.
-pub(crate) const ENERGY_BATCH_MS: f64 = 2.0;
+pub(crate) const ENERGY_BATCH_MS: f64 = 10.0;
 /// The fewest batches a block counts, so that one batch (one launch of a long kernel) is
 /// a small share of it.
 pub(crate) const MIN_BATCHES: u64 = 50;
@@ -282,9 +282,9 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_covers_about_two_milliseconds() {
-        assert_eq!(batch(0.001), 2000);
-        assert_eq!(batch(5.0), 1);
-        assert_eq!(batch(0.0), 20_000);
+    fn a_batch_covers_about_ten_milliseconds() {
+        assert_eq!(batch(0.001), 10_000);
+        assert_eq!(batch(20.0), 1);
+        assert_eq!(batch(0.0), 100_000);
     }
 }

@@ -31,9 +31,9 @@ pub(super) fn graph_launches(kernel_ms: f64) -> usize {
     (GRAPH_MS / kernel_ms.max(1e-4)).ceil().clamp(GRAPH_LAUNCHES.0, GRAPH_LAUNCHES.1) as usize
 }
 
-/// Batches of the energy block queued at once: the GPU runs one while the next waits and
-/// the host reads the counter and queues a third.
-const QUEUED_BATCHES: usize = 3;
+/// Batches of the energy block queued at once (of 10 ms of kernel time each): the GPU has
+/// 30 ms of work ahead of it while the host reads the counter and queues the next.
+const QUEUED_BATCHES: usize = 4;
 
 /// How the kernel under test is launched, with its parameter pointers.
 type Launch<'a> = dyn Fn(&mut [*mut c_void]) -> Result<(), CudaError> + 'a;
