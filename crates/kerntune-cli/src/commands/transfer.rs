@@ -36,6 +36,11 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         .into_iter()
         .filter(|t| args.kernel.as_deref().is_none_or(|k| t.info.kernel_name == k))
         .collect();
+    // Several tunings of one kernel (other problems or GPUs) make one header table.
+    let one_kernel = tunings.windows(2).all(|pair| pair[0].info.kernel_name == pair[1].info.kernel_name);
+    if matches!(args.format, ExportFormat::Header) && tunings.len() > 1 && one_kernel {
+        return export_header_table(&store, &tunings, &args);
+    }
     let tuning = match tunings.as_slice() {
         [one] => one,
         [] => bail!(
@@ -75,18 +80,41 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             (serde_json::to_string_pretty(&document)?, count)
         }
     };
+    let what = if matches!(args.format, ExportFormat::Header | ExportFormat::Triton) {
+        "configurations"
+    } else {
+        "evaluations"
+    };
+    write_export(&args, &text, count, what)
+}
+
+/// Writes an export to `-o` (standard output for `-`) and says so.
+fn write_export(args: &ExportArgs, text: &str, count: usize, what: &str) -> Result<ExitCode> {
     if args.output.as_os_str() == "-" {
         writeln!(std::io::stdout(), "{text}")?;
     } else {
         std::fs::write(&args.output, format!("{text}\n")).with_context(|| args.output.display().to_string())?;
-        let what = if matches!(args.format, ExportFormat::Header | ExportFormat::Triton) {
-            "configurations"
-        } else {
-            "evaluations"
-        };
         eprintln!("Wrote {count} {what} to {}", args.output.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The header of several tunings of one kernel: one row per problem and GPU.
+fn export_header_table(
+    store: &Store,
+    tunings: &[kerntune_store::TuningSummary],
+    args: &ExportArgs,
+) -> Result<ExitCode> {
+    let rows: Vec<_> = tunings.iter().map(|t| store.evaluations(t.id)).collect::<Result<_, _>>()?;
+    let pairs: Vec<_> = tunings.iter().zip(&rows).map(|(t, r)| (&t.info, r.as_slice())).collect();
+    let Some((header, count)) = formats::deploy::header_table(&pairs) else {
+        bail!(
+            "{}: no configuration of {} succeeded, so there is no best to export",
+            args.db.display(),
+            tunings[0].info.kernel_name
+        );
+    };
+    write_export(args, header.trim_end(), count, "configurations")
 }
 
 /// Writes the schedule `tune --schedule` kept (the most recent one of the tuning).

@@ -43,6 +43,92 @@ pub fn header(tuning: &TuningInfo, rows: &[StoredEvaluation]) -> Option<String> 
     Some(out)
 }
 
+/// A header with the best configuration of each of several tunings of one kernel (other
+/// problems, other GPUs) as a table that compiles as C and as C++: a struct of the device,
+/// the problem and one field per parameter, and one row per tuning, for a program to pick
+/// the row of its problem at run time. Tunings without a successful configuration have no
+/// row; `None` when none has one. A parameter whose values are not all numbers (or all
+/// booleans) is a string column. Returns the header and its number of rows.
+pub fn header_table(tunings: &[(&TuningInfo, &[StoredEvaluation])]) -> Option<(String, usize)> {
+    let rows: Vec<(&TuningInfo, &StoredEvaluation)> =
+        tunings.iter().filter_map(|(info, rows)| Some((*info, *ranked(info, rows, 1).first()?))).collect();
+    let (first, _) = *rows.first()?;
+    let prefix = identifier(&first.kernel_name);
+    let guard = format!("KERNTUNE_{prefix}_H");
+    let mut names: Vec<&str> = Vec::new();
+    for (info, _) in &rows {
+        for param in &info.params {
+            if !names.contains(&param.name()) {
+                names.push(param.name());
+            }
+        }
+    }
+    let column_type = |name: &str| -> &'static str {
+        let values: Vec<&Json> = rows.iter().filter_map(|(_, best)| best.config.get(name)).collect();
+        if values.iter().all(|v| v.is_i64() || v.is_u64()) {
+            "long long"
+        } else if values.iter().all(|v| v.is_number()) {
+            "double"
+        } else if values.iter().all(|v| v.is_boolean()) {
+            "int"
+        } else {
+            "const char *"
+        }
+    };
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "/* The best configuration of {} for each problem kerntune tuned,", comment(&first.kernel_name));
+    let _ = writeln!(out, " * one row per tuning (device and problem as the store names them).");
+    let _ = writeln!(out, " * Written by `kerntune export --format header`. */");
+    let _ = writeln!(
+        out,
+        "#ifndef {guard}
+#define {guard}
+"
+    );
+    let _ = writeln!(
+        out,
+        "typedef struct {{
+    const char *device;
+    const char *problem;"
+    );
+    for name in &names {
+        let kind = column_type(name);
+        let space = if kind.ends_with('*') { "" } else { " " };
+        let _ = writeln!(out, "    {kind}{space}{};", identifier(name).to_lowercase());
+    }
+    let _ = writeln!(
+        out,
+        "}} {}_config;
+",
+        prefix.to_lowercase()
+    );
+    let _ = writeln!(out, "static const {}_config {prefix}_CONFIGS[] = {{", prefix.to_lowercase());
+    for (info, best) in &rows {
+        let mut fields =
+            vec![literal(&Json::String(info.device.clone())), literal(&Json::String(info.problem.clone()))];
+        for name in &names {
+            let value = best.config.get(*name).cloned().unwrap_or(Json::Null);
+            fields.push(match (column_type(name), &value) {
+                ("const char *", Json::String(_)) => literal(&value),
+                ("const char *", other) => literal(&Json::String(other.to_string())),
+                (_, Json::Null) => "0".to_string(),
+                _ => literal(&value),
+            });
+        }
+        let _ = writeln!(out, "    {{{}}},", fields.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "}};
+#define {prefix}_CONFIG_COUNT {}
+",
+        rows.len()
+    );
+    let _ = writeln!(out, "#endif /* {guard} */");
+    Some((out, rows.len()))
+}
+
 /// The `top` best configurations, best first, as flat objects of parameter values with
 /// their objective, for `kerntune.load_configs` to turn into `triton.Config`s.
 pub fn configs(tuning: &TuningInfo, rows: &[StoredEvaluation], top: usize) -> Json {
@@ -120,5 +206,64 @@ mod tests {
         assert_eq!(literal(&json!(true)), "1");
         assert_eq!(literal(&json!("-O3 \"x\"")), "\"-O3 \\\"x\\\"\"");
         assert_eq!(comment("a */ b"), "a * / b");
+    }
+
+    fn tuning(problem: &str, params: &[(&str, Json)]) -> (TuningInfo, Vec<StoredEvaluation>) {
+        let info = TuningInfo {
+            kernel: "k".into(),
+            kernel_name: "matmul".into(),
+            device: "NVIDIA H100".into(),
+            problem: problem.into(),
+            params: params
+                .iter()
+                .map(|(name, value)| kerntune_space::Param::new(*name, vec![value_of(value)]).expect("a parameter"))
+                .collect(),
+            objective: crate::Objective::time(),
+        };
+        let mut evaluation = crate::Evaluation::failed(crate::Status::Ok, String::new(), Default::default());
+        evaluation.objective = Some(1.0);
+        let config = params.iter().map(|(name, value)| (name.to_string(), value.clone())).collect();
+        (info, vec![StoredEvaluation { config, evaluation, created: String::new() }])
+    }
+
+    fn value_of(json: &Json) -> kerntune_space::Value {
+        match json {
+            Json::Bool(b) => kerntune_space::Value::Bool(*b),
+            Json::String(s) => kerntune_space::Value::Str(s.clone()),
+            n if n.is_i64() => kerntune_space::Value::Int(n.as_i64().unwrap_or(0)),
+            n => kerntune_space::Value::Float(n.as_f64().unwrap_or(0.0)),
+        }
+    }
+
+    #[test]
+    fn several_problems_make_one_table_that_compiles_as_c_and_cpp() {
+        let a = tuning(r#"{"N": 4096}"#, &[("block", json!(64)), ("scale", json!(0.5)), ("opts", json!("-O3"))]);
+        let b = tuning(r#"{"N": 8192}"#, &[("block", json!(128)), ("scale", json!(2)), ("opts", json!(1))]);
+        let (header, rows) = header_table(&[(&a.0, &a.1), (&b.0, &b.1)]).expect("a table");
+        assert_eq!(rows, 2);
+        assert!(header.contains("    long long block;\n    double scale;\n    const char *opts;"), "{header}");
+        assert!(header.contains(r#"{"NVIDIA H100", "{\"N\": 8192}", 128, 2, "1"},"#), "{header}");
+        assert!(header.contains("#define MATMUL_CONFIG_COUNT 2"), "{header}");
+        let folder = std::env::temp_dir().join(format!("kerntune-header-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).expect("a folder");
+        std::fs::write(folder.join("tuned.h"), &header).expect("writes");
+        let source = folder.join("use.c");
+        std::fs::write(
+            &source,
+            "#include \"tuned.h\"\nint main(void) { return (int)MATMUL_CONFIGS[1].block - 128; }\n",
+        )
+        .expect("writes");
+        for (compiler, language) in [("cc", "c"), ("c++", "c++")] {
+            let Ok(output) = std::process::Command::new(compiler)
+                .args(["-fsyntax-only", "-Wall", "-Werror", "-x", language])
+                .arg(&source)
+                .output()
+            else {
+                eprintln!("skipped: no {compiler} on this machine");
+                continue;
+            };
+            assert!(output.status.success(), "{compiler}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        std::fs::remove_dir_all(&folder).ok();
     }
 }
