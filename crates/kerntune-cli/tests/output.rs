@@ -302,9 +302,41 @@ mod results {
         assert_eq!(session.run(&["export", &db, "--format", "header", "-o", &header]).code, Some(0));
         let source = session.temp("use.c");
         std::fs::write(&source, "#include \"pnpoly_tuned.h\"\nint main(void) { return 0; }\n").expect("writes");
+        compiles_as_c_and_cpp(&source);
+    }
+
+    #[test]
+    fn several_problems_of_one_kernel_export_as_one_header_table() {
+        let session = Session::new();
+        let db = session.temp("results.db");
+        // The shipped landscape, and a copy that names another problem: two tunings of one kernel.
+        let other = session.temp("pnpoly_other.json");
+        let copied = std::process::Command::new("python3")
+            .args(["-c", "import gzip, json, sys; d = json.load(gzip.open(sys.argv[1])); d['problem_size'] = [1234]; json.dump(d, open(sys.argv[2], 'w'))"])
+            .args([&shipped(PNPOLY), &other])
+            .status()
+            .expect("python3 runs");
+        assert!(copied.success());
+        for landscape in [shipped(PNPOLY), other] {
+            let args = ["simulate", &landscape, "--max-fevals", "5", "--strategy", "random_sample", "--db", &db];
+            assert_eq!(session.run(&args).code, Some(0));
+        }
+        let header = session.temp("pnpoly_tuned.h");
+        let exported = session.run(&["export", &db, "--format", "header", "-o", &header]);
+        assert_eq!(exported.code, Some(0), "{}", exported.stderr);
+        let text = std::fs::read_to_string(&header).expect("a header");
+        assert!(text.contains("_CONFIG_COUNT 2\n"), "{text}");
+        assert!(text.contains("[1234]"), "{text}");
+        let source = session.temp("use.c");
+        std::fs::write(&source, "#include \"pnpoly_tuned.h\"\nint main(void) { return 0; }\n").expect("writes");
+        compiles_as_c_and_cpp(&source);
+    }
+
+    /// Compiles `source` as C and as C++ with warnings as errors, where the compilers are.
+    fn compiles_as_c_and_cpp(source: &str) {
         for (compiler, language) in [("cc", "c"), ("c++", "c++")] {
             let Ok(output) = std::process::Command::new(compiler)
-                .args(["-fsyntax-only", "-Wall", "-Werror", "-x", language, &source])
+                .args(["-fsyntax-only", "-Wall", "-Werror", "-x", language, source])
                 .output()
             else {
                 eprintln!("skipped: no {compiler} on this machine");
