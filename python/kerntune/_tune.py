@@ -617,7 +617,7 @@ def tune(
     arguments, ``time`` in ms and the values NVML measures (``energy`` in J per launch,
     ``power`` in W, ``clock_MHz``...); a string alone names or is the expression:
     ``objective="energy"``, ``"edp"`` (energy x time) or ``"energy*time**2"``. Energy and
-    power are read from NVML's energy counter in an extra block of at least 200 ms per
+    power are read from NVML's energy counter in an extra block of at least 500 ms per
     configuration; a machine without NVML refuses such an objective. Lower is better
     unless ``objective_higher_is_better=True`` (rates such as ``TFLOP/s`` go up by default).
     ``timing={"graph": True}`` times each sample as a CUDA graph of many launches, for
