@@ -217,8 +217,6 @@ impl Worker {
         Ok(())
     }
 
-    /// Runs the kernel `launches` times back to back (no flush; the `reset_to_zero`
-    /// buffers zeroed before each launch) and waits for them.
     /// Queues a batch of `launches` back to back and waits only for the batch queued
     /// [`QUEUED_BATCHES`] - 1 before it, so that the GPU never idles while the host reads
     /// the energy counter and queues the next (a wait after each batch left an H100 idle
@@ -233,11 +231,7 @@ impl Worker {
         batches: &mut usize,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Ended> {
-        for _ in 0..launches {
-            self.reset_buffers(context)
-                .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-            launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-        }
+        self.launch_batch(context, launch, pointers, launches)?;
         let events = &self.events[..QUEUED_BATCHES];
         events[*batches % QUEUED_BATCHES]
             .1
@@ -254,6 +248,25 @@ impl Worker {
         Ok(())
     }
 
+    /// Queues `launches` launches of the kernel back to back, the `reset_to_zero` buffers
+    /// zeroed before each.
+    fn launch_batch(
+        &self,
+        context: &Context,
+        launch: &Launch<'_>,
+        pointers: &mut [*mut c_void],
+        launches: usize,
+    ) -> Result<(), Ended> {
+        for _ in 0..launches {
+            self.reset_buffers(context)
+                .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
+            launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the kernel `launches` times back to back (no flush; the `reset_to_zero`
+    /// buffers zeroed before each launch) and waits for them.
     fn back_to_back(
         &self,
         context: &Context,
@@ -262,11 +275,7 @@ impl Worker {
         launches: usize,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Ended> {
-        for _ in 0..launches {
-            self.reset_buffers(context)
-                .map_err(|e| Ended::cuda(FailureKind::Device, "zeroing reset_to_zero buffers", e))?;
-            launch(pointers).map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "launching", e))?;
-        }
+        self.launch_batch(context, launch, pointers, launches)?;
         waiting(launches);
         context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))
     }
