@@ -45,6 +45,18 @@ pub fn clearly_slower(samples: &[f64], best_median: f64, factor: f64, min_sample
     samples.len() >= min_samples && samples.iter().copied().fold(f64::INFINITY, f64::min) > factor * best_median
 }
 
+/// The nearest-rank `q` quantile of `values` (0 < q <= 1): the smallest value that at
+/// least a share `q` of them do not exceed. NaN when there are none.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 /// The median of each of `blocks` consecutive blocks of `samples`, which are split as the
 /// bench worker splits interleaved rounds: the first `len % blocks` blocks one longer.
 pub fn block_medians(samples: &[f64], blocks: usize) -> Vec<f64> {
@@ -100,6 +112,15 @@ mod tests {
             .count();
         let rate = covered as f64 / trials as f64;
         assert!((0.93..0.995).contains(&rate), "coverage {rate}");
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let values: Vec<f64> = (1..=10).rev().map(f64::from).collect();
+        assert_eq!(quantile(&values, 0.9), 9.0);
+        assert_eq!(quantile(&values, 1.0), 10.0);
+        assert_eq!(quantile(&values[..8], 0.9), 10.0, "with 8 values the 90th percentile is the largest");
+        assert!(quantile(&[], 0.5).is_nan());
     }
 
     #[test]

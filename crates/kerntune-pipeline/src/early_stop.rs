@@ -10,7 +10,7 @@
 //! and sets the factor at twice the lead that 9 in 10 of them stay under, and never below
 //! 1.05, for the drift between when the best was measured and now.
 
-use kerntune_engine::stats::median;
+use kerntune_engine::stats::{median, quantile};
 use serde::{Deserialize, Serialize};
 
 use crate::timing::EarlyStop;
@@ -65,11 +65,8 @@ impl Noise {
             EarlyStop::Fixed(factor) => Some(factor),
             EarlyStop::Auto if self.leads.len() < AUTO_AFTER => Some(AUTO_START),
             EarlyStop::Auto => {
-                let mut leads = self.leads.clone();
-                leads.sort_by(f64::total_cmp);
                 // Nearest rank: with 8 to 10 configurations this is the largest lead.
-                let rank = ((LEAD_QUANTILE * leads.len() as f64).ceil() as usize).clamp(1, leads.len());
-                let lead = leads[rank - 1] - 1.0;
+                let lead = quantile(&self.leads, LEAD_QUANTILE) - 1.0;
                 Some((1.0 + 2.0 * lead.max(0.0)).clamp(AUTO_RANGE.0, AUTO_RANGE.1))
             }
         }

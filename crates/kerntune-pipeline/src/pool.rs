@@ -8,6 +8,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use kerntune_engine::stats::quantile;
+
 use crate::error::FailureKind;
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
@@ -80,6 +82,9 @@ pub struct CompileLimit {
     adapts: bool,
     /// Wall seconds of each successful compile so far.
     seconds: Vec<f64>,
+    /// The limit they give, kept up to date by [`Self::record`] (the pool asks for it on
+    /// every turn of its loop).
+    current: Duration,
 }
 
 /// Successful compiles before the limit adapts.
@@ -92,25 +97,24 @@ pub const ADAPT_FLOOR: Duration = Duration::from_secs(10);
 impl CompileLimit {
     /// The configured `cap`, adapting to the run's compile times when `adapts`.
     pub fn new(cap: Duration, adapts: bool) -> CompileLimit {
-        CompileLimit { cap, adapts, seconds: Vec::new() }
+        CompileLimit { cap, adapts, seconds: Vec::new(), current: cap }
     }
 
     /// Records a successful compile's wall time.
     pub fn record(&mut self, seconds: f64) {
-        if self.adapts && seconds.is_finite() {
-            self.seconds.push(seconds);
+        if !self.adapts || !seconds.is_finite() {
+            return;
+        }
+        self.seconds.push(seconds);
+        if self.seconds.len() >= ADAPT_AFTER {
+            let limit = Duration::from_secs_f64(ADAPT_FACTOR * quantile(&self.seconds, 0.9));
+            self.current = limit.clamp(ADAPT_FLOOR.min(self.cap), self.cap);
         }
     }
 
     /// The limit now.
     pub fn current(&self) -> Duration {
-        if !self.adapts || self.seconds.len() < ADAPT_AFTER {
-            return self.cap;
-        }
-        let mut sorted = self.seconds.clone();
-        sorted.sort_by(f64::total_cmp);
-        let rank = ((0.9 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-        Duration::from_secs_f64(ADAPT_FACTOR * sorted[rank - 1]).clamp(ADAPT_FLOOR.min(self.cap), self.cap)
+        self.current
     }
 
     /// Why a compile that ran past [`Self::current`] failed.
