@@ -14,8 +14,8 @@
   once (by rank 0), and a third process must find it in the store.
 
 Usage: python3 bench/scale_out.py [gpus] [nodes] [ranks] (default: all; on the device, run
-one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (installed from
-.device/wheels, which gpu/prepare.sh fills, when it is not importable). Prints a table of
+one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
+gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
 
 import json
@@ -79,17 +79,13 @@ def per_device(db: str) -> dict:
 
 
 def import_ray():
+    """Ray, or a clear stop: on the GPU machine gpu/check.sh puts the packed Ray of
+    gpu/prepare.sh on PYTHONPATH."""
     try:
-        import ray  # noqa: F401
-    except ImportError:
-        wheels = os.path.join(ROOT, ".device", "wheels")
-        site = os.path.join(tempfile.gettempdir(), "ray-site")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels,
-                        "--target", site, "ray"], check=True)
-        sys.path.insert(0, site)
-        os.environ["PYTHONPATH"] = site + os.pathsep + os.environ.get("PYTHONPATH", "")
-    import ray
-
+        import ray
+    except ImportError as error:
+        sys.exit(f"Ray is not installed ({error}): pip install 'kerntune[ray]', or on the GPU machine "
+                 "carry .device/sites/ray.tar.xz (gpu/prepare.sh) and run this through gpu/check.sh")
     return ray
 
 

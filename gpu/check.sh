@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark, in one call on the device machine; builds nothing.
 # Expects in .device/: the kerntune binary and the GPU test binary (gpu/prepare.sh puts
-# them there), and in .whl/ Kernel Tuner's wheels for the side-by-side benchmark.
+# them there), the packed packages of the controls and scale stages in .device/sites (carry
+# the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
+# side-by-side benchmark.
 # Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [scale]
 # (default: all but scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
@@ -36,6 +38,11 @@ step() {
     if ! "$@" 2>&1 | tee "$OUT/$name.log"; then
         failed+=("$name")
     fi
+}
+# site NAME: unpacks .device/sites/NAME.tar.xz (gpu/prepare.sh) into a fresh /tmp/site-NAME.
+site() {
+    rm -rf "/tmp/site-$1"
+    [ -f ".device/sites/$1.tar.xz" ] && mkdir -p "/tmp/site-$1" && tar -C "/tmp/site-$1" -xJf ".device/sites/$1.tar.xz"
 }
 for stage in $stages; do
     case $stage in
@@ -94,21 +101,19 @@ for stage in $stages; do
         ;;
     controls)
         echo "=== compiler controls: CompileIQ's ACF search and the ptxas knobs, against an A/A control"
-        # A venv over the system's packages (torch...): from .device/wheels only what is missing.
-        rm -rf /tmp/controls-venv
-        if python3 -m venv --system-site-packages /tmp/controls-venv &&
-            /tmp/controls-venv/bin/pip install -q --no-index --find-links .device/wheels --no-deps compileiq 'nvidia-cuda-nvcc==13.3.*' &&
-            /tmp/controls-venv/bin/pip install -q --no-index --find-links .device/wheels loguru "pandas>=2.2.3,<3" pydantic requests tqdm; then
-            step controls /tmp/controls-venv/bin/python3 bench/controls.py
+        if site controls; then
+            step controls env PYTHONPATH="/tmp/site-controls:$PYTHONPATH" python3 bench/controls.py
         else
-            echo "installing .device/wheels failed (run gpu/prepare.sh)" | tee "$OUT/controls.log"
+            echo ".device/sites/controls.tar.xz is missing or broken (run gpu/prepare.sh and carry it)" | tee "$OUT/controls.log"
             failed+=("controls")
         fi
         summary+=("$(sed -n '/=== controls summary/,$p' "$OUT/controls.log")")
         ;;
     scale)
         echo "=== scaling out: GPUs, Ray nodes, ranks (bench/scale_out.py ${SCALE_STAGES:-gpus nodes ranks})"
-        step scale_out python3 bench/scale_out.py ${SCALE_STAGES:-}
+        # Ray, for the stages that start a cluster, from the packed site (gpu/prepare.sh).
+        site ray || echo "note: .device/sites/ray.tar.xz is missing: the Ray stages will say Ray is not installed"
+        step scale_out env PYTHONPATH="/tmp/site-ray:$PYTHONPATH" python3 bench/scale_out.py ${SCALE_STAGES:-}
         summary+=("$(sed -n '/=== scale_out summary/,$p' "$OUT/scale_out.log")")
         ;;
     energy)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (here, not on the GPU machine) what gpu/check.sh runs there, into .device/: the
 # kerntune binary, the Rust GPU test binary, the single-move writer of the schedule audit,
-# the Python wheel, and Ray's wheels (.device/wheels) for the scale-out benchmark.
+# the Python wheel, and packed Python packages (.device/sites) for the controls and Ray stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Whatever an earlier prepare left goes first: if a step below fails, the script stops
@@ -18,22 +18,46 @@ strip -o .device/kerntune target/release/kerntune
 strip -o .device/gpu-tests "$test_binary"
 strip -o .device/single_moves target/release/examples/single_moves
 maturin build --release -q -o .device
-# bench/controls.py (gpu/check.sh controls): the nvidia-cuda-nvcc wheel's ptxas 13.3 and
-# CompileIQ with what it imports for an ask/tell search (not ray, which it imports only to
-# run objective functions itself; numpy comes with torch), for the GPU machine's Python
-# 3.12, which has no internet (about 60 MB).
-# NVIDIA's licence: downloaded for the user's run, never committed.
-rm -rf .device/wheels
-python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: --platform manylinux_2_34_x86_64 \
-    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .device/wheels \
-    'nvidia-cuda-nvcc==13.3.*' 'compileiq==1.1.*' loguru 'pandas>=2.2.3,<3' python-dateutil pytz tzdata six pydantic pydantic-core \
-    annotated-types typing-inspection typing-extensions requests certifi idna charset-normalizer urllib3 tqdm
-du -sh .device/wheels
 wheels=(.device/kerntune-*.whl)
 [ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "gpu/prepare.sh: expected one wheel in .device, found: ${wheels[*]}" >&2; exit 1; }
-# Ray for bench/scale_out.py's `nodes` stage (the GPU machine has no internet and runs
-# Python 3.12): its wheels and their dependencies, downloaded once.
-if ! ls .device/wheels/ray-*.whl >/dev/null 2>&1; then
-    python3 -m pip download -q --disable-pip-version-check --python-version 3.12 --only-binary=:all: ray -d .device/wheels
-fi
+# Packages that two stages need and the GPU machine lacks (it runs Python 3.12 and has no
+# internet; a call carries at most 64 MiB, and their wheels are 140 MB): downloaded once into
+# .device/wheels, then per stage unpacked into one folder, trimmed of what the stage never runs,
+# and packed with xz as .device/sites/STAGE.tar.xz, which gpu/check.sh unpacks onto PYTHONPATH.
+# - controls (bench/controls.py): the nvidia-cuda-nvcc wheel's ptxas 13.3 alone, and CompileIQ
+#   with what it imports for an ask/tell search (not ray, which it imports only to run
+#   objective functions itself; numpy comes with torch). NVIDIA's licence: downloaded for
+#   the user's run, never committed.
+# - ray (bench/scale_out.py's Ray stages): Ray's core and its dependencies, without the Java
+#   jars, the dashboard's web client and the libraries (data, train, tune, serve, rllib, llm).
+download() {
+    python3 -m pip download -q --disable-pip-version-check --python-version 3.12 --only-binary=:all: \
+        --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+        --platform manylinux_2_17_x86_64 -d .device/wheels "$@"
+}
+controls=('nvidia-cuda-nvcc==13.3.*' 'compileiq==1.1.*' loguru 'pandas>=2.2.3,<3' python-dateutil pytz tzdata six pydantic
+    pydantic-core annotated-types typing-inspection typing-extensions requests certifi idna charset-normalizer urllib3 tqdm)
+rm -rf .device/wheels .device/sites
+download --no-deps "${controls[@]}"
+download ray
+# pack NAME WHEEL-PREFIX...: the wheels whose file names start with these, unpacked, trimmed, packed.
+pack() {
+    local name=$1 dir
+    shift
+    dir=$(mktemp -d)
+    for prefix in "$@"; do
+        for wheel in .device/wheels/"$prefix"-*.whl; do unzip -q -o "$wheel" -d "$dir"; done
+    done
+    find "$dir/nvidia/cu13" -mindepth 1 -maxdepth 1 ! -name bin -exec rm -rf {} + 2>/dev/null || true
+    find "$dir/nvidia/cu13/bin" -mindepth 1 ! -name ptxas -exec rm -rf {} + 2>/dev/null || true
+    rm -rf "$dir"/ray/{jars,rllib,data,serve,train,tune,llm,dashboard/client/build}
+    mkdir -p .device/sites
+    tar -C "$dir" -cf - . | xz -T0 -6 >".device/sites/$name.tar.xz"
+    rm -rf "$dir"
+}
+pack controls nvidia_cuda_nvcc compileiq loguru pandas python_dateutil pytz tzdata six pydantic pydantic_core annotated_types \
+    typing_inspection typing_extensions requests certifi idna charset_normalizer urllib3 tqdm
+pack ray ray click filelock jsonschema jsonschema_specifications referencing rpds_py attrs msgpack packaging protobuf pyyaml \
+    requests certifi idna charset_normalizer urllib3
+du -sh .device/sites/*
 ls -la .device
