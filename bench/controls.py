@@ -7,7 +7,7 @@ kerntune CLI), with the nvidia-cuda-nvcc wheel's ptxas 13.3:
    that configuration: each generation compiled by the compile pool, checked and timed by
    the benchmark worker; the fastest candidate then timed against the baseline by the
    finalists' interleaved A/B, with the baseline against itself as the A/A control;
-3. a sweep of the known ptxas knobs (-O levels, --allow-expensive-optimizations, the
+3. a sweep of the known ptxas knobs (-O levels, the
    register limit, and for CUDA the "cutlass" kernel-name effect), each value timed against
    the baseline the same way.
 
@@ -39,21 +39,22 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "triton"))
 from kerntune import _compileiq, _ptxas  # noqa: E402
 from kerntune._controls import acf_wins, times_of  # noqa: E402
 
-TRITON_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("allow_expensive_optimizations", False, True),
-                ("maxnreg", 0, 128), ("maxnreg", 0, 168)]
-CUDA_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("allow_expensive_optimizations", False, True),
-              ("maxrregcount", 0, 64), ("maxrregcount", 0, 128), ("cutlass_name", False, True)]
+TRITON_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("maxnreg", 0, 128), ("maxnreg", 0, 168)]
+CUDA_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("maxrregcount", 0, 64), ("maxrregcount", 0, 128), ("cutlass_name", False, True)]
 rows = []
 
 
-def verdict(finalists, challenger_key, challenger_value):
+def verdict(result_rows, finalists, key, neutral, value):
     """The interleaved A/B's ratio (challenger / baseline), its interval, the control's, and
-    whether the challenger beats the control; or why there was no interleaved timing (one
-    of the two failed its compile or its check)."""
+    whether the challenger beats the control; or, when one of the two failed its compile or
+    its check, which one and why (there is no interleaved timing then)."""
     if not finalists:
-        return {"error": "no interleaved timing: the challenger or the baseline failed (see the store)"}
+        # A result row leaves out a control at the compiler's choice: the baseline's may lack the key.
+        rows = [{**row, "config": {key: neutral, **row["config"]}} for row in result_rows]
+        failed = [f"{key}={v}: {why}" for v, (_, why) in zip((neutral, value), times_of(rows, key, [neutral, value])) if why]
+        return {"error": "no interleaved timing: " + ("; ".join(failed) or "see the store")}
     report = finalists["report"]
-    leader_is_challenger = finalists["configs"][0].get(challenger_key) == challenger_value
+    leader_is_challenger = finalists["configs"][0].get(key) == value
     ratio = report["contenders"][0]
     if leader_is_challenger:  # the report times the baseline against the challenger: invert
         ratio = {"ratio": 1 / ratio["ratio"], "low": 1 / ratio["high"], "high": 1 / ratio["low"]}
@@ -101,7 +102,7 @@ def triton_stage(ptxas):
         configs = [{**best, key: neutral}, {**best, key: value}]
         result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, configs=configs,
                                finalists=2, finalists_within=1e9, strategy="brute_force", **common)
-        return verdict(result.finalists, key, value)
+        return verdict(result.results, result.finalists, key, neutral, value)
 
     if _compileiq_ready(ptxas):
         def evaluate(paths):
@@ -149,7 +150,7 @@ def cuda_stage(ptxas):
     def pair(key, neutral, value):
         result = kerntune_cli(spec_with({key: [neutral, value]}), db, "--strategy", "brute_force", "--finalists", "2",
                               "--finalists-within", "1e9")
-        return verdict(result["finalists"], key, value)
+        return verdict(result["results"], result["finalists"], key, neutral, value)
 
     if _compileiq_ready(ptxas):
         def evaluate(paths):

@@ -101,10 +101,11 @@ for stage in $stages; do
         ;;
     controls)
         echo "=== compiler controls: CompileIQ's ACF search and the ptxas knobs, against an A/A control"
-        if site controls; then
-            step controls env PYTHONPATH="/tmp/site-controls:$PYTHONPATH" python3 bench/controls.py
+        # CompileIQ imports Ray: both packs (gpu/prepare.sh), carried in two calls if need be.
+        if site controls && site ray; then
+            step controls env PYTHONPATH="/tmp/site-controls:/tmp/site-ray:$PYTHONPATH" python3 bench/controls.py
         else
-            echo ".device/sites/controls.tar.xz is missing or broken (run gpu/prepare.sh and carry it)" | tee "$OUT/controls.log"
+            echo ".device/sites/{controls,ray}.tar.xz are missing or broken (run gpu/prepare.sh and carry them)" | tee "$OUT/controls.log"
             failed+=("controls")
         fi
         summary+=("$(sed -n '/=== controls summary/,$p' "$OUT/controls.log")")

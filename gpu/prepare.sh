@@ -25,9 +25,9 @@ wheels=(.device/kerntune-*.whl)
 # .device/wheels, then per stage unpacked into one folder, trimmed of what the stage never runs,
 # and packed with xz as .device/sites/STAGE.tar.xz, which gpu/check.sh unpacks onto PYTHONPATH.
 # - controls (bench/controls.py): the nvidia-cuda-nvcc wheel's ptxas 13.3 alone, and CompileIQ
-#   with what it imports for an ask/tell search (not ray, which it imports only to run
-#   objective functions itself; numpy comes with torch). NVIDIA's licence: downloaded for
-#   the user's run, never committed.
+#   with what its ask/tell search imports (pymoo and theirs; numpy and scipy come with torch
+#   and jax; it imports Ray too, so the stage also needs the ray pack). NVIDIA's licence:
+#   downloaded for the user's run, never committed.
 # - ray (bench/scale_out.py's Ray stages): Ray's core and its dependencies, without the Java
 #   jars, the dashboard's web client and the libraries (data, train, tune, serve, rllib, llm).
 download() {
@@ -36,7 +36,8 @@ download() {
         --platform manylinux_2_17_x86_64 -d .device/wheels "$@"
 }
 controls=('nvidia-cuda-nvcc==13.3.*' 'compileiq==1.1.*' loguru 'pandas>=2.2.3,<3' python-dateutil pytz tzdata six pydantic
-    pydantic-core annotated-types typing-inspection typing-extensions requests certifi idna charset-normalizer urllib3 tqdm)
+    pydantic-core annotated-types typing-inspection typing-extensions requests certifi idna charset-normalizer urllib3 tqdm
+    'pymoo>=0.6.1,<0.7' moocore autograd alive-progress about-time graphemeu cffi pycparser colorama platformdirs psutil)
 rm -rf .device/wheels .device/sites
 download --no-deps "${controls[@]}"
 download ray
@@ -56,7 +57,8 @@ pack() {
     rm -rf "$dir"
 }
 pack controls nvidia_cuda_nvcc compileiq loguru pandas python_dateutil pytz tzdata six pydantic pydantic_core annotated_types \
-    typing_inspection typing_extensions requests certifi idna charset_normalizer urllib3 tqdm
+    typing_inspection typing_extensions requests certifi idna charset_normalizer urllib3 tqdm pymoo moocore autograd alive_progress \
+    about_time graphemeu cffi pycparser colorama platformdirs psutil
 pack ray ray click filelock jsonschema jsonschema_specifications referencing rpds_py attrs msgpack packaging protobuf pyyaml \
     requests certifi idna charset_normalizer urllib3
 du -sh .device/sites/*

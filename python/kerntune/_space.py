@@ -138,7 +138,7 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
 
 #: Compile options that are compiler controls: kerntune hands them to the chosen ptxas
 #: (through ``ptx_options``); a Triton launch has no such keyword.
-CONTROL_NAMES = ("acf", "opt_level", "allow_expensive_optimizations")
+CONTROL_NAMES = ("acf", "opt_level")
 
 
 def without_compilers_choice(config: Mapping[str, Any]) -> dict:

@@ -514,7 +514,7 @@ def compile(
     configuration; by default the limit is 60 s, and once 16 compiles succeeded, 4 times the
     90th percentile of the run's compile times (at least 10 s). ``ptxas`` (a path, or
     ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles instead of Triton's own; compiler
-    controls (``acf``, ``opt_level``, ``allow_expensive_optimizations`` parameters,
+    controls (``acf``, ``opt_level`` parameters,
     ``ptx_options``) reach it. ``ray`` (a Ray cluster's address, with
     ``pip install 'kerntune[ray]'``) runs the compile workers as actors on its nodes; give
     ``compile_workers`` then (the default counts this machine's cores)."""
@@ -652,7 +652,7 @@ def tune(
     ``ptxas`` (a path, or ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles the kernels
     instead of Triton's own ptxas; its version shows in ``result.compiler`` and is part of
     the results' identity. Compiler controls are parameters like the rest: ``acf`` (ACF
-    files, ``"none"``), ``opt_level`` (0-3), ``allow_expensive_optimizations`` (bools),
+    files, ``"none"``), ``opt_level`` (0-3),
     ``maxnreg`` and ``ptx_options``. ``controls="compileiq"`` then searches the ACF files of
     the best configuration with CompileIQ (installed separately: ``pip install compileiq``),
     ``controls_budget`` candidates in generations, each compiled and timed like any

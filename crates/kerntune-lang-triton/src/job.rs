@@ -12,22 +12,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 /// Parameters that are compile options rather than constexpr arguments of the kernel. The
-/// last three are compiler controls (`kerntune_pipeline::controls`), which reach ptxas
+/// last two are compiler controls (`kerntune_pipeline::controls`), which reach ptxas
 /// through `ptx_options`.
-pub const OPTION_NAMES: [&str; 8] = [
-    "num_warps",
-    "num_stages",
-    "num_ctas",
-    "maxnreg",
-    "ptx_options",
-    "acf",
-    "opt_level",
-    "allow_expensive_optimizations",
-];
+pub const OPTION_NAMES: [&str; 7] =
+    ["num_warps", "num_stages", "num_ctas", "maxnreg", "ptx_options", "acf", "opt_level"];
 
 /// The options of [`OPTION_NAMES`] that are compiler controls.
 pub fn is_control_option(name: &str) -> bool {
-    matches!(name, "acf" | "opt_level" | "allow_expensive_optimizations")
+    matches!(name, "acf" | "opt_level")
 }
 
 /// What a configuration that leaves a compile option out means: Triton 3.6's default. The

@@ -9,7 +9,6 @@
 //! | `ptxas_options` | option strings, `""` | each word |
 //! | `maxrregcount` | ints, 0 = ptxas's choice | `--maxrregcount=N` |
 //! | `opt_level` | 0 to 3 | `-O N` |
-//! | `allow_expensive_optimizations` | bools | `--allow-expensive-optimizations=B` |
 //! | `cutlass_name` | bools | (the kernel's entry renamed to contain "cutlass") |
 
 use std::path::Path;
@@ -17,8 +16,7 @@ use std::path::Path;
 use kerntune_space::{Param, Value};
 
 /// The names of the control parameters, in the order their arguments are given.
-pub const CONTROL_NAMES: [&str; 6] =
-    ["acf", "ptxas_options", "maxrregcount", "opt_level", "allow_expensive_optimizations", "cutlass_name"];
+pub const CONTROL_NAMES: [&str; 5] = ["acf", "ptxas_options", "maxrregcount", "opt_level", "cutlass_name"];
 
 /// The `acf` value that applies no file.
 pub const NO_ACF: &str = "none";
@@ -81,10 +79,6 @@ impl Controls {
                 level @ 0..=3 => self.args.push(format!("-O{level}")),
                 _ => return Err(bad()),
             },
-            "allow_expensive_optimizations" => {
-                let on = value.as_bool().ok_or_else(bad)?;
-                self.args.push(format!("--allow-expensive-optimizations={on}"));
-            }
             "cutlass_name" => self.cutlass_name = value.as_bool().ok_or_else(bad)?,
             _ => return Err(format!("'{name}' is not a compiler control")),
         }
@@ -135,20 +129,11 @@ mod tests {
     fn ptxas_knobs_become_ptxas_arguments_in_a_fixed_order() {
         let params = params(
             r#"{"tile": [1], "cutlass_name": [true], "opt_level": [1], "maxrregcount": [128],
-                "allow_expensive_optimizations": [true], "acf": ["a.acf"], "ptxas_options": ["-dlcm=cg"]}"#,
+                "acf": ["a.acf"], "ptxas_options": ["-dlcm=cg"]}"#,
         );
         let config: Vec<Value> = params.iter().map(|p| p.values()[0].clone()).collect();
         let controls = Controls::of(&params, &config, is_control, Path::new("/specs")).expect("controls");
-        assert_eq!(
-            controls.args,
-            [
-                "--apply-controls=/specs/a.acf",
-                "-dlcm=cg",
-                "--maxrregcount=128",
-                "-O1",
-                "--allow-expensive-optimizations=true"
-            ]
-        );
+        assert_eq!(controls.args, ["--apply-controls=/specs/a.acf", "-dlcm=cg", "--maxrregcount=128", "-O1"]);
         assert!(controls.cutlass_name);
     }
 

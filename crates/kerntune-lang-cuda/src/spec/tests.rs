@@ -153,22 +153,12 @@ fn fake_ptxas(dir: &std::path::Path, version: &str) -> PathBuf {
 
 #[test]
 fn ptxas_knobs_in_compiler_controls_are_parameters_that_reach_ptxas_not_the_source() {
-    let text = format!("{MINIMAL}\n[compiler.controls]\nmaxrregcount = [0, 128]\nopt_level = [3, 1]\nallow_expensive_optimizations = [true]\n");
+    let text = format!("{MINIMAL}\n[compiler.controls]\nmaxrregcount = [0, 128]\nopt_level = [3, 1]\n");
     let spec = KernelSpec::parse(&text, &example_dir().join("x.toml")).expect("parses");
-    assert_eq!(
-        spec.names(),
-        ["n", "block_size_x", "tile", "maxrregcount", "opt_level", "allow_expensive_optimizations"]
-    );
+    assert_eq!(spec.names(), ["n", "block_size_x", "tile", "maxrregcount", "opt_level"]);
     assert_eq!(spec.space().expect("space").len(), 16);
-    let config = vec![Value::Int(32), Value::Int(1), Value::Int(128), Value::Int(1), Value::Bool(true)];
-    assert_eq!(
-        spec.options_for(&config),
-        [
-            "--ptxas-options=--maxrregcount=128",
-            "--ptxas-options=-O1",
-            "--ptxas-options=--allow-expensive-optimizations=true"
-        ]
-    );
+    let config = vec![Value::Int(32), Value::Int(1), Value::Int(128), Value::Int(1)];
+    assert_eq!(spec.options_for(&config), ["--ptxas-options=--maxrregcount=128", "--ptxas-options=-O1"]);
     assert!(!spec.source_for(&config).contains("maxrregcount"), "a control is not #defined");
     assert_eq!(spec.ptxas_step(&config).expect("no chosen ptxas"), None);
 }
