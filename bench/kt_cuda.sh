@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
 # kerntune versus Kernel Tuner 1.5 (cupy backend) brute-forcing the same shared-memory
 # matmul space (107 configurations, N = 4096, fp32) on one GPU, in one call.
-# Needs: the kerntune binary ($KERNTUNE, default .device/kerntune) and Kernel Tuner's wheels
-# in .whl/ (kernel_tuner, python-constraint2, xmltodict, jsonschema,
-# jsonschema-specifications, referencing, rpds-py), installed here without dependencies.
+# Needs: the kerntune binary ($KERNTUNE, default .device/kerntune) and Kernel Tuner 1.5 (on
+# the GPU machine, gpu/check.sh puts gpu/prepare.sh's packed .device/sites/kt.tar.xz on
+# PYTHONPATH).
 # Prints one JSON line per run and a table with the ratios last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K=${KERNTUNE:-.device/kerntune}
 OUTDIR=${OUT:-/tmp}
-if ! python3 -c "import kernel_tuner" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kt-site .whl/*.whl
-    export PYTHONPATH=/tmp/kt-site${PYTHONPATH:+:$PYTHONPATH}
-fi
+python3 -c "import kernel_tuner" || { echo "Kernel Tuner does not import: pip install kernel_tuner, or run this through gpu/check.sh" >&2; exit 1; }
 run_kerntune() {
     rm -f "$OUTDIR/kt_cuda_$1.db"*
     local start end

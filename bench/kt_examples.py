@@ -14,9 +14,8 @@ status is 1 if any step failed.
 
     python3 bench/kt_examples.py [--rounds 3] [--examples vector_add,matmul] [--out DIR]
 
-Needs on the GPU machine: CuPy, and Kernel Tuner 1.5 with the dependencies the machine
-lacks as wheels in .device/wheels/ (installed into a private folder on first use);
-kerntune installed or on PYTHONPATH.
+Needs on the GPU machine: CuPy, and Kernel Tuner 1.5 (gpu/check.sh puts gpu/prepare.sh's
+packed .device/sites/kt.tar.xz on PYTHONPATH); kerntune installed or on PYTHONPATH.
 """
 
 import argparse
@@ -69,21 +68,11 @@ def run_one(tool, example, out):
 
 
 def ensure_kernel_tuner(env):
-    """Kernel Tuner's import path for the children: installed, or from .device/wheels."""
-    probe = subprocess.run([sys.executable, "-c", "import kernel_tuner"], env=env, capture_output=True)
-    if probe.returncode == 0:
-        return env
-    wheels = os.path.join(ROOT, ".device", "wheels")
-    site = "/tmp/kt-examples-site"
-    names = [os.path.join(wheels, w) for w in sorted(os.listdir(wheels)) if w.endswith(".whl")] if os.path.isdir(wheels) else []
-    if not names:
-        raise SystemExit("Kernel Tuner is not installed and .device/wheels/ holds no wheels (see the docstring)")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                    "--upgrade", "--target", site, *names], check=True)
-    env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")])))
+    """The children's environment, once Kernel Tuner imports in it."""
     probe = subprocess.run([sys.executable, "-c", "import kernel_tuner"], env=env, capture_output=True, text=True)
     if probe.returncode != 0:
-        raise SystemExit(f"Kernel Tuner does not import: {probe.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"Kernel Tuner does not import ({probe.stderr.strip().splitlines()[-1:]}): "
+                         "pip install kernel_tuner, or run this through gpu/check.sh (see the docstring)")
     return env
 
 

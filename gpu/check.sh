@@ -53,12 +53,14 @@ for stage in $stages; do
         ;;
     kt)
         echo "=== kerntune versus Kernel Tuner"
-        step kt_cuda bash bench/kt_cuda.sh
+        site kt || echo "note: .device/sites/kt.tar.xz is missing (gpu/prepare.sh): Kernel Tuner must be installed"
+        step kt_cuda env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" bash bench/kt_cuda.sh
         summary+=("$(grep -E '^run [12]:' "$OUT/kt_cuda.log")")
         ;;
     kt_examples)
         echo "=== Kernel Tuner's example patterns: kerntune versus Kernel Tuner"
-        step kt_examples python3 bench/kt_examples.py
+        site kt || echo "note: .device/sites/kt.tar.xz is missing (gpu/prepare.sh): Kernel Tuner must be installed"
+        step kt_examples env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_examples.py ${KT_EXAMPLES_ARGS:-}
         summary+=("$(sed -n '/=== kt_examples summary/,$p' "$OUT/kt_examples.log")")
         ;;
     autotune)

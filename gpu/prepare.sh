@@ -30,6 +30,7 @@ wheels=(.device/kerntune-*.whl)
 #   downloaded for the user's run, never committed.
 # - ray (bench/scale_out.py's Ray stages): Ray's core and its dependencies, without the Java
 #   jars, the dashboard's web client and the libraries (data, train, tune, serve, rllib, llm).
+# - kt (bench/kt_cuda.sh, bench/kt_examples.py): Kernel Tuner 1.5 and what it imports there.
 download() {
     python3 -m pip download -q --disable-pip-version-check --python-version 3.12 --only-binary=:all: \
         --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
@@ -41,6 +42,7 @@ controls=('nvidia-cuda-nvcc==13.3.*' 'compileiq==1.1.*' loguru 'pandas>=2.2.3,<3
 rm -rf .device/wheels .device/sites
 download --no-deps "${controls[@]}"
 download ray
+download --no-deps 'kernel_tuner==1.5.*' python-constraint2 xmltodict jsonschema jsonschema-specifications referencing rpds-py attrs
 # pack NAME WHEEL-PREFIX...: the wheels whose file names start with these, unpacked, trimmed, packed.
 pack() {
     local name=$1 dir
@@ -61,5 +63,6 @@ pack controls nvidia_cuda_nvcc compileiq loguru pandas python_dateutil pytz tzda
     about_time graphemeu cffi pycparser colorama platformdirs psutil
 pack ray ray click filelock jsonschema jsonschema_specifications referencing rpds_py attrs msgpack packaging protobuf pyyaml \
     requests certifi idna charset_normalizer urllib3
+pack kt kernel_tuner python_constraint2 xmltodict jsonschema jsonschema_specifications referencing rpds_py attrs
 du -sh .device/sites/*
 ls -la .device
