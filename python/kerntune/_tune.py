@@ -229,17 +229,19 @@ VERIFY_SETS = 2
 
 def _shuffled_inputs(call, outputs, reset_to_zero, number: int) -> dict:
     """The call's tensors with each floating-point input's elements shuffled, seeded by
-    the set's ``number``: the same values in other places, so the same range and no NaN or
+    the set's ``number`` and the tensor's place: the same values in other places, so the same range and no NaN or
     infinity the call lacked. Integer tensors (indices, offsets, lengths) keep their data,
     as do outputs, zeroed tensors and tensors that are not plain contiguous blocks."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(0x5EED + number)
     shuffled = {}
-    for name, value in call.items():
+    for index, (name, value) in enumerate(call.items()):
         if (_is_tensor(value) and value.is_floating_point() and name not in outputs and name not in reset_to_zero
                 and value.is_contiguous() and value.numel() > 1):
-            order = torch.randperm(value.numel(), generator=generator).to(value.device)
+            # Drawn on the tensor's device (no permutation built on the host and copied over),
+            # each tensor its own.
+            generator = torch.Generator(device=value.device).manual_seed(0x5EED + 1009 * number + index)
+            order = torch.randperm(value.numel(), generator=generator, device=value.device)
             shuffled[name] = value.reshape(-1)[order].reshape(value.shape)
     return shuffled
 
