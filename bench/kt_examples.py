@@ -4,7 +4,8 @@ examples/kernel_tuner/ (vector add, stencil, matmul, convolution, reduction), on
 
 For each example both tools brute-force the same kernel and space with the same
 arguments: Kernel Tuner with its CuPy backend (lang="cupy"), kerntune through the same
-`tune_kernel` call with a fresh results store (nothing answered from a previous run).
+`tune_kernel` call with a fresh results store (nothing answered from a previous run), and
+each with an empty CuPy kernel cache (nothing compiled by a previous run).
 Each call runs in a child process of its own; over several rounds the tool that goes
 first alternates. Per example it prints the wall time of each call (median over rounds),
 the median of the per-round ratios kerntune / Kernel Tuner with their range, and whether
@@ -79,6 +80,9 @@ def ensure_kernel_tuner(env):
 def child(tool, example, out_dir, round_index, env):
     out = os.path.join(out_dir, f"{example}-{tool}-{round_index}.json")
     log = os.path.join(out_dir, f"{example}-{tool}-{round_index}.log")
+    # CuPy keeps the kernels it compiled on disk across processes: each call gets an empty
+    # cache, or Kernel Tuner's later rounds would skip their compiles (kerntune keeps none).
+    env = dict(env, CUPY_CACHE_DIR=tempfile.mkdtemp(prefix="cupy-cache-", dir=out_dir))
     started = time.perf_counter()
     with open(log, "w") as f:
         done = subprocess.run([sys.executable, __file__, "--one", tool, example, out], env=env, stdout=f,

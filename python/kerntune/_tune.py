@@ -820,9 +820,13 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     if answer is None:
         runs = _reference_outputs(fn, grid_fn, call, configs, reset_to_zero, hooks, atol, rtol)
         outputs = runs[0][1]
+        # Of reference_s, the part the extra input sets take (shuffling, running, writing).
+        phases["extra_sets_s"] = 0.0
         if outputs and verify_sets > 0:
             positions = {name: fn.arg_names.index(name) for name in call if name in fn.arg_names}
+            started = time.perf_counter()
             extra_sets = _extra_sets(fn, grid_fn, call, runs, reset_to_zero, hooks, atol, rtol, verify_sets, workdir, positions)
+            phases["extra_sets_s"] = time.perf_counter() - started
     else:
         if not isinstance(answer, Mapping):
             raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
