@@ -4,10 +4,11 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [scale]
 # (default: all but scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
-# SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage.
+# SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
+# default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
@@ -62,6 +63,11 @@ for stage in $stages; do
         site kt || echo "note: .device/sites/kt.tar.xz is missing (gpu/prepare.sh): Kernel Tuner must be installed"
         step kt_examples env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_examples.py ${KT_EXAMPLES_ARGS:-}
         summary+=("$(sed -n '/=== kt_examples summary/,$p' "$OUT/kt_examples.log")")
+        ;;
+    kt_real)
+        echo "=== Kernel Tuner's own example scripts with their imports switched (bench/kt_real.py)"
+        step kt_real python3 bench/kt_real.py "${KT_REAL_DIR:-.device/kt-real}"
+        summary+=("$(grep -E '^\{' "$OUT/kt_real.log")")
         ;;
     autotune)
         echo "=== 16-config first call: @kerntune.autotune versus @triton.autotune"
