@@ -9,8 +9,9 @@ the real call (integers equal to 1 become constants, 16-divisible integers and 1
 pointers get ``tt.divisibility = 16``, and whatever else this Triton version does), then
 compiled with ``triton.compile(ASTSource(...), target=GPUTarget(...))``.
 
-A configuration whose shared memory, known after the LLVM stage, exceeds the device's
-limit is refused there, before ptxas runs.
+A configuration whose shared memory exceeds the device's limit is refused at the start of
+the LLVM stage (its allocation passes run first on a copy of the module), before the
+lowering to LLVM and ptxas.
 
 Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "constexprs",
 "options"}``), one JSON reply per line on stdout.
@@ -48,27 +49,64 @@ def stand_in(arg):
 
 def refuse_large_shared_memory(limit):
     """Wraps the NVIDIA backend's LLVM stage so that a configuration needing more shared
-    memory than the device has fails before ptxas (which is where most of the time goes)."""
+    memory than the device has fails before that stage's lowering to LLVM and before ptxas
+    (for the largest tiles those two take tens of seconds; the check takes milliseconds)."""
     from triton.backends.nvidia.compiler import CUDABackend
 
     original = CUDABackend.add_stages
+
+    def refuse(shared):
+        if shared > limit:
+            raise SharedMemoryTooLarge(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
 
     def add_stages(self, stages, options, *rest):
         original(self, stages, options, *rest)
         if "llir" not in stages:
             return
         make_llir = stages["llir"]
+        capability = self.target.arch
 
         def checked(src, metadata):
+            refuse(shared_memory_before_lowering(src, options, capability) or 0)
             out = make_llir(src, metadata)
-            shared = metadata.get("shared", 0) or 0
-            if shared > limit:
-                raise SharedMemoryTooLarge(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
+            refuse(metadata.get("shared", 0) or 0)  # what the stage itself allocated
             return out
 
         stages["llir"] = checked
 
     CUDABackend.add_stages = add_stages
+
+
+def shared_memory_before_lowering(module, options, capability):
+    """The shared memory a TritonGPU module will take, found by running the LLVM stage's
+    passes up to its shared-memory allocation on a copy of it (Triton 3.6's order, see
+    ``CUDABackend.make_llir``); None when this Triton's passes differ, and the stage's own
+    figure then decides after the lowering."""
+    import os
+    import tempfile
+
+    try:
+        from triton._C.libtriton import ir, nvidia, passes
+        from triton.backends.nvidia.compiler import get_ptx_version_from_options
+
+        with tempfile.NamedTemporaryFile("w", suffix=".ttgir", delete=False) as f:
+            f.write(str(module))
+        try:
+            copy = ir.parse_mlir_module(f.name, module.context)
+        finally:
+            os.unlink(f.name)
+        copy.context = module.context
+        manager = ir.pass_manager(module.context)
+        passes.ttgpuir.add_combine_tensor_select_and_if(manager)
+        passes.ttgpuir.add_allocate_warp_groups(manager)
+        passes.convert.add_scf_to_cf(manager)
+        passes.gluon.add_inliner(manager)
+        ptx_version = get_ptx_version_from_options(options, capability)
+        nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(manager, capability, ptx_version)
+        manager.run(copy, "kerntune_shared_memory")
+        return copy.get_int_attr("ttg.shared")
+    except Exception:  # another Triton: the check after the lowering still holds
+        return None
 
 
 def compile_only_driver(target):

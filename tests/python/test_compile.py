@@ -78,6 +78,49 @@ def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
         assert "shared memory" in outcome["reason"]
 
 
+def test_shared_memory_is_known_before_the_lowering_to_llvm(monkeypatch):
+    """The compile workers refuse a configuration over the shared-memory limit before the
+    LLVM stage's lowering (which, with ptxas, is where the time goes): the figure they find
+    first must be the one the stage itself then allocates, pipelined buffers included."""
+    import matmul
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+
+    from kerntune._triton_worker import shared_memory_before_lowering
+
+    early = []
+    original = CUDABackend.add_stages
+
+    def add_stages(self, stages, options, *rest):
+        original(self, stages, options, *rest)
+        make_llir = stages["llir"]
+
+        def spy(src, metadata):
+            early.append(shared_memory_before_lowering(src, options, self.target.arch))
+            return make_llir(src, metadata)
+
+        stages["llir"] = spy
+
+    monkeypatch.setattr(CUDABackend, "add_stages", add_stages)
+    kernel = matmul.matmul_kernel.fn
+    # As Triton's JIT specializes a contiguous 1024^3 call: unit strides are constants,
+    # pointers and the other integers divisible by 16.
+    unit = {"stride_ak", "stride_bn", "stride_cn"}
+    tiles = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}
+    signature, attrs = {}, {}
+    for index, name in enumerate(kernel.arg_names):
+        signature[name] = "constexpr" if name in unit or name in tiles else ("*fp16" if name.endswith("_ptr") else "i32")
+        if signature[name] != "constexpr":
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    constexprs = {**tiles, **{name: 1 for name in unit}}
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 4})
+    one_stage = (128 + 128) * 64 * 2
+    assert compiled.metadata.shared >= 3 * one_stage, compiled.metadata.shared  # the pipeline's buffers
+    assert early == [compiled.metadata.shared], early
+
+
 def test_every_example_compiles_for_sm90(tmp_path):
     import attention
     import conv2d
