@@ -4,14 +4,16 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
 720.8 TFLOP/s). Every stage runs here, in one call:
 
 1. brute force over all 576 configurations, cold store and cold Triton cache;
-2. the `default` strategy, cold store, warm Triton cache cleared too;
+2. the `default` strategy, cold store, warm Triton cache cleared too (DEFAULT_FEVALS
+   evaluations, default 100); stage `auto`: `default` with no budget, which stops by
+   itself (and says why);
 3. the same call again: answered by the store;
 4. the best configurations timed by Triton's own launcher (do_bench) beside kerntune's
    medians, and torch.matmul;
 5. parallel-compile scaling: the same 32 configurations compiled with 1, 2, 4, 8, 16
    workers (cold Triton cache each time).
 
-Stages (arguments, default all): brute, default, launcher, scaling. COMPILE_TIMEOUT sets the
+Stages (arguments, default all but auto): brute, default, auto, launcher, scaling. COMPILE_TIMEOUT sets the
 tuning runs' compile timeout (the figures in docs/ use 10s).
 
 Prints a table last; writes rows to $OUT/triton_matmul.json."""
@@ -56,7 +58,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None):
     compiles = sorted(((r["costs"]["compile_s"], r["status"], r["config"], (r["reason"] or "")[:120]) for r in result.results), key=lambda c: -c[0])
     seconds = sorted(c[0] for c in compiles)
     rows[label] = dict(wall_s=wall, evaluations=result.evaluations, from_store=result.from_store, best=result.best_config,
-                       best_tflops=result.best_objective, statuses=statuses, costs=result.costs,
+                       best_tflops=result.best_objective, statuses=statuses, costs=result.costs, stop=result.stop,
                        compile_percentiles={q: seconds[int(q / 100 * (len(seconds) - 1))] for q in (50, 90, 99, 100)} if seconds else {},
                        slowest_compiles=compiles[:8])
     print(label, json.dumps(rows[label]), flush=True)
@@ -140,15 +142,19 @@ def main():
     if "default" in stages:
         fresh_triton_cache()
         run("default", "default", os.path.join(workdir, "default.db"), max_fevals=int(os.environ.get("DEFAULT_FEVALS", "100")), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
+    if "auto" in stages:
+        fresh_triton_cache()
+        run("default_auto", "default", os.path.join(workdir, "auto.db"), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
     if "scaling" in stages:
         rows["scaling"] = compile_scaling()
     with open(os.path.join(OUT, "triton_matmul.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
     print("\n=== summary")
-    for label in ("brute_force", "brute_force_again", "default"):
+    for label in ("brute_force", "brute_force_again", "default", "default_auto"):
         if label in rows:
             r = rows[label]
             print(f"{label:<18} wall {r['wall_s']:7.1f} s  evaluations {r['evaluations']:4d}  from store {r['from_store']:4d}  best {r['best_tflops']:.1f} TFLOP/s  {r['statuses']}")
+            print(f"{'':<18} best configuration {r['best']}; stopped: {r['stop']}")
             if r.get("compile_percentiles"):
                 print(f"{'':<18} compile seconds p50/p90/p99/max: {r['compile_percentiles']}")
                 for seconds, status, config, reason in r["slowest_compiles"][:4]:
