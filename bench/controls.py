@@ -4,11 +4,12 @@ kerntune CLI), with the nvidia-cuda-nvcc wheel's ptxas 13.3:
 
 1. the source search (its best configuration is the baseline);
 2. a CompileIQ-guided search of a fixed budget (BUDGET, default 24) over the ACF files of
-   that configuration: each generation compiled by the compile pool, checked and timed by
-   the benchmark worker; the fastest candidate then timed against the baseline by the
-   finalists' interleaved A/B, with the baseline against itself as the A/A control;
-3. a sweep of the known ptxas knobs (-O levels, the
-   register limit, and for CUDA the "cutlass" kernel-name effect), each value timed against
+   that configuration (for CUDA through the product's own path, `kerntune.controls`): each
+   generation compiled by the compile pool, checked and timed by the benchmark worker; the
+   fastest candidate then timed against the baseline by the finalists' interleaved A/B,
+   with the baseline against itself as the A/A control;
+3. a sweep of the known ptxas knobs (-O levels, the register limit, and for CUDA the
+   "cutlass" kernel-name effect), each value timed against
    the baseline the same way.
 
 A ratio below 1 is faster; "beats" means its whole interval lies below the A/A control's.
@@ -153,14 +154,13 @@ def cuda_stage(ptxas):
         return verdict(result["results"], result["finalists"], key, neutral, value)
 
     if _compileiq_ready(ptxas):
-        def evaluate(paths):
-            result = kerntune_cli(spec_with({"acf": paths}), db, "--strategy", "brute_force", "--finalists", "1")
-            return times_of(result["results"], "acf", paths)
+        # The product's path for specs (`python -m kerntune.controls`), on the spec fixed to the best.
+        from kerntune import controls as spec_controls
 
-        report = _compileiq.search_controls(evaluate, BUDGET, ptxas["version"], directory=tempfile.mkdtemp(prefix="acf-"))
-        outcome = pair("acf", "none", report["best_acf"]) if report["best_acf"] else {}
-        record("cuda matmul_sram", f"CompileIQ best of {report['evaluations']} ACFs", outcome,
-               failed=report["failed"], search_best_ms=report["best_ms"], failures=report["failures"])
+        found = spec_controls.tune_spec(spec_with({}), budget=BUDGET, db=db, kerntune=KERNTUNE)["controls"]
+        outcome = verdict([], found["ab"], "acf", "none", found["best_acf"]) if found["best_acf"] else {}
+        record("cuda matmul_sram", f"CompileIQ best of {found['evaluations']} ACFs", outcome, kept=found["kept"],
+               failed=found["failed"], search_best_ms=found["best_ms"], failures=found["failures"])
     for key, neutral, value in CUDA_KNOBS:
         record("cuda matmul_sram", f"{key}={value}", pair(key, neutral, value))
 

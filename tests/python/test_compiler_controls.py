@@ -151,3 +151,134 @@ def test_autotune_refuses_acf_and_ptxas_knobs_it_could_not_launch_with():
 
     with pytest.raises(kerntune.SpecError, match="applies no compiler controls \\(acf, opt_level\\)"):
         kerntune.autotune(key=["M"], params={**SOURCE_CONFIG, "acf": ["none"], "opt_level": [3, 1]})(matmul.matmul_kernel.fn)
+
+
+# `python -m kerntune.controls SPEC`: CompileIQ's stage for CUDA C specs, through the CLI. A
+# fake CLI (which records each spec it is given and times a candidate by its ACF's name) and
+# a fake CompileIQ search stand in for the GPU and for NVIDIA's package; what is checked is
+# the stage's own work: the derived specs, the generations, the A/B and the verdict.
+
+FAKE_CLI = r'''#!/usr/bin/env python3
+import json, os, sys, tomllib
+spec = sys.argv[2]
+with open(spec, "rb") as f:
+    document = tomllib.load(f)
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps({"argv": sys.argv[3:], "spec": document}) + "\n")
+acfs = document.get("compiler", {}).get("controls", {}).get("acf")
+if acfs is None:  # the source search
+    best = {"config": {"block_size_x": 32, "tile": 2}, "time_ms": 1.0}
+    print(json.dumps({"best": best, "results": [{**best, "status": "ok"}], "finalists": None}))
+    sys.exit(0)
+def time_of(acf):
+    return 1.0 if acf == "none" else float(os.path.basename(acf).split("-")[0]) / 100
+rows = [{"config": {"block_size_x": 32, "tile": 2, "acf": a}, "status": "ok", "time_ms": time_of(a)} for a in acfs]
+finalists = None
+if "--finalists" in sys.argv and sys.argv[sys.argv.index("--finalists") + 1] == "2":
+    leader, contender = sorted(acfs, key=time_of)
+    verdict = "lead_holds" if time_of(leader) < 0.97 else "tie"
+    finalists = {"configs": [{"acf": leader}, {"acf": contender}], "report": {"verdict": verdict}}
+print(json.dumps({"best": rows[0], "results": rows, "finalists": finalists}))
+'''
+
+SPEC = '''restrictions = ["block_size_x * tile <= 1024"]
+
+[kernel]
+name = "scale"
+source = "scale.cu"
+
+[problem]
+n = 4096
+
+[params]
+block_size_x = [32, 64]
+tile = [1, 2]
+
+[[args]]
+name = "x"
+dtype = "f32"
+size = "n"
+init = "normal"
+output = true
+
+[verify]
+reference = { config = { block_size_x = 32, tile = 1 } }
+atol = 1e-6
+
+[compiler]
+ptxas = "pip"
+'''
+
+
+@pytest.fixture()
+def controls_spec(tmp_path, monkeypatch):
+    """A spec, a fake CLI, and a fake CompileIQ whose candidates are named by their time
+    (``96-a.acf`` takes 0.96 ms against the baseline's 1 ms)."""
+    from kerntune import controls
+
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "scale.cu").write_text("// the kernel\n")
+    spec = tmp_path / "spec" / "spec.toml"
+    spec.write_text(SPEC)
+    cli = tmp_path / "kerntune"
+    cli.write_text(FAKE_CLI)
+    cli.chmod(0o755)
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setattr(controls._ptxas, "resolve", lambda choice: {"path": "/ptxas", "version": "13.3.73"})
+    monkeypatch.setattr(controls._compileiq, "available", lambda: None)
+    return controls, spec, cli, log
+
+
+def fake_search(names):
+    def search_controls(evaluate, budget, version):
+        assert version == "13.3.73"
+        times = evaluate(names)
+        best = min((t, n) for n, (t, _) in zip(names, times))
+        return {"evaluations": len(names), "generations": 1, "failed": 0, "best_acf": best[1], "best_ms": best[0]}
+    return search_controls
+
+
+def test_compileiq_for_a_spec_fixes_the_best_configuration_and_keeps_an_acf_that_wins(controls_spec, monkeypatch):
+    import json
+    import tomllib
+
+    controls, spec, cli, log = controls_spec
+    monkeypatch.setattr(controls._compileiq, "search_controls", fake_search(["99-a.acf", "95-b.acf"]))
+    report = controls.tune_spec(str(spec), budget=2, kerntune=str(cli))
+    assert report["best"]["config"] == {"block_size_x": 32, "tile": 2}
+    assert report["controls"]["best_acf"] == "95-b.acf" and report["controls"]["kept"], report
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 3, calls  # the source search, one generation, the A/B
+    generation, ab = calls[1], calls[2]
+    # Every parameter fixed to the best configuration, the rest of the spec as written.
+    assert generation["spec"]["params"] == {"block_size_x": [32], "tile": [2]}
+    assert generation["spec"]["compiler"] == {"ptxas": "pip", "controls": {"acf": ["99-a.acf", "95-b.acf"]}}
+    original = tomllib.loads(SPEC)
+    for key in ("restrictions", "kernel", "problem", "args", "verify"):
+        assert generation["spec"][key] == original[key], key
+    assert ab["spec"]["compiler"]["controls"]["acf"] == ["none", "95-b.acf"]
+    assert ab["argv"][ab["argv"].index("--finalists") + 1] == "2"
+
+
+def test_compileiq_for_a_spec_keeps_no_acf_when_the_ab_ties(controls_spec, monkeypatch):
+    controls, spec, cli, _ = controls_spec
+    monkeypatch.setattr(controls._compileiq, "search_controls", fake_search(["99-a.acf"]))
+    report = controls.tune_spec(str(spec), budget=1, kerntune=str(cli))
+    assert report["controls"]["best_acf"] == "99-a.acf" and not report["controls"]["kept"], report
+
+
+def test_compileiq_for_a_spec_without_a_chosen_ptxas_is_refused_in_one_line(controls_spec, tmp_path):
+    controls, spec, cli, _ = controls_spec
+    spec.write_text(SPEC.replace('[compiler]\nptxas = "pip"\n', ""))
+    with pytest.raises(kerntune.ArgumentError, match=r"name it in \[compiler\] ptxas"):
+        controls.tune_spec(str(spec), kerntune=str(cli))
+    assert controls.main([str(spec), "--kerntune", str(cli)]) == 2
+
+
+def test_compileiq_for_a_spec_needs_the_kerntune_cli(controls_spec, tmp_path, monkeypatch):
+    controls, spec, _, _ = controls_spec
+    monkeypatch.delenv("KERNTUNE_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(kerntune.ArgumentError, match="kerntune CLI was not found"):
+        controls.tune_spec(str(spec))

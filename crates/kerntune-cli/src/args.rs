@@ -209,6 +209,16 @@ pub struct TuneArgs {
     /// Only enumerate the space and check every configuration's launch geometry.
     #[arg(long, conflicts_with = "compile_only")]
     pub dry_run: bool,
+    /// Then let CompileIQ search ptxas ACF files for the best configuration, each candidate
+    /// compiled, checked and timed like any configuration, the fastest kept only if it beats
+    /// the best without one by more than an A/A control's noise. Needs [compiler] ptxas in the
+    /// spec and `pip install compileiq` in the Python named by $KERNTUNE_PYTHON (default
+    /// python3), which runs `python -m kerntune.controls`.
+    #[arg(long, value_enum, value_name = "SEARCH", conflicts_with_all = ["dry_run", "compile_only"])]
+    pub controls: Option<ControlsSearch>,
+    /// Candidate ACF files for --controls.
+    #[arg(long, value_name = "N", default_value_t = 24, requires = "controls")]
+    pub controls_budget: usize,
     /// Only compile every configuration (no GPU needed) and keep the cubins in the store.
     #[arg(long)]
     pub compile_only: bool,
@@ -256,6 +266,11 @@ pub struct TuneArgs {
     /// graph of many launches, for kernels of a few microseconds.
     #[arg(long, value_enum, value_name = "MODE")]
     pub timing: Option<TimingMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ControlsSearch {
+    Compileiq,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

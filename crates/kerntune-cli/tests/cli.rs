@@ -160,6 +160,25 @@ fn a_ray_relay_that_cannot_run_and_a_list_that_names_no_gpus_are_refused_in_one_
     assert!(stderr.contains("give `all` or their indices separated by commas (0,1)"), "{stderr}");
 }
 
+/// `--controls compileiq` needs a chosen ptxas (ACF files are read by a ptxas of their own
+/// version): a spec without `[compiler] ptxas` is refused in one line before any work, and
+/// the flag makes no sense with `--dry-run` or `--compile-only`, nor its budget without it.
+#[test]
+fn compileiq_controls_without_a_chosen_ptxas_or_with_a_dry_run_are_refused() {
+    let spec = repo("examples/cuda/vector_add/spec.toml");
+    let output = kerntune(&["tune", &spec, "--controls", "compileiq"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--controls compileiq needs a ptxas of the ACF files' version"), "{stderr}");
+    assert!(stderr.contains("[compiler] ptxas"), "{stderr}");
+    for mistake in [&["--controls", "compileiq", "--dry-run"][..], &["--controls-budget", "8"], &["--controls", "acf"]]
+    {
+        let output = kerntune(&[&["tune", spec.as_str()][..], mistake].concat());
+        assert_eq!(output.status.code(), Some(2), "{mistake:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
 /// What README says of usage mistakes (a missing value, an unknown flag, a number out of
 /// range): clap's message, a hint to `--help`, exit code 2.
 #[test]

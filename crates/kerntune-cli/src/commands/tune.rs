@@ -18,7 +18,7 @@ use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
 
-use crate::args::{TimingMode, TuneArgs, WorkerArgs, WorkerKind};
+use crate::args::{ControlsSearch, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
 use crate::{interrupt, render};
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
@@ -66,6 +66,12 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
     if args.dry_run {
         return dry_run(&spec, &space, clock, args.json);
+    }
+    if args.controls.is_some() && spec.ptxas.is_none() {
+        bail!(
+            "{}: --controls compileiq needs a ptxas of the ACF files' version: name it in [compiler] ptxas (\"pip\" for the nvidia-cuda-nvcc==13.3.* wheel's, or a path)",
+            args.spec.display()
+        );
     }
     let language = CudaLanguage::new(&spec, &space);
     if args.compile_only {
@@ -146,15 +152,63 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     if let Some(axes) = pareto {
         summary.keep_pareto(axes, &space);
     }
-    if args.json {
-        println!("{}", report::tuning_json(&summary));
-    } else {
+    let mut tuned = report::tuning_json(&summary);
+    if !args.json {
         print!("{}", report::tuning_text(&summary));
         if let Some(schedule) = &summary.schedule {
             print!("{}", report::schedule_text(schedule));
         }
     }
+    if let (Some(ControlsSearch::Compileiq), Some(best)) = (args.controls, tuned["best"].get("config").cloned()) {
+        let controls = compileiq(&args, &db, &best)?;
+        if !args.json {
+            print!("{}", controls_text(&controls));
+        }
+        tuned["controls"] = controls;
+    }
+    if args.json {
+        println!("{tuned}");
+    }
     Ok(render::exit_code(summary.stop, summary.failure.as_deref()))
+}
+
+/// `--controls compileiq`: CompileIQ's search over ACF files for the best configuration,
+/// run by the Python package (`python -m kerntune.controls`, which drives this binary for
+/// each generation): CompileIQ is a Python package of NVIDIA's, installed by the user.
+/// Returns its report.
+fn compileiq(args: &TuneArgs, db: &std::path::Path, best: &serde_json::Value) -> Result<serde_json::Value> {
+    let python = std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let program = std::env::current_exe().context("locating the kerntune binary")?;
+    let output = std::process::Command::new(&python)
+        .args(["-m", "kerntune.controls"])
+        .arg(&args.spec)
+        .arg("--db")
+        .arg(db)
+        .args(["--budget", &args.controls_budget.to_string(), "--config", &best.to_string(), "--json", "--kerntune"])
+        .arg(program)
+        .output()
+        .with_context(|| format!("--controls compileiq: cannot run {python}; set KERNTUNE_PYTHON to a Python with kerntune and compileiq"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("no message");
+        bail!("--controls compileiq: {}", last.trim_start_matches("error: "));
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("--controls compileiq: reading kerntune.controls' report")?;
+    Ok(report["controls"].clone())
+}
+
+/// The controls stage in a few lines: what CompileIQ tried and what was kept.
+fn controls_text(controls: &serde_json::Value) -> String {
+    let kept = match (controls["kept"].as_bool(), controls["best_acf"].as_str()) {
+        (Some(true), Some(acf)) => format!("kept {acf}: faster than the best without an ACF beyond the A/A control"),
+        (_, Some(acf)) => format!("kept none: the fastest, {acf}, did not beat the A/A control"),
+        _ => "kept none: every candidate failed".to_string(),
+    };
+    format!(
+        "CompileIQ: {} ACF files in {} generations, {} failed; {kept}.\n",
+        controls["evaluations"], controls["generations"], controls["failed"]
+    )
 }
 
 /// Applies `--objective`, `--timing` and `--pareto` to the spec; returns the Pareto axes.
