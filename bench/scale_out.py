@@ -13,7 +13,10 @@
   @kerntune.autotune kernel with one key: both must launch the same configuration, tuned
   once (by rank 0), and a third process must find it in the store.
 
-Usage: python3 bench/scale_out.py [gpus] [nodes] [ranks] (default: all; on the device, run
+- `raygpus`: the `gpus` comparison with the benchmark workers on a local Ray cluster's
+  GPUs (`--ray ADDR --ray-gpus 1`, then 2; two nodes of 16 CPUs and one GPU each).
+
+Usage: python3 bench/scale_out.py [gpus] [nodes] [ranks] [raygpus] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
 gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
@@ -63,6 +66,49 @@ def gpus():
                            per_gpu=by_gpu)
         print(label, json.dumps(rows[label]), flush=True)
     ratio("gpus", "1 GPU", "2 GPUs", target=1.8)
+
+
+def raygpus():
+    """The `gpus` comparison with the benchmark workers on a Ray cluster's GPUs
+    (`--ray ADDR --ray-gpus N`): a local cluster of two nodes of 16 CPUs and one GPU each
+    (node k started with CUDA_VISIBLE_DEVICES=k, so that Ray hands out that GPU), the
+    compile workers as Ray actors too; 1 Ray GPU, then 2."""
+    import_ray()
+    from ray.cluster_utils import Cluster
+
+    kerntune = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
+    folder = tempfile.mkdtemp(prefix="scale-raygpus-")
+    spec = cuda_spec(folder, int(os.environ.get("SIZE", "8192")))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    cluster = None
+    try:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16, "num_gpus": 1})
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        cluster.add_node(num_cpus=16, num_gpus=1)
+        cluster.wait_for_nodes()
+    finally:
+        if visible is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    try:
+        for label, count in (("1 Ray GPU", 1), ("2 Ray GPUs", 2)):
+            db = os.path.join(folder, f"ray{count}.db")
+            argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--ray", cluster.address, "--ray-gpus",
+                    str(count), "--compile-workers", "16", "--finalists", "1", "--db", db, "--json"]
+            start = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+            summary = json.loads(done.stdout)
+            rows[label] = dict(wall_s=wall, best=summary["best"]["config"], evaluations=summary["evaluations"],
+                               per_gpu=per_device(db))
+            print(label, json.dumps(rows[label]), flush=True)
+    finally:
+        cluster.shutdown()
+    ratio("raygpus", "1 Ray GPU", "2 Ray GPUs", target=1.8)
 
 
 def per_device(db: str) -> dict:
@@ -206,7 +252,7 @@ def ratio(name, anchor, other, target):
 def main():
     stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
     for stage in stages:
-        {"gpus": gpus, "nodes": nodes, "ranks": ranks}[stage]()
+        {"gpus": gpus, "nodes": nodes, "ranks": ranks, "raygpus": raygpus}[stage]()
     with open(os.path.join(OUT, "scale_out.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
     print("\n=== scale_out summary")

@@ -153,6 +153,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     ray = connect(options.address)
     if options.check:
+        have = int(ray.cluster_resources().get("GPU", 0))
+        if options.gpus > have:
+            raise SystemExit(f"kerntune: the Ray cluster at {options.address!r} has {have} GPU(s); "
+                             f"{options.gpus} were asked for (--ray-gpus)")
         return 0
     worker = _on_one_gpu(options.worker) if options.gpus else options.worker
     env = {name: os.environ[name] for name in options.env if name in os.environ}

@@ -23,9 +23,10 @@ from kerntune.ray_worker import RELAY  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A head node and a second node, one CPU each (CI has two cores)."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    """A head node and a second node, one CPU each (CI has two cores); the second declares
+    one GPU, which Ray hands out like a real one (there is none here)."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+    cluster.add_node(num_cpus=1, num_gpus=1)
     cluster.wait_for_nodes()
     yield cluster
     cluster.shutdown()
@@ -99,7 +100,8 @@ for line in sys.stdin:
     if request["id"] == 13:
         os.kill(os.getppid(), 9)
     print(json.dumps({"type": "result", "id": request["id"], "samples": [recorded[request["id"]]],
-                      "argv": sys.argv[1:], "env": os.environ.get("FAKE_SETTING")}), flush=True)
+                      "argv": sys.argv[1:], "env": os.environ.get("FAKE_SETTING"),
+                      "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}), flush=True)
 """
 
 
@@ -124,6 +126,30 @@ def test_ray_relay_carries_a_workers_lines_and_a_dead_actor_ends_it(cluster, tmp
     assert relay.stdout.readline() == "", "no reply: the actor died"
     assert relay.wait(timeout=60) != 0
     assert "the Ray actor running the worker died" in relay.stderr.read()
+
+
+def test_ray_relay_on_a_gpu_runs_the_worker_on_the_gpu_ray_gives_it_as_device_0(cluster):
+    """`kerntune tune --ray ADDR --ray-gpus N` runs each benchmark worker this way."""
+    relay = _relay(cluster.address, "--gpus", "1", "--", sys.executable, "-c", FAKE_BENCH, "--device", "3")
+    assert json.loads(relay.stdout.readline())["type"] == "ready"
+    relay.stdin.write(json.dumps({"id": 7}) + "\n")
+    relay.stdin.flush()
+    result = json.loads(relay.stdout.readline())
+    assert result["argv"] == ["--device", "0"], "the one GPU the actor sees"
+    assert result["gpus"] == "0", "Ray placed it on the node with the GPU and made that GPU its only one"
+    relay.stdin.close()
+    assert relay.wait(timeout=60) == 0
+
+
+def test_ray_gpus_beyond_the_clusters_are_refused_by_the_check_in_one_line(cluster):
+    enough = subprocess.run([sys.executable, *RELAY, "--check", "--address", cluster.address, "--gpus", "1"],
+                            capture_output=True, text=True)
+    assert enough.returncode == 0, enough.stderr
+    too_many = subprocess.run([sys.executable, *RELAY, "--check", "--address", cluster.address, "--gpus", "2"],
+                              capture_output=True, text=True)
+    assert too_many.returncode != 0
+    last = [line for line in too_many.stderr.splitlines() if line.strip()][-1]
+    assert last == f"kerntune: the Ray cluster at {cluster.address!r} has 1 GPU(s); 2 were asked for (--ray-gpus)", last
 
 
 def test_ray_missing_is_one_line_that_says_what_to_install(tmp_path):

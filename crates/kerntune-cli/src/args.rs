@@ -206,6 +206,12 @@ pub struct TuneArgs {
     /// counts this machine's cores only.
     #[arg(long, value_name = "ADDRESS")]
     pub ray: Option<String>,
+    /// Also measure on N GPUs of the Ray cluster, one benchmark worker each as a Ray actor
+    /// with one GPU, instead of this machine's (which must have a GPU of the cluster's model:
+    /// it sets the compile target). A worker or node that dies costs only the configuration
+    /// it held, measured again on another.
+    #[arg(long, value_name = "N", requires = "ray", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ray_gpus: Option<u64>,
     /// Only enumerate the space and check every configuration's launch geometry.
     #[arg(long, conflicts_with = "compile_only")]
     pub dry_run: bool,

@@ -199,12 +199,12 @@ impl RayRelay {
         RayRelay { address: address.into(), python }
     }
 
-    /// Whether the relay can run and reach the cluster (`--check`): the relay's one-line
-    /// reason when not (Ray not installed, the address unreachable), so that a run stops
-    /// before any configuration fails for it.
-    pub fn check(&self) -> Result<(), String> {
+    /// Whether the relay can run and reach the cluster (`--check`), and the cluster has
+    /// `gpus` GPUs: the relay's one-line reason when not (Ray not installed, the address
+    /// unreachable, too few GPUs), so that a run stops before any configuration fails for it.
+    pub fn check(&self, gpus: usize) -> Result<(), String> {
         let output = Command::new(&self.python)
-            .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address])
+            .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address, "--gpus", &gpus.to_string()])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| {
@@ -230,8 +230,21 @@ impl RayRelay {
     /// `worker`, run by a Ray actor that needs no GPU (a compile worker); the variables
     /// `worker` sets are passed on to it.
     pub fn wrap(&self, worker: &WorkerCommand) -> WorkerCommand {
+        self.wrap_with_gpus(worker, 0)
+    }
+
+    /// `worker`, run by a Ray actor that holds one GPU of the cluster (a benchmark worker:
+    /// the relay gives it `--device 0`, the one GPU Ray lets it see).
+    pub fn wrap_on_a_gpu(&self, worker: &WorkerCommand) -> WorkerCommand {
+        self.wrap_with_gpus(worker, 1)
+    }
+
+    fn wrap_with_gpus(&self, worker: &WorkerCommand, gpus: usize) -> WorkerCommand {
         let mut args: Vec<String> =
             ["-m", "kerntune.ray_worker", "--address", &self.address].map(String::from).to_vec();
+        if gpus > 0 {
+            args.extend(["--gpus".to_string(), gpus.to_string()]);
+        }
         for (name, _) in &worker.env {
             args.extend(["--env".to_string(), name.clone()]);
         }
@@ -256,5 +269,10 @@ mod tests {
         let expected = "-m kerntune.ray_worker --address 10.0.0.1:6379 --env PYTHONPATH -- /opt/kerntune --quiet";
         assert_eq!(relayed.args.join(" "), expected);
         assert_eq!(relayed.env, worker.env, "the relay sees the variables it passes on");
+        let on_a_gpu = relay.wrap_on_a_gpu(&worker).args.join(" ");
+        assert_eq!(
+            on_a_gpu,
+            "-m kerntune.ray_worker --address 10.0.0.1:6379 --gpus 1 --env PYTHONPATH -- /opt/kerntune --quiet"
+        );
     }
 }

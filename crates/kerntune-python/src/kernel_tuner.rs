@@ -100,7 +100,12 @@ pub fn tune_kernel_tuner(
             db,
             fresh: false,
             devices: Devices::List(vec![settings.device]),
-            workers: Workers { bench: worker.clone(), compile: worker, compile_workers: job.compile_workers },
+            workers: Workers {
+                bench: worker.clone(),
+                compile: worker,
+                compile_workers: job.compile_workers,
+                bench_workers: None,
+            },
             // Kernel Tuner reports the best of its results list; kerntune's finalists are
             // not re-timed here, so that both answer the same.
             retime: None,

@@ -188,6 +188,7 @@ pub fn tune_triton(
         bench: job.worker(&job.bench_worker).map_err(errors::spec)?,
         compile: job.worker(&job.compile_worker).map_err(errors::spec)?,
         compile_workers: request.compile_workers,
+        bench_workers: None,
     };
     let result = py.detach(|| -> PyResult<Json> {
         let language = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;

@@ -25,6 +25,10 @@ pub struct Workers {
     pub compile: WorkerCommand,
     /// Default: one per core.
     pub compile_workers: Option<usize>,
+    /// Benchmark workers when they are not one per local GPU: `bench` then runs each on a
+    /// GPU of its own elsewhere (a Ray cluster's, through the relay), and `devices` is only
+    /// probed for the target (the cluster's GPUs must be of its model: the workers check).
+    pub bench_workers: Option<usize>,
 }
 
 /// What a front asks for when it tunes a kernel on a GPU.
@@ -99,7 +103,10 @@ impl<'a> Tuning<'a> {
         let options = PipelineOptions {
             bench_worker: self.workers.bench.clone(),
             compile_worker: self.workers.compile.clone(),
-            devices: devices.iter().map(|d| d.ordinal).collect(),
+            devices: match self.workers.bench_workers {
+                Some(count) => vec![devices[0].ordinal; count],
+                None => devices.iter().map(|d| d.ordinal).collect(),
+            },
             compile_workers: self.workers.compile_workers.unwrap_or_else(default_compile_workers).max(1),
         };
         Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })

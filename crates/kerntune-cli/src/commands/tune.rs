@@ -45,18 +45,18 @@ fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
 }
 
 /// This binary as a worker program; with `--ray`, its compile workers run on the cluster
-/// through the relay, checked first.
-fn workers(compile_workers: Option<usize>, ray: Option<&str>) -> Result<Workers> {
+/// through the relay, checked first, and with `--ray-gpus N` its benchmark workers too, one
+/// GPU of the cluster each.
+fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<u64>) -> Result<Workers> {
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
-    let compile = match ray {
-        None => worker.clone(),
-        Some(address) => {
-            let relay = RayRelay::new(address);
-            relay.check().map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
-            relay.wrap(&worker)
-        }
+    let Some(address) = ray else {
+        return Ok(Workers { bench: worker.clone(), compile: worker, compile_workers, bench_workers: None });
     };
-    Ok(Workers { bench: worker, compile, compile_workers })
+    let relay = RayRelay::new(address);
+    let gpus = ray_gpus.unwrap_or(0) as usize;
+    relay.check(gpus).map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
+    let bench = if gpus > 0 { relay.wrap_on_a_gpu(&worker) } else { worker.clone() };
+    Ok(Workers { bench, compile: relay.wrap(&worker), compile_workers, bench_workers: (gpus > 0).then_some(gpus) })
 }
 
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
@@ -86,7 +86,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         db: db.clone(),
         fresh: args.fresh,
         devices: args.devices.clone(),
-        workers: workers(args.compile_workers, args.ray.as_deref())?,
+        workers: workers(args.compile_workers, args.ray.as_deref(), args.ray_gpus)?,
         retime: (args.finalists > 1).then(|| RetimeOptions {
             finalists: args.finalists,
             within: args.finalists_within,
@@ -283,7 +283,7 @@ fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, a
         language,
         space,
         arch: &args.arch,
-        worker: workers(None, args.ray.as_deref())?.compile,
+        worker: workers(None, args.ray.as_deref(), None)?.compile,
         compile_workers: args.compile_workers,
         store: Some((&store, tuning)),
         resume: true,
