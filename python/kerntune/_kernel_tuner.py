@@ -48,7 +48,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
                 strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
                 observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
-                rtol=1e-5, compile_only=False, arch="sm_90", db=None):
+                rtol=1e-5, compile_only=False, arch="sm_90", db=None, devices=None, ray=None):
     """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
     env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
     ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
@@ -59,7 +59,9 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     store), and ``compile_only=True`` with ``arch`` ("sm_90"), which compiles every
     configuration without a GPU and returns one dict per configuration with its
     parameters, ``status`` ("compiled" or the failure) and ``symbol`` (the kernel's name
-    in the cubin).
+    in the cubin). ``devices`` ("all" or "0,1": one benchmark worker per GPU, all of one
+    model; ``device`` when not given) and ``ray`` (a Ray cluster's address: the compile
+    workers run there as actors; ``pip install 'kerntune[ray]'``) are ``kerntune.tune``'s.
     """
     started = time.perf_counter()
     _start_log(kernel_name, log)
@@ -86,7 +88,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                            "give answer= (the expected contents of each output, None for inputs) to check them", 2)
         return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
                          db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
-                         quiet=quiet, started=started)
+                         quiet=quiet, started=started, devices=devices, ray=ray)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -354,7 +356,15 @@ class _Call:
         return rows, env
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
-             started):
+             started, devices=None, ray=None):
+        if ray is not None:  # before the GPU: an unreachable cluster is one line, GPU or not
+            from kerntune._tune import check_ray
+
+            check_ray(ray)
+        if devices is not None:
+            devices = ",".join(str(d) for d in devices) if isinstance(devices, (list, tuple)) else str(devices)
+            first = devices.split(",")[0].strip()
+            device = int(first) if first.isdigit() else 0  # the Rust side checks the whole list
         check_device(device)
         info = json.loads(_kerntune.device_info(device))
         if not quiet:
@@ -367,6 +377,10 @@ class _Call:
         time_limit = options.pop("time_limit", None)
         strategy = check_strategy(strategy, "brute_force")  # Kernel Tuner's default
         job = self.job(spec, db, parallel)
+        if ray is not None:
+            from kerntune import ray_worker
+
+            job["compile_worker"] = ray_worker.command(sys.executable, ray, job["worker"], env=[n for n, _ in job["worker_env"]])
         path, document = None, None
         if cache is not None:
             path = _kt_cache.cache_path(cache)
@@ -380,7 +394,7 @@ class _Call:
         job["tune"] = {
             "search": {"strategy": strategy, "strategy_options": options, "max_fevals": max_fevals,
                        "time_limit": time_limit, "seed": int(seed or 0)},
-            "device": device, "cache": document, "outputs_dir": outputs_dir,
+            "device": device, "devices": devices, "cache": document, "outputs_dir": outputs_dir,
         }
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
                                            self._check if self.verify is not None else None, self.constants)

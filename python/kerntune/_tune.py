@@ -424,11 +424,9 @@ def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
             raise ArgumentError(f"acf = {acf!r}: no such file")
 
 
-def _through_ray(job: dict, address: str) -> None:
-    """Runs the job's compile workers as actors of the Ray cluster at ``address`` (through
-    ``kerntune.ray_worker``, which ships them their setup file); first checks, in a process
-    of its own, that Ray is there and the cluster answers, else raises one line saying what
-    to do."""
+def check_ray(address: str) -> None:
+    """Checks, in a process of its own, that Ray is there and the cluster at ``address``
+    answers, else raises one line saying what to do."""
     import subprocess
 
     from kerntune import ray_worker
@@ -439,6 +437,14 @@ def _through_ray(job: dict, address: str) -> None:
         lines = [line for line in checked.stderr.splitlines() if line.strip()]
         reason = lines[-1].removeprefix("kerntune: ") if lines else f"the relay exited with {checked.returncode}"
         raise _kerntune.BackendError(f"ray={address!r}: {reason}")
+
+
+def _through_ray(job: dict, address: str) -> None:
+    """Runs the job's compile workers as actors of the Ray cluster at ``address`` (through
+    ``kerntune.ray_worker``, which ships them their setup file), once ``check_ray`` passed."""
+    from kerntune import ray_worker
+
+    check_ray(address)
     argv = job["compile_worker"]
     setup = argv[argv.index("--triton-setup") + 1]
     job["compile_worker"] = ray_worker.command(sys.executable, address, argv, env=list(job["worker_env"]), ship=[setup])

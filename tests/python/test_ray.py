@@ -175,3 +175,17 @@ def test_ray_unreachable_address_stops_compile_before_any_work_in_one_line(tmp_p
     assert "\n" not in message
     assert message.startswith("ray='127.0.0.1:9': cannot reach the Ray cluster at '127.0.0.1:9'"), message
     assert "ray start --head" in message
+
+
+def test_ray_unreachable_address_stops_tune_kernel_before_any_work_in_one_line():
+    """Kernel Tuner's `tune_kernel` takes kerntune's `ray=` (and `devices=`) too; an
+    unreachable cluster is refused before the GPU is even asked for."""
+    import numpy as np
+
+    source = "__global__ void add(float *c, float *a, int n) { int i = blockIdx.x * block_size_x + threadIdx.x; if (i < n) c[i] = a[i]; }"
+    args = [np.zeros(64, np.float32), np.ones(64, np.float32), np.int32(64)]
+    with pytest.raises(kerntune.BackendError) as raised:
+        kerntune.tune_kernel("add", source, 64, args, {"block_size_x": [32, 64]}, ray="127.0.0.1:9", devices="0", quiet=True)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("ray='127.0.0.1:9': cannot reach the Ray cluster at '127.0.0.1:9'"), message

@@ -31,6 +31,9 @@ struct Job {
     base: PathBuf,
     /// `python -m kerntune._worker`, and its environment.
     worker: Vec<String>,
+    /// The compile workers' command when it is not `worker` (`ray=`: the relay around it).
+    #[serde(default)]
+    compile_worker: Option<Vec<String>>,
     #[serde(default)]
     worker_env: Vec<(String, String)>,
     /// Default: one per core.
@@ -52,6 +55,9 @@ struct TuneSettings {
     search: SearchOptions,
     #[serde(default)]
     device: usize,
+    /// `devices=`: `all` or ordinals separated by commas; `device` when absent.
+    #[serde(default)]
+    devices: Option<String>,
     /// A Kernel Tuner cache document whose entries count as measured (`cache=`).
     #[serde(default)]
     cache: Option<Json>,
@@ -84,6 +90,14 @@ pub fn tune_kernel_tuner(
     let settings = job.tune.as_ref().ok_or_else(|| errors::spec("the job has no tuning settings"))?;
     let space = spec.space().map_err(errors::space)?;
     let worker = worker_command(&job.worker, job.worker_env.clone())?;
+    let compile = match &job.compile_worker {
+        Some(argv) => worker_command(argv, job.worker_env.clone())?,
+        None => worker.clone(),
+    };
+    let devices = match &settings.devices {
+        None => Devices::List(vec![settings.device]),
+        Some(text) => text.parse().map_err(errors::spec)?,
+    };
     let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
     let result = py.detach(|| {
         let mut language =
@@ -99,13 +113,8 @@ pub fn tune_kernel_tuner(
             default_strategy: "brute_force",
             db,
             fresh: false,
-            devices: Devices::List(vec![settings.device]),
-            workers: Workers {
-                bench: worker.clone(),
-                compile: worker,
-                compile_workers: job.compile_workers,
-                bench_workers: None,
-            },
+            devices,
+            workers: Workers { bench: worker, compile, compile_workers: job.compile_workers, bench_workers: None },
             // Kernel Tuner reports the best of its results list; kerntune's finalists are
             // not re-timed here, so that both answer the same.
             retime: None,
