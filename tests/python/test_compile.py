@@ -78,7 +78,7 @@ def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
         assert "shared memory" in outcome["reason"]
 
 
-def test_shared_memory_is_known_before_the_lowering_to_llvm(monkeypatch):
+def test_shared_memory_is_known_before_the_lowering_to_llvm(monkeypatch, tmp_path):
     """The compile workers refuse a configuration over the shared-memory limit before the
     LLVM stage's lowering (which, with ptxas, is where the time goes): the figure they find
     first must be the one the stage itself then allocates, pipelined buffers included."""
@@ -103,6 +103,7 @@ def test_shared_memory_is_known_before_the_lowering_to_llvm(monkeypatch):
         stages["llir"] = spy
 
     monkeypatch.setattr(CUDABackend, "add_stages", add_stages)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # an earlier test's cached kernel runs no stage
     kernel = matmul.matmul_kernel.fn
     # As Triton's JIT specializes a contiguous 1024^3 call: unit strides are constants,
     # pointers and the other integers divisible by 16.
