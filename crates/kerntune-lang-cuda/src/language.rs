@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kerntune_device::DeviceInfo;
-use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, KernelImage, ReferenceSetup, Setup};
+use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, EdgeSetup, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::refillable;
-use kerntune_pipeline::{Binary, Geometry, Language};
+use kerntune_pipeline::{Binary, EnergyMode, Flush, Geometry, Language, Timing};
 use kerntune_space::{Expression, Space, Value};
 use kerntune_store::TuningInfo;
 
-use crate::spec::{ArgKind, KernelSpec, Reference};
+use crate::spec::{ArgKind, KernelSpec, Reference, Verify};
 
 /// What one configuration compiles and how it launches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,24 +106,39 @@ impl<'a> CudaLanguage<'a> {
         }
     }
 
+    /// The reference compiled (or given as data), for the setup's size and each edge size.
     fn reference(
         &self,
         reference: &Reference,
         device: &DeviceInfo,
         compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<ReferenceSetup, String> {
+    ) -> Result<CompiledReference, String> {
         let spec = self.spec;
-        let (source, name, options, geometry) = match reference {
-            Reference::Outputs(data) => return Ok(ReferenceSetup::Outputs { data: data.clone(), sets: Vec::new() }),
+        let (source, name, options) = match reference {
+            Reference::Outputs(data) => return Ok(CompiledReference::Outputs(data.clone())),
             Reference::Config(values) => {
-                let Instance { source, name, geometry } = self.instance(values)?;
-                (source, name, spec.options_for(values), geometry)
+                let Instance { source, name, .. } = self.instance(values)?;
+                (source, name, spec.options_for(values))
             }
-            Reference::Kernel { name, source, options, grid, block } => {
+            Reference::Kernel { name, source, options, .. } => {
                 let mut text = spec.source_for(&self.first);
                 text.truncate(text.len() - spec.source.len());
                 text.push_str(source);
-                let values = spec.values(&self.first);
+                (text, name.clone(), options.clone())
+            }
+        };
+        let job = CompileJob::Cuda { source, name: name.clone(), options, arch: device.arch(), ptxas: None };
+        let binary = compile(job).map_err(|e| format!("compiling the reference {name}: {e}"))?;
+        Ok(CompiledReference::Kernel { cubin: binary.cubin, symbol: binary.symbol.unwrap_or(name) })
+    }
+
+    /// The reference's launch at the problem size `problem` (values in the spec's order).
+    fn reference_geometry(&self, reference: &Reference, problem: &[Value]) -> Result<Geometry, String> {
+        match reference {
+            Reference::Config(values) if self.instance.is_some() => Ok(self.instance(values)?.geometry),
+            Reference::Config(values) => self.spec.launch.geometry(&with_problem(problem, values)),
+            Reference::Kernel { grid, block, .. } => {
+                let values = with_problem(problem, &self.first);
                 let dimension = |e: &Expression| -> Result<u32, String> {
                     let n = e
                         .evaluate_with(&values)
@@ -132,25 +147,130 @@ impl<'a> CudaLanguage<'a> {
                         .ok_or_else(|| format!("reference geometry '{e}'"))?;
                     Ok(n.ceil().max(1.0) as u32)
                 };
-                let geometry = Geometry {
+                Ok(Geometry {
                     grid: [dimension(&grid[0])?, dimension(&grid[1])?, dimension(&grid[2])?],
                     block: [dimension(&block[0])?, dimension(&block[1])?, dimension(&block[2])?],
                     shared_bytes: 0,
-                };
-                (text, name.clone(), options.clone(), geometry)
+                })
             }
-        };
-        let job = CompileJob::Cuda { source, name: name.clone(), options, arch: device.arch(), ptxas: None };
-        let binary = compile(job).map_err(|e| format!("compiling the reference {name}: {e}"))?;
-        let symbol = binary.symbol.unwrap_or(name);
-        Ok(ReferenceSetup::Kernel(KernelImage {
-            cubin: Bytes(binary.cubin),
-            name: symbol,
-            geometry,
-            params: None,
-            cluster_x: 1,
-        }))
+            Reference::Outputs(_) => Err("expected outputs have no launch".into()),
+        }
     }
+
+    /// The reference's setup at the problem size `problem`: `sets` are the given input sets
+    /// of expected outputs (none from a spec).
+    fn reference_at(
+        &self,
+        reference: &Reference,
+        compiled: &CompiledReference,
+        problem: &[Value],
+    ) -> Result<ReferenceSetup, String> {
+        Ok(match compiled {
+            CompiledReference::Outputs(data) => ReferenceSetup::Outputs { data: data.clone(), sets: Vec::new() },
+            CompiledReference::Kernel { cubin, symbol } => ReferenceSetup::Kernel(KernelImage {
+                cubin: Bytes(cubin.clone()),
+                name: symbol.clone(),
+                geometry: self.reference_geometry(reference, problem)?,
+                params: None,
+                cluster_x: 1,
+                edges: Vec::new(),
+            }),
+        })
+    }
+
+    /// The kernel's arguments at the problem size `problem` (values in the spec's order).
+    fn arguments(&self, problem: &[Value]) -> Result<Vec<ArgSetup>, String> {
+        let spec = self.spec;
+        let mut args = Vec::new();
+        for (position, arg) in spec.args.iter().enumerate() {
+            let evaluate = |e: &Expression| {
+                e.evaluate_with(problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name))
+            };
+            args.push(match &arg.kind {
+                ArgKind::Buffer { size, init, output, poison } => {
+                    let len = evaluate(size)?
+                        .as_number()
+                        .filter(|n| *n >= 0.0)
+                        .ok_or_else(|| format!("argument {}: size is not a count", arg.name))?;
+                    ArgSetup::Buffer {
+                        name: arg.name.clone(),
+                        dtype: arg.dtype,
+                        len: len as usize,
+                        init: init.clone(),
+                        output: *output,
+                        poison: *poison,
+                        seed: spec.timing.seed.wrapping_mul(1_000_003).wrapping_add(position as u64),
+                        reset: false,
+                    }
+                }
+                ArgKind::Scalar { value } => {
+                    let bytes = kerntune_device::scalar_bytes(arg.dtype, &evaluate(value)?)
+                        .map_err(|e| format!("argument {}: {e}", arg.name))?;
+                    ArgSetup::Scalar { name: arg.name.clone(), bytes: Bytes(bytes) }
+                }
+            });
+        }
+        Ok(args)
+    }
+
+    /// The setup of each edge size: its arguments and its reference's launch; checked once
+    /// on them, never timed.
+    fn edge_setups(&self, verify: &Verify, compiled: &CompiledReference) -> Result<Vec<EdgeSetup>, String> {
+        if !verify.sizes.is_empty() && self.instance.is_some() {
+            return Err("[verify] sizes needs the spec's own launch rules; this front launches each configuration \
+                        its own way"
+                .into());
+        }
+        let timing = Timing { flush: Flush::None, energy: EnergyMode::Off, ..self.spec.timing.clone() };
+        verify
+            .sizes
+            .iter()
+            .map(|edge| {
+                let problem = edge.values();
+                let at = |e: String| format!("at the edge size {}: {e}", edge.label);
+                let setup = Setup {
+                    args: self.arguments(&problem).map_err(at)?,
+                    timing: timing.clone(),
+                    reference: Some(self.reference_at(&verify.reference, compiled, &problem).map_err(at)?),
+                    tolerances: verify.tolerances.clone(),
+                    bitwise: false,
+                    verify_sets: 0,
+                    constants: self.constants.clone(),
+                    outputs_dir: None,
+                    edges: Vec::new(),
+                };
+                Ok(EdgeSetup { label: edge.label.clone(), setup })
+            })
+            .collect()
+    }
+
+    /// A configuration's launch at each edge size: `None` where its restrictions exclude
+    /// it there; an error (it is then invalid) where its geometry cannot be computed there.
+    fn edge_launches(&self, config: &[Value]) -> Result<Vec<Option<Geometry>>, String> {
+        let Some(verify) = &self.spec.verify else { return Ok(Vec::new()) };
+        verify
+            .sizes
+            .iter()
+            .map(|edge| {
+                if !edge.admits(config) {
+                    return Ok(None);
+                }
+                let geometry = self.spec.launch.geometry(&with_problem(&edge.values(), config));
+                geometry.map(Some).map_err(|e| format!("at the edge size {}: {e}", edge.label))
+            })
+            .collect()
+    }
+}
+
+/// A reference ready for any problem size: a compiled kernel, or expected outputs.
+enum CompiledReference {
+    Kernel { cubin: Vec<u8>, symbol: String },
+    Outputs(Vec<kerntune_device::Init>),
+}
+
+/// The values of [`KernelSpec::names`] with the problem at another size.
+fn with_problem(problem: &[Value], config: &[Value]) -> Vec<Value> {
+    problem.iter().chain(config).cloned().collect()
 }
 
 impl Language for CudaLanguage<'_> {
@@ -168,7 +288,11 @@ impl Language for CudaLanguage<'_> {
             ArgKind::Buffer { init, output, poison, .. } => refillable(init, *output, *poison, false),
             ArgKind::Scalar { .. } => false,
         });
-        1 + if random { verify.sets } else { 0 }
+        1 + if random { verify.sets } else { 0 } + verify.sizes.len() as u32
+    }
+
+    fn verified_sizes(&self) -> Vec<String> {
+        self.spec.verify.as_ref().map(|v| v.sizes.iter().map(|edge| edge.label.clone()).collect()).unwrap_or_default()
     }
 
     fn preflight(&self) -> Result<(), String> {
@@ -202,6 +326,7 @@ impl Language for CudaLanguage<'_> {
             geometry,
             params: None,
             cluster_x: 1,
+            edges: self.edge_launches(config)?,
         })
     }
 
@@ -233,40 +358,18 @@ impl Language for CudaLanguage<'_> {
         compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
     ) -> Result<Setup, String> {
         let spec = self.spec;
-        let reference = spec.verify.as_ref().map(|v| self.reference(&v.reference, device, compile)).transpose()?;
         let problem: Vec<Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
-        let mut args = Vec::new();
-        for (position, arg) in spec.args.iter().enumerate() {
-            let evaluate = |e: &Expression| {
-                e.evaluate_with(&problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name))
-            };
-            args.push(match &arg.kind {
-                ArgKind::Buffer { size, init, output, poison } => {
-                    let len = evaluate(size)?
-                        .as_number()
-                        .filter(|n| *n >= 0.0)
-                        .ok_or_else(|| format!("argument {}: size is not a count", arg.name))?;
-                    ArgSetup::Buffer {
-                        name: arg.name.clone(),
-                        dtype: arg.dtype,
-                        len: len as usize,
-                        init: init.clone(),
-                        output: *output,
-                        poison: *poison,
-                        seed: spec.timing.seed.wrapping_mul(1_000_003).wrapping_add(position as u64),
-                        reset: false,
-                    }
-                }
-                ArgKind::Scalar { value } => {
-                    let bytes = kerntune_device::scalar_bytes(arg.dtype, &evaluate(value)?)
-                        .map_err(|e| format!("argument {}: {e}", arg.name))?;
-                    ArgSetup::Scalar { name: arg.name.clone(), bytes: Bytes(bytes) }
-                }
-            });
-        }
+        let (reference, edges) = match &spec.verify {
+            None => (None, Vec::new()),
+            Some(verify) => {
+                let compiled = self.reference(&verify.reference, device, compile)?;
+                let reference = self.reference_at(&verify.reference, &compiled, &problem)?;
+                (Some(reference), self.edge_setups(verify, &compiled)?)
+            }
+        };
         let tolerances = spec.verify.as_ref().map(|v| v.tolerances.clone()).unwrap_or_default();
         Ok(Setup {
-            args,
+            args: self.arguments(&problem)?,
             timing: spec.timing.clone(),
             reference,
             tolerances,
@@ -274,6 +377,7 @@ impl Language for CudaLanguage<'_> {
             verify_sets: spec.verify.as_ref().map_or(0, |v| v.sets),
             constants: self.constants.clone(),
             outputs_dir: self.check.as_ref().map(|c| c.dir.clone()),
+            edges,
         })
     }
 

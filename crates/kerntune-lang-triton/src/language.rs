@@ -160,6 +160,7 @@ impl Language for TritonLanguage<'_> {
             },
             params: Some(launch.params),
             cluster_x: launch.num_ctas.max(1),
+            edges: Vec::new(),
         })
     }
 
@@ -233,6 +234,7 @@ impl Language for TritonLanguage<'_> {
             verify_sets: 0,
             constants: Vec::new(),
             outputs_dir: None,
+            edges: Vec::new(),
         })
     }
 

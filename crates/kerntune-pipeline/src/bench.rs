@@ -8,7 +8,8 @@
 //! configuration waits for the clocks to settle; [`crate::sampling`] takes every decision.
 //!
 //! Where the reference is a kernel, the checked run is repeated on extra input sets
-//! ([`Setup::verify_sets`], see `sets`).
+//! ([`Setup::verify_sets`], see `sets`), and at other problem sizes where the setup names
+//! them ([`Setup::edges`], see `edges`).
 //!
 //! Anything that breaks the CUDA context ends the process after it has replied; the
 //! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
@@ -32,6 +33,7 @@ use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionA
 use kerntune_device::nvml::{nvml, Gauge};
 use kerntune_device::verify::Comparer;
 
+mod edges;
 mod sets;
 pub use sets::refillable;
 mod timed;
@@ -176,6 +178,8 @@ struct Worker {
     bitwise: bool,
     comparer: Option<Comparer>,
     extra_sets: Option<sets::ExtraSets>,
+    /// Workers of the setup's edge sizes, in their order.
+    edges: Vec<edges::Edge>,
     flush: Option<DeviceBuffer>,
     flushes: u8,
     events: Vec<(Event, Event)>,
@@ -206,7 +210,8 @@ impl Ended {
 }
 
 impl Worker {
-    fn new(context: &Context, setup: Setup) -> Result<Worker, String> {
+    fn new(context: &Context, mut setup: Setup) -> Result<Worker, String> {
+        let edge_setups = std::mem::take(&mut setup.edges);
         let mut arguments = Vec::new();
         let mut slots = Vec::new();
         for arg in &setup.args {
@@ -270,6 +275,7 @@ impl Worker {
             bitwise: setup.bitwise,
             comparer: None,
             extra_sets: None,
+            edges: Vec::new(),
             flush,
             flushes: 0,
             events: Vec::new(),
@@ -290,6 +296,7 @@ impl Worker {
             }
             None => {}
         }
+        worker.edges = edges::open(context, edge_setups)?;
         context.synchronize().map_err(|e| e.to_string())?;
         Ok(worker)
     }
@@ -483,6 +490,7 @@ impl Worker {
         result.verified_sets = u32::from(self.arguments.iter().any(|a| a.reference.is_some()));
         self.write_outputs(context, request.id)?;
         self.verify_sets(context, &mut pointers, &launch, &mut result.verified_sets, waiting)?;
+        self.verify_edges(context, &function, kernel, &mut result.verified_sets, waiting)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
 
         self.time(context, request, &launch, &mut pointers, result, waiting)

@@ -25,6 +25,12 @@ pub trait Language {
     /// kernel computes the outputs of redrawn random inputs.
     fn verified_sets(&self) -> u32;
 
+    /// The other problem sizes at which each configuration is also checked (`n = 4095`),
+    /// each counted among [`Language::verified_sets`].
+    fn verified_sizes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether outputs are checked against a reference.
     fn verifies(&self) -> bool {
         self.verified_sets() > 0

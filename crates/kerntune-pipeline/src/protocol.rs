@@ -66,6 +66,11 @@ pub struct KernelImage {
     /// Blocks per thread-block cluster along x (1: no cluster).
     #[serde(default = "one")]
     pub cluster_x: u32,
+    /// Its launch at each of the setup's [`Setup::edges`], in their order: the same binary
+    /// with another geometry, or `None` where the configuration does not apply at that
+    /// size (its restrictions exclude it there), so it is not checked there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<Option<Geometry>>,
 }
 
 fn one() -> u32 {
@@ -147,6 +152,21 @@ pub struct Setup {
     /// `{dir}/{id}.{position}.bin` (see [`output_file`]), for a check the supervisor runs.
     #[serde(default)]
     pub outputs_dir: Option<std::path::PathBuf>,
+    /// Other problem sizes at which every configuration is also checked (sizes that are no
+    /// multiple of its tiles, where its bounds checks matter), each with arguments and a
+    /// reference of its own; never timed. Each configuration's launch at each is in
+    /// [`KernelImage::edges`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<EdgeSetup>,
+}
+
+/// One edge size of a [`Setup`]: its label (`n = 4095`), named in the reason of a
+/// configuration that fails there, and the setup of its arguments and reference (whose
+/// timing is never used and whose own `edges` are empty).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EdgeSetup {
+    pub label: String,
+    pub setup: Setup,
 }
 
 /// The file of one output of one evaluation under [`Setup::outputs_dir`].

@@ -6,6 +6,7 @@
 //!
 //! docs/spec.md documents the format with a complete example.
 
+mod edges;
 mod launch;
 mod raw;
 
@@ -22,6 +23,7 @@ use kerntune_space::{params_from_json, Expression, Param, Space, SpaceError, Val
 use kerntune_store::{fingerprint, Objective, TuningInfo};
 use serde_json::{Map, Value as Json};
 
+pub use edges::EdgeSize;
 pub use launch::{GridRule, Launch};
 
 use raw::{ExprText, Exprs, RawInit, RawSpec};
@@ -70,6 +72,8 @@ pub struct Verify {
     pub tolerances: Vec<(usize, f64, f64)>,
     /// Input sets checked beyond the spec's own (none for expected outputs as data).
     pub sets: u32,
+    /// Other problem sizes at which every configuration is also checked (`[verify] sizes`).
+    pub sizes: Vec<EdgeSize>,
 }
 
 #[derive(Debug, Clone)]
@@ -358,12 +362,14 @@ impl Builder<'_> {
             // Restrictions may use problem variables; they are substituted as constants.
             Expression::parse(restriction, &names).map_err(|e| error(format!("restriction {e}")))?;
         }
-        let restrictions = restrictions.iter().map(|r| substitute(r, &problem)).collect();
+        let written_restrictions = restrictions;
+        let restrictions = written_restrictions.iter().map(|r| substitute(r, &problem)).collect();
         let callers_launch =
             raw.kernel_tuner.is_some() && raw.launch.grid.is_none() && raw.launch.problem_size.is_none();
         let launch = if callers_launch { Launch::unused() } else { self.launch(&raw.launch, &names, &params)? };
         let args = self.args(&raw.args, &problem_names)?;
-        let verify = raw.verify.as_ref().map(|v| self.verify(v, &params, &args, &names, &source)).transpose()?;
+        let context = VerifyContext { problem: &problem, params: &params, restrictions: &written_restrictions };
+        let verify = raw.verify.as_ref().map(|v| self.verify(v, &context, &args, &names, &source)).transpose()?;
         let (objective, objective_expression) =
             match &raw.objective {
                 None => (Objective::time(), None),
@@ -580,12 +586,13 @@ impl Builder<'_> {
     fn verify(
         &self,
         raw: &raw::RawVerify,
-        params: &[Param],
+        context: &VerifyContext<'_>,
         args: &[ArgSpec],
         names: &[&str],
         source: &str,
     ) -> Result<Verify, SpecError> {
         let error = self.error;
+        let params = context.params;
         let reference = match (&raw.reference.config, &raw.reference.kernel, &raw.reference.outputs) {
             (None, None, Some(outputs)) => {
                 let mut data = Vec::new();
@@ -685,8 +692,33 @@ impl Builder<'_> {
             (Reference::Outputs(_), _) => 0,
             (_, sets) => sets.unwrap_or(kerntune_pipeline::protocol::DEFAULT_VERIFY_SETS),
         };
-        Ok(Verify { reference, tolerances, sets })
+        let sizes = match (&raw.sizes, &reference) {
+            (None, _) => Vec::new(),
+            (Some(_), Reference::Outputs(_)) => {
+                return Err(error(
+                    "[verify] sizes: expected outputs given as files fit the spec's own sizes; a reference kernel \
+                     or config computes the outputs at other sizes"
+                        .into(),
+                ))
+            }
+            (Some(sizes), reference) => {
+                let config = match reference {
+                    Reference::Config(values) => Some(values.as_slice()),
+                    _ => None,
+                };
+                edges::parse(sizes, context.problem, params, context.restrictions, config).map_err(error)?
+            }
+        };
+        Ok(Verify { reference, tolerances, sets, sizes })
     }
+}
+
+/// What `[verify]` is read against besides the arguments: the problem, the parameters and
+/// the restrictions as written (over both).
+struct VerifyContext<'a> {
+    problem: &'a [(String, Value)],
+    params: &'a [Param],
+    restrictions: &'a [String],
 }
 
 /// A restriction with problem variables replaced by their values, so that the space

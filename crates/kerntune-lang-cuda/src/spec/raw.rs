@@ -197,6 +197,10 @@ pub(crate) struct RawVerify {
     /// configuration (default [`DEFAULT_VERIFY_SETS`](kerntune_pipeline::protocol::DEFAULT_VERIFY_SETS)).
     #[serde(default)]
     pub sets: Option<u32>,
+    /// Other problem sizes at which every configuration is also checked: a list of tables
+    /// of problem variables (`[{ n = 4095 }]`); checked when the spec is built.
+    #[serde(default)]
+    pub sizes: Option<Json>,
 }
 
 #[derive(Debug, Deserialize)]
