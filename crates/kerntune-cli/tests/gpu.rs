@@ -89,6 +89,31 @@ fn a_kernel_right_on_the_specs_inputs_only_fails_on_a_redrawn_input_set() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
+fn a_kernel_right_only_where_its_blocks_divide_the_size_fails_at_an_edge_size() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = repo("crates/kerntune-cli/tests/gpu/tail.toml");
+    let result = json_of(&tune(&[&spec, "--strategy", "brute_force"], &dir.path().join("r.db")));
+    println!("{}", result["statuses"]);
+    // The spec's inputs, 2 redrawn sets and the edge size.
+    assert_eq!(result["verified_sets"], 4);
+    assert_eq!(result["verified_sizes"], serde_json::json!(["n = 1000001"]));
+    assert_eq!(result["statuses"]["invalid_output"], 2, "mode 1 drops the tail at n = 1000001");
+    for row in result["results"].as_array().expect("results") {
+        let reason = row["reason"].as_str().unwrap_or_default();
+        if row["config"]["mode"] == 1 {
+            assert_eq!(row["status"], "invalid_output", "{row}");
+            assert!(reason.starts_with("at the edge size n = 1000001"), "{reason}");
+            assert!(row["verified_sets"].as_u64().is_some_and(|n| n < 4), "it passes at the spec's size: {row}");
+        } else {
+            assert!(row["status"] == "ok" || row["status"] == "early_stopped", "{row}");
+            assert_eq!(row["verified_sets"], 4, "{row}");
+        }
+    }
+    assert_eq!(result["best"]["config"]["mode"], 0);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
 fn a_rerun_answers_from_the_store_in_under_a_second() {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = repo("examples/cuda/matmul_sram/spec.toml");

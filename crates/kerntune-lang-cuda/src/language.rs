@@ -183,9 +183,8 @@ impl<'a> CudaLanguage<'a> {
         let spec = self.spec;
         let mut args = Vec::new();
         for (position, arg) in spec.args.iter().enumerate() {
-            let evaluate = |e: &Expression| {
-                e.evaluate_with(problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name))
-            };
+            let evaluate =
+                |e: &Expression| e.evaluate_with(problem).map_err(|err| format!("argument {}: '{e}': {err}", arg.name));
             args.push(match &arg.kind {
                 ArgKind::Buffer { size, init, output, poison } => {
                     let len = evaluate(size)?
@@ -216,11 +215,6 @@ impl<'a> CudaLanguage<'a> {
     /// The setup of each edge size: its arguments and its reference's launch; checked once
     /// on them, never timed.
     fn edge_setups(&self, verify: &Verify, compiled: &CompiledReference) -> Result<Vec<EdgeSetup>, String> {
-        if !verify.sizes.is_empty() && self.instance.is_some() {
-            return Err("[verify] sizes needs the spec's own launch rules; this front launches each configuration \
-                        its own way"
-                .into());
-        }
         let timing = Timing { flush: Flush::None, energy: EnergyMode::Off, ..self.spec.timing.clone() };
         verify
             .sizes
@@ -362,6 +356,11 @@ impl Language for CudaLanguage<'_> {
         let (reference, edges) = match &spec.verify {
             None => (None, Vec::new()),
             Some(verify) => {
+                if !verify.sizes.is_empty() && self.instance.is_some() {
+                    return Err("[verify] sizes needs the spec's own launch rules; this front launches each \
+                                configuration its own way"
+                        .into());
+                }
                 let compiled = self.reference(&verify.reference, device, compile)?;
                 let reference = self.reference_at(&verify.reference, &compiled, &problem)?;
                 (Some(reference), self.edge_setups(verify, &compiled)?)

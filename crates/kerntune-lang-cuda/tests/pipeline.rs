@@ -14,7 +14,8 @@ use kerntune_store::Status;
 
 /// Compiles to an empty cubin under the symbol `_Z6mangledv`. As the benchmark worker it
 /// writes each output as the text `<id>` and answers with a result whose reason names the
-/// kernel it was asked to launch and the constants of its setup.
+/// kernel it was asked to launch and the constants of its setup, and for each edge size of
+/// the setup its label, its buffers' lengths and the kernel's grid there.
 const FAKE_WORKER: &str = r#"
 import json, os, sys
 kind = sys.argv[2]
@@ -30,12 +31,16 @@ for line in sys.stdin:
     else:
         request = message
         for position, arg in enumerate(setup["args"]):
-            if "Buffer" in arg and arg["Buffer"]["output"]:
+            if "Buffer" in arg and arg["Buffer"]["output"] and setup["outputs_dir"]:
                 with open(os.path.join(setup["outputs_dir"], f"{request['id']}.{position}.bin"), "w") as f:
                     f.write(str(request["id"]))
         constants = ",".join(name for name, _ in setup["constants"])
+        reason = request["kernel"]["name"] + "|" + constants
+        for edge, launch in zip(setup.get("edges", []), request["kernel"].get("edges", [])):
+            lengths = [arg["Buffer"]["len"] for arg in edge["setup"]["args"] if "Buffer" in arg]
+            reason += f"|{edge['label']} {lengths} {launch and launch['grid']}"
         reply = {"type": "result", "id": request["id"], "status": "ok", "samples": [1.0, 1.0],
-                 "reason": request["kernel"]["name"] + "|" + constants, "verify_s": 0.0, "verify_kernel_ms": 0.0,
+                 "reason": reason, "verify_s": 0.0, "verify_kernel_ms": 0.0,
                  "benchmark_s": 0.0, "attributes": None, "context_lost": False}
     print(json.dumps(reply), flush=True)
 "#;
@@ -133,4 +138,38 @@ fn the_lowered_symbol_is_launched_and_the_outputs_come_back_for_the_callers_chec
     assert_eq!(sets(&first), Some(1), "the caller's check passed on the one set it sees");
     assert_eq!(sets(&second), Some(0));
     assert_eq!(std::fs::read_dir(outputs.path()).expect("folder").count(), 0, "output files are removed once judged");
+}
+
+#[test]
+fn edge_sizes_reach_the_benchmark_worker_with_each_configurations_launch_there() {
+    let text = format!(
+        "restrictions = [\"block_size_x == 64 or n % 8 == 0\"]\n{SPEC}\n[verify]\n\
+         reference = {{ kernel = \"reference\", grid = [\"n\"], block = [1] }}\nsizes = [{{ n = 999 }}]\n"
+    );
+    let folder = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cuda/vector_add");
+    let spec = KernelSpec::parse(&text, &folder.join("test.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let space = spec.space().expect("space");
+    let language = CudaLanguage::new(&spec, &space);
+    let options = PipelineOptions {
+        bench_worker: fake_worker(),
+        compile_worker: fake_worker(),
+        devices: vec![0],
+        compile_workers: 1,
+    };
+    let mut pipeline = Pipeline::start(&language, &space, options).expect("starts");
+    let mut reasons = Vec::new();
+    for id in space.ids() {
+        pipeline.submit(id).expect("submits");
+        let (_, evaluation) = pipeline.next().expect("evaluates");
+        reasons.push((space.describe(id), evaluation.reason.unwrap_or_default()));
+    }
+    let reasons: Vec<(&str, &str)> = reasons.iter().map(|(c, r)| (c.as_str(), r.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            ("block_size_x=64", "_Z6mangledv||n = 999 [999] [16, 1, 1]"),
+            ("block_size_x=128", "_Z6mangledv||n = 999 [999] None"),
+        ],
+        "999 elements at the edge size; 128 is excluded there by its restriction"
+    );
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use kerntune_engine::{objective, Event, DEFAULT_STRATEGY};
-use kerntune_lang_cuda::spec::{ArgKind, KernelSpec};
+use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
@@ -101,6 +101,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             ..ScheduleOptions::default()
         }),
         without_gpu: "`--dry-run` checks the space without one, `--compile-only` compiles every configuration (with NVRTC installed)",
+        vetting: None,
     };
     let prepared = tuning.prepare().map_err(|e| match e {
         RunError::EmptySpace => anyhow::anyhow!("{}: no configuration satisfies the restrictions", args.spec.display()),
@@ -122,8 +123,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         println!("Strategy {strategy}, seed {seed}, {limit}; results in {}.", db.display());
         match language.verified_sets() {
             0 => println!("Warning: the spec has no [verify] section, so outputs are not checked."),
-            1 => println!("Outputs are checked on the spec's inputs."),
-            sets => println!("Outputs are checked on {sets} input sets: the spec's, and {} redrawn.", sets - 1),
+            sets => println!("{}", report::verification_text(sets, &language.verified_sizes(), "the spec's")),
         }
     }
     let bar = render::progress(
@@ -227,39 +227,65 @@ fn measurement_options(spec: &mut KernelSpec, args: &TuneArgs) -> Result<Option<
     Ok(Some(axes))
 }
 
-fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Result<ExitCode> {
-    // The arguments' sizes and values depend on the problem only: one that cannot be
-    // computed (a division by zero, a negative size) fails every configuration, so it is an
-    // error of the spec, found here rather than on the GPU.
-    let problem: Vec<kerntune_space::Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
+/// Checks that the arguments' sizes and values can be computed at a problem size (`at`
+/// names it in the error, empty for the spec's own). They depend on the problem only: one
+/// that cannot be computed (a division by zero, a negative size) fails every
+/// configuration, so it is an error of the spec, found here rather than on the GPU.
+fn check_arguments(spec: &KernelSpec, problem: &[Value], at: &str) -> Result<()> {
     for arg in &spec.args {
         let (what, expression) = match &arg.kind {
             ArgKind::Buffer { size, .. } => ("size", size),
             ArgKind::Scalar { value } => ("value", value),
         };
-        let value = expression.evaluate_with(&problem).map_err(|e| {
-            anyhow::anyhow!("{}: argument {}: {what} '{expression}': {e}", spec.path.display(), arg.name)
+        let value = expression.evaluate_with(problem).map_err(|e| {
+            anyhow::anyhow!("{}: {at}argument {}: {what} '{expression}': {e}", spec.path.display(), arg.name)
         })?;
         if what == "size" && !value.as_number().is_some_and(|n| n >= 0.0 && n.is_finite()) {
             bail!(
-                "{}: argument {}: size '{expression}' is {value}, not a count of elements",
+                "{}: {at}argument {}: size '{expression}' is {value}, not a count of elements",
                 spec.path.display(),
                 arg.name
             );
         }
     }
+    Ok(())
+}
+
+/// At one edge size of `[verify] sizes`: how many configurations apply there (the
+/// restrictions there admit them) and how many of those have no launch geometry there.
+fn dry_run_edge(spec: &KernelSpec, space: &Space, edge: &EdgeSize) -> Result<serde_json::Value> {
+    let problem = edge.values();
+    check_arguments(spec, &problem, &format!("[verify] sizes {}: ", edge.label))?;
+    let (mut apply, mut invalid) = (0usize, 0usize);
+    for id in space.ids() {
+        let config = config_values(space, id);
+        if edge.admits(&config) {
+            apply += 1;
+            let values: Vec<Value> = problem.iter().chain(&config).cloned().collect();
+            invalid += usize::from(spec.launch.geometry(&values).is_err());
+        }
+    }
+    Ok(json!({"size": edge.label, "apply": apply, "invalid_geometry": invalid}))
+}
+
+fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Result<ExitCode> {
+    let problem: Vec<Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
+    check_arguments(spec, &problem, "")?;
     let mut invalid = Vec::new();
     for id in space.ids() {
         if let Err(reason) = spec.geometry(&config_values(space, id)) {
             invalid.push((id, reason));
         }
     }
+    let sizes = spec.verify.as_ref().map_or(&[][..], |v| v.sizes.as_slice());
+    let edges = sizes.iter().map(|edge| dry_run_edge(spec, space, edge)).collect::<Result<Vec<_>>>()?;
     let seconds = clock.elapsed().as_secs_f64();
     if json {
-        println!(
-            "{}",
-            json!({"count": space.len(), "invalid_geometry": invalid.len(), "seconds": seconds, "kernel": spec.kernel_name})
-        );
+        let mut out = json!({"count": space.len(), "invalid_geometry": invalid.len(), "seconds": seconds, "kernel": spec.kernel_name});
+        if !edges.is_empty() {
+            out["edge_sizes"] = json!(edges);
+        }
+        println!("{out}");
     } else {
         println!(
             "{}: {} configurations ({} with an impossible launch geometry), checked in {:.1} ms; nothing compiled or run.",
@@ -270,6 +296,14 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
         );
         for (id, reason) in invalid.iter().take(5) {
             println!("  {}: {reason}", space.describe(*id));
+        }
+        for edge in &edges {
+            println!(
+                "Also checked at the edge size {}: {} configurations apply there ({} with an impossible launch geometry there).",
+                edge["size"].as_str().unwrap_or_default(),
+                edge["apply"],
+                edge["invalid_geometry"]
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -166,6 +166,30 @@ pub fn schedule_start_text(options: &kerntune_pipeline::schedule::ScheduleOption
     )
 }
 
+/// What each configuration's outputs are checked on, as a sentence: `sets` input sets in
+/// all (as [`RunSummary::verified_sets`] counts them), of which one per edge size in
+/// `sizes`; `own` names the setup's inputs ("the spec's").
+pub fn verification_text(sets: u32, sizes: &[String], own: &str) -> String {
+    if sets == 0 {
+        return "Outputs are not checked.".to_string();
+    }
+    let redrawn = sets as usize - 1 - sizes.len();
+    let mut parts = vec![own.to_string()];
+    if redrawn > 0 {
+        parts.push(format!("{redrawn} redrawn"));
+    }
+    match sizes.len() {
+        0 => {}
+        1 => parts.push(format!("1 at the edge size {}", sizes[0])),
+        n => parts.push(format!("{n} at the edge sizes {}", sizes.join("; "))),
+    }
+    match parts.len() {
+        1 => format!("Outputs are checked on {own} inputs."),
+        2 => format!("Outputs are checked on {sets} input sets: {} and {}.", parts[0], parts[1]),
+        _ => format!("Outputs are checked on {sets} input sets: {}, {} and {}.", parts[0], parts[1], parts[2]),
+    }
+}
+
 /// A tuning's summary, as lines.
 pub fn tuning_text(run: &RunSummary) -> String {
     let mut out = String::new();
@@ -194,6 +218,11 @@ pub fn tuning_text(run: &RunSummary) -> String {
             }
         }
         None => say!(out, "No configuration passed verification."),
+    }
+    if !run.verified_sizes.is_empty() {
+        // The run's opening line says what is checked; this reminds that the winner was
+        // also right at sizes it was not timed at.
+        say!(out, "{}", verification_text(run.verified_sets, &run.verified_sizes, "the spec's"));
     }
     if let Some(compiler) = &run.compiler {
         say!(out, "Compiled with {compiler}.");
