@@ -21,18 +21,10 @@ def run_bench_worker(device: int) -> int: ...
 def run_compile_worker() -> int: ...
 def tune_triton(
     job: str,
+    request: str,
     grid: Callable[[list[Any]], Sequence[int]],
-    strategy: str,
-    strategy_options: str,
-    max_fevals: Optional[int],
-    time_limit: Optional[float],
-    target: Optional[float],
-    seed: int,
-    db: Optional[str],
-    fresh: bool,
-    compile_workers: int,
-    device: int,
     progress: Optional[Callable[[int, int, Optional[float]], None]],
+    vet: Optional[Callable[[list[Any]], Optional[str]]] = None,
 ) -> str: ...
 def tune_kernel_tuner(
     job: str,

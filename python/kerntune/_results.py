@@ -59,6 +59,13 @@ class TuneResult:
     #: them), more where a reference kernel also checked redrawn random inputs. Each entry
     #: of ``results`` says in its metrics how many sets that configuration passed.
     verified_sets: int = 1
+    #: The other sizes each configuration was also checked at (``n = 4095``): the CUDA
+    #: spec's ``[verify] sizes``, or ``tune(..., edge_args=...)`` for Triton. A
+    #: configuration wrong at one is ``invalid_output``, its reason naming the size.
+    verified_sizes: list = field(default_factory=list)
+    #: For Triton's ``edge_args``: how many of the best configurations were checked at the
+    #: edge sizes, best first, until enough passed (None where every configuration was).
+    edge_checked: Optional[int] = None
     #: The compiler-controls stage's report (``tune(..., controls="compileiq")``), else None.
     controls: Optional[dict] = None
     #: The ptxas the caller chose (``ptxas=``), with its version and path, else None.
@@ -97,6 +104,8 @@ class TuneResult:
             failure=data.get("failure"),
             verified=data["verified"],
             verified_sets=data.get("verified_sets", int(data["verified"])),
+            verified_sizes=data.get("verified_sizes", []),
+            edge_checked=data.get("edge_checked"),
             finalists=data.get("finalists"),
             schedule=data.get("schedule"),
             tuning=data.get("tuning"),

@@ -22,7 +22,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
                               check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
-from kerntune import _ptxas
+from kerntune import _edges, _ptxas
 from kerntune._space import CONTROL_NAMES, OPTION_NAMES, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
@@ -576,6 +576,7 @@ def tune(
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
     verify_sets: int = VERIFY_SETS,
+    edge_args: Optional[Sequence] = None,
     ptxas: Optional[str] = None,
     controls: Optional[str] = None,
     controls_budget: int = 24,
@@ -602,6 +603,14 @@ def tune(
     counts the sets, the call's own included). ``answer`` fits the call's own tensors only,
     so with it each configuration is checked on that one set; when no tensor changes,
     nothing is checked and ``UncheckedOutputsWarning`` says so.
+    ``edge_args`` lists calls of the kernel at other sizes, where its blocks do not divide
+    the problem and its masks matter: each a dict of the arguments that differ from
+    ``args`` (``{"x": x2, "out": out2, "n": 4095}``), or an ``(args, answer)`` pair. After
+    the search, the best configurations are launched there through Triton, best first,
+    until ``finalists`` have passed; one that computes other outputs there than the
+    reference configurations (or the pair's answer) is ``invalid_output``, its reason naming
+    the size, and cannot win. ``result.verified_sizes`` names the sizes and
+    ``result.edge_checked`` counts the configurations checked there.
     ``atol``/``rtol`` default to 1e-2 for floating-point outputs and 0 for integers.
     Outputs are poisoned before the checked run; list in ``restore_value`` those the kernel
     also reads (they are restored instead, as in ``triton.autotune``), and in
@@ -683,6 +692,7 @@ def tune(
         for name in names:
             if not _is_tensor(call.get(name)):
                 raise ArgumentError(f"{argument} names '{name}', which is not a tensor argument of {fn.__name__}")
+    edges = _edges.bind(fn, call, edge_args, params, grid)
     try:
         import torch
     except ImportError:
@@ -709,7 +719,7 @@ def tune(
                 schedule_options=schedule_options, finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
                 devices=devices, ray=ray,
             ),
-            verify_sets,
+            verify_sets, edges,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
@@ -730,16 +740,18 @@ def tune(
     return result
 
 
-def _measured_identity(job: dict) -> str:
+def _measured_identity(job: dict, edge_sizes: Sequence[str] = ()) -> str:
     """The job's fingerprint, with what changes the measured values folded in: the
-    objective, graph timing, energy measurement. A store then never answers an energy
-    objective with rows measured for time alone."""
+    objective, graph timing, energy measurement, the edge sizes checked. A store then never
+    answers an energy objective with rows measured for time alone, nor a run without edge
+    sizes with rows found wrong at one."""
     timing = job.get("timing") or {}
     measured = {key: timing[key] for key in ("graph", "energy") if timing.get(key)}
     objective = job.get("objective")
-    if objective is None and not measured:
+    if objective is None and not measured and not edge_sizes:
         return job["fingerprint"]
-    text = json.dumps([objective, measured], sort_keys=True, default=str)
+    parts = [objective, measured] + ([list(edge_sizes)] if edge_sizes else [])
+    text = json.dumps(parts, sort_keys=True, default=str)
     return f"{job['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
@@ -800,7 +812,7 @@ def _config_key(config: Mapping[str, Any]) -> tuple:
 
 
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-             hooks, device, arch, info, workdir, search, verify_sets) -> TuneResult:
+             hooks, device, arch, info, workdir, search, verify_sets, edges) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
@@ -861,6 +873,13 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         job_args[fn.arg_names.index(name)]["poison"] = False
     scalars = {d["name"]: d["value"] for d in describe if d["kind"] == "value" and isinstance(d.get("value"), (int, float))}
     phases["reference_s"] = time.perf_counter() - clock - phases["prepare_s"]
+    vet = None
+    if edges and reference is not None:
+        started = time.perf_counter()
+        reference_configs = configs if answer is not None else [config for config, _ in runs]
+        _edges.references(fn, edges, reference_configs, reset_to_zero, hooks, atol, rtol)
+        vet = _edges.checker(fn, edges, list(params), restore_value, reset_to_zero, hooks, atol, rtol)
+        phases["edge_sizes_s"] = time.perf_counter() - started
     if reference is None:
         warn_unchecked(fn.__name__, "no tensor changed when the reference configurations ran", "give answer= to check them", 3)
     job["reference"] = reference
@@ -869,7 +888,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     objective = search["objective"]
     if objective is not None:
         job["objective"] = {**objective, "values": scalars}
-    job["fingerprint"] = _measured_identity(job)
+    job["fingerprint"] = _measured_identity(job, [edge.label for edge in edges] if vet else [])
     request = {
         "search": {
             "strategy": search["strategy"],
@@ -887,10 +906,11 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
         if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
+        "edge_sizes": [edge.label for edge in edges] if vet else [],
     }
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
-        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar)
+        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet)
     finally:
         if bar:
             bar.close()

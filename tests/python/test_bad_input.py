@@ -51,6 +51,18 @@ CASES = [
     ("device and devices (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, device=0, devices=[0, 1]),
      ValueError, "devices"),
     ("strategy not a name (tune)", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, strategy=3), TypeError, "strategy"),
+    ("edge_args one dict", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args={"n": 255}), TypeError,
+     "edge_args"),
+    ("edge_args naming no argument", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args=[{"m": 255}]),
+     ValueError, "edge_args[0]: m"),
+    ("edge_args naming a tuned parameter", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args=[{"BLOCK": 32}]),
+     ValueError, "edge_args[0]: BLOCK"),
+    ("edge_args at the call's size", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args=[{"n": 256}]),
+     ValueError, "the call's own arguments"),
+    ("edge_args listed twice", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args=[{"n": 255}, {"n": 255}]),
+     ValueError, "edge_args[1]: n = 255 is listed twice"),
+    ("edge_args answer not a dict", lambda: kerntune.tune(_copy, ARGS, (1,), {"BLOCK": [64]}, edge_args=[({"n": 255}, 3)]),
+     TypeError, "edge_args[0]"),
 ]
 
 

@@ -120,6 +120,7 @@ pub fn tune_kernel_tuner(
             retime: None,
             schedule: None,
             without_gpu: WITHOUT_GPU,
+            vetting: None,
         };
         // Entries of Kernel Tuner's cache file count as measured: into the store first.
         let import = |prepared: &Prepared<'_>| match &settings.cache {

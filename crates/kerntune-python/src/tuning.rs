@@ -16,6 +16,7 @@ use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
+use kerntune_run::vetting::{VetFn, Vetting};
 use kerntune_run::{report, CompileOnly, CompileReport, Devices, Prepared, Progress, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
@@ -60,6 +61,9 @@ pub(crate) struct RunRequest {
     /// Then tune the native schedule of the best configuration.
     #[serde(default)]
     pub schedule: Option<ScheduleOptions>,
+    /// The labels of the edge sizes the Triton call's `vet` checks (`n = 4095`).
+    #[serde(default)]
+    pub edge_sizes: Vec<String>,
 }
 
 fn retime_by_default() -> Option<RetimeOptions> {
@@ -171,15 +175,19 @@ pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo
 
 /// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`) as `request`
 /// (JSON, a [`RunRequest`]) asks. `grid` maps a configuration (a list of parameter values)
-/// to the launch grid in programs. Returns the run's summary as JSON.
+/// to the launch grid in programs. `vet`, where given, checks a configuration at the
+/// request's edge sizes through Triton (`None` when right there, else why not); it is
+/// asked of the best configurations after the search (see `kerntune_run::vetting`).
+/// Returns the run's summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (job, request, grid, progress))]
+#[pyo3(signature = (job, request, grid, progress, vet = None))]
 pub fn tune_triton(
     py: Python<'_>,
     job: &str,
     request: &str,
     grid: Py<PyAny>,
     progress: Option<Py<PyAny>>,
+    vet: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let request: RunRequest = serde_json::from_str(request).map_err(errors::spec)?;
@@ -205,6 +213,7 @@ pub fn tune_triton(
             retime: request.retime.clone(),
             schedule: request.schedule.clone(),
             without_gpu: WITHOUT_GPU,
+            vetting: vet.as_ref().map(|check| Vetting { sizes: request.edge_sizes.clone(), check: triton_vet(check) }),
         };
         run(tuning, progress.as_ref(), &|_| Ok(()))
     })?;
@@ -264,6 +273,27 @@ pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
         // called from any thread, with or without the GIL.
         unsafe { pyo3::ffi::PyErr_SetInterrupt() };
     }
+}
+
+/// The edge-size check of `kerntune._edges` as the run calls it (taking the GIL): a
+/// configuration's values in, `Err` with the reason where it is wrong. A check that raises
+/// counts as the configuration's failure, with the error as the reason.
+fn triton_vet(check: &Py<PyAny>) -> VetFn<'_> {
+    Box::new(move |config: &[Value]| -> Result<(), String> {
+        Python::attach(|py| {
+            let values =
+                config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
+            let answer = check.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| {
+                keep_interrupt(py, &e);
+                format!("the edge-size check failed: {e}")
+            })?;
+            match answer.extract::<Option<String>>(py) {
+                Ok(None) => Ok(()),
+                Ok(Some(reason)) => Err(reason),
+                Err(e) => Err(format!("the edge-size check must return None or a reason: {e}")),
+            }
+        })
+    })
 }
 
 /// The user's grid function as the Triton language calls it (taking the GIL).

@@ -14,6 +14,7 @@ use kerntune_store::{Store, TuningId, TuningInfo};
 use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
+use crate::vetting::Vetting;
 use crate::{default_compile_workers, Devices, RunError, RunSummary};
 
 /// The worker programs of a run and how many compilers run ahead of the GPU.
@@ -51,6 +52,9 @@ pub struct Tuning<'a> {
     pub schedule: Option<ScheduleOptions>,
     /// What the front offers without a GPU, said when there is none.
     pub without_gpu: &'a str,
+    /// A check the front runs itself on the best configurations before a winner is chosen
+    /// (the Triton front's edge sizes).
+    pub vetting: Option<Vetting<'a>>,
 }
 
 /// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
@@ -154,6 +158,7 @@ impl Prepared<'_> {
             strategy: search.strategy_name,
             seed: search.seed,
             verified_sets: language.verified_sets(),
+            verified_sizes: request.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
             wall_s,
             compile_workers,
             db: request.db.display().to_string(),
@@ -161,6 +166,11 @@ impl Prepared<'_> {
             compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
+        if let Some(vetting) = request.vetting.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
+            let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
+            let failed = run.vet(vetting, space, count, within);
+            crate::vetting::record_failures(&store, tuning_id, &failed)?;
+        }
         if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
             // Times rank configurations only when the objective is the time, or a function
             // of it that no parameter changes.

@@ -20,6 +20,7 @@ mod gpu;
 pub mod report;
 mod simulate;
 mod summary;
+pub mod vetting;
 
 pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
 pub use devices::Devices;

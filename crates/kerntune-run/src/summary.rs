@@ -29,8 +29,17 @@ pub struct RunSummary {
     /// On how many input sets each configuration measured was checked: 0 when outputs are
     /// not checked, 1 for the call's (or spec's) own inputs, more where a reference kernel
     /// computes the outputs of redrawn random inputs. Each evaluation's metrics hold the
-    /// sets it passed (`verified_sets`).
+    /// sets it passed (`verified_sets`). Edge sizes count among them.
     pub verified_sets: u32,
+    /// The other problem sizes (edge sizes) at which each configuration was also checked,
+    /// as their labels (`n = 4095`): a configuration wrong there is `invalid_output`, its
+    /// reason naming the size.
+    pub verified_sizes: Vec<String>,
+    /// Where the front checks the edge sizes itself on the best configurations only (the
+    /// Triton front, see `vetting`): how many it checked, best first, until enough passed.
+    /// Those that passed count the sizes in their `verified_sets`; the summary's do not.
+    /// `None` where every configuration measured was checked at them.
+    pub edge_checked: Option<usize>,
     pub evaluations: usize,
     pub failed: usize,
     pub from_store: usize,
@@ -142,7 +151,13 @@ pub struct BestSummary {
 
 impl BestSummary {
     /// The best configuration, timed by its latest evaluation with samples among `rows`.
-    fn new(id: ConfigId, config: Map<String, Json>, objective: f64, rows: &[ResultRow], space: &Space) -> Self {
+    pub(crate) fn new(
+        id: ConfigId,
+        config: Map<String, Json>,
+        objective: f64,
+        rows: &[ResultRow],
+        space: &Space,
+    ) -> Self {
         let samples = rows.iter().rev().find(|r| r.id == id && !r.samples.is_empty()).map(|r| &r.samples);
         BestSummary {
             id,
@@ -240,6 +255,7 @@ pub(crate) struct RunFacts<'a> {
     pub strategy: String,
     pub seed: u64,
     pub verified_sets: u32,
+    pub verified_sizes: Vec<String>,
     pub wall_s: f64,
     pub compile_workers: Option<usize>,
     pub db: String,
@@ -264,6 +280,8 @@ impl RunSummary {
             best,
             verified: facts.verified_sets > 0,
             verified_sets: facts.verified_sets,
+            verified_sizes: facts.verified_sizes,
+            edge_checked: None,
             evaluations: summary.evaluations,
             failed: summary.failed,
             from_store: summary.from_store,
@@ -292,17 +310,23 @@ impl RunSummary {
     /// The configurations to time again: the best `count` that worked, ranked by the
     /// objective, whose objective is within `within` (a fraction) of the best's.
     pub(crate) fn contenders(&self, count: usize, within: f64) -> Vec<&ResultRow> {
+        let ok = self.ranked();
+        let Some(best) = ok.first().and_then(|r| r.objective) else { return Vec::new() };
+        ok.into_iter()
+            .take(count)
+            .filter(|r| r.objective.is_some_and(|o| (o - best).abs() <= within * best.abs()))
+            .collect()
+    }
+
+    /// The configurations that worked, best first by the objective, each once.
+    pub(crate) fn ranked(&self) -> Vec<&ResultRow> {
         let mut ok: Vec<&ResultRow> =
             self.results.iter().filter(|r| r.status == Status::Ok.as_str() && r.objective.is_some()).collect();
         let sign = if self.higher_is_better { -1.0 } else { 1.0 };
         let key = |r: &ResultRow| sign * r.objective.unwrap_or(f64::NAN);
         ok.sort_by(|a, b| key(a).total_cmp(&key(b)));
         ok.dedup_by_key(|r| r.id);
-        let Some(best) = ok.first().and_then(|r| r.objective) else { return Vec::new() };
-        ok.into_iter()
-            .take(count)
-            .filter(|r| r.objective.is_some_and(|o| (o - best).abs() <= within * best.abs()))
-            .collect()
+        ok
     }
 
     /// Makes `row` the best configuration (re-timing found it faster).
