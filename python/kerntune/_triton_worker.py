@@ -11,7 +11,9 @@ compiled with ``triton.compile(ASTSource(...), target=GPUTarget(...))``.
 
 A configuration whose shared memory exceeds the device's limit is refused at the start of
 the LLVM stage (its allocation passes run first on a copy of the module), before the
-lowering to LLVM and ptxas.
+lowering to LLVM and ptxas; so is one whose dot accumulator alone needs more than twice
+the registers a thread can have (it would spill most of it, and such configurations are
+the ones whose compiles run into the time limit: see docs/design-notes.md).
 
 Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "constexprs",
 "options"}``), one JSON reply per line on stdout.
@@ -36,8 +38,16 @@ class _Tensor:
         return self._data_ptr
 
 
-class SharedMemoryTooLarge(Exception):
-    pass
+class OverDeviceLimit(Exception):
+    """A configuration the device cannot run as compiled: refused as an invalid configuration."""
+
+
+#: The 32-bit registers one thread can have (every NVIDIA GPU since Kepler).
+MAX_REGISTERS = 255
+
+#: A configuration whose dot accumulator needs more than this many times MAX_REGISTERS per
+#: thread is refused before the lowering: more than half of it would live in local memory.
+REGISTER_FACTOR = 2
 
 
 def stand_in(arg):
@@ -57,7 +67,7 @@ def refuse_large_shared_memory(limit):
 
     def refuse(shared):
         if shared > limit:
-            raise SharedMemoryTooLarge(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
+            raise OverDeviceLimit(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
 
     def add_stages(self, stages, options, *rest):
         original(self, stages, options, *rest)
@@ -67,6 +77,12 @@ def refuse_large_shared_memory(limit):
         capability = self.target.arch
 
         def checked(src, metadata):
+            registers = accumulator_registers(str(src), options.num_warps)
+            if registers > REGISTER_FACTOR * MAX_REGISTERS:
+                raise OverDeviceLimit(
+                    f"its dot accumulator alone needs {registers} registers per thread with {options.num_warps} warps, "
+                    f"more than {REGISTER_FACTOR} x the {MAX_REGISTERS} a thread can have: most of it would spill "
+                    f"(refused before the lowering to LLVM)")
             refuse(shared_memory_before_lowering(src, options, capability) or 0)
             out = make_llir(src, metadata)
             refuse(metadata.get("shared", 0) or 0)  # what the stage itself allocated
@@ -75,6 +91,20 @@ def refuse_large_shared_memory(limit):
         stages["llir"] = checked
 
     CUDABackend.add_stages = add_stages
+
+
+def accumulator_registers(module_text, num_warps):
+    """The 32-bit registers per thread that the largest ``tt.dot`` (or Hopper's
+    ``warp_group_dot``) result of a TritonGPU module takes at least: its elements spread
+    over the block's threads, each held by one thread at least (0 without a dot)."""
+    most = 0
+    for match in re.finditer(r"(?:tt\.dot|ttng\.warp_group_dot)\b[^\n]*->\s*tensor<([\dx]+)x([a-z]+)(\d+)", module_text):
+        elements = 1
+        for dim in match.group(1).split("x"):
+            elements *= int(dim)
+        bits = elements * int(match.group(3))
+        most = max(most, -(-bits // (32 * 32 * num_warps)))
+    return most
 
 
 def shared_memory_before_lowering(module, options, capability):
@@ -232,7 +262,7 @@ def main(setup_path):
                     "params": params,
                 },
             }
-        except SharedMemoryTooLarge as error:
+        except OverDeviceLimit as error:
             reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error), "seconds": time.perf_counter() - start}
         except Exception as error:  # any compiler error fails this configuration only
             message = name_versions(f"{type(error).__name__}: {error}".strip(), request["options"], setup["arch"])

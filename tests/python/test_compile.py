@@ -78,6 +78,33 @@ def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
         assert "shared memory" in outcome["reason"]
 
 
+def test_configurations_whose_accumulator_would_spill_are_refused_before_the_lowering(monkeypatch, tmp_path):
+    """128 x 256 fp32 accumulators over 2 warps are 512 registers per thread, twice the 255
+    a thread can have: refused in moments (such compiles ran into the 10 s limit on the
+    GPU machine), while the same tiles over 8 warps (128 registers) compile."""
+    import matmul
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    params = {"BLOCK_SIZE_M": [128], "BLOCK_SIZE_N": [256], "BLOCK_SIZE_K": [32], "GROUP_SIZE_M": [8], "num_stages": [3],
+              "num_warps": [2, 8]}
+    outcomes = {o["config"]["num_warps"]: o for o in kerntune.compile(matmul.matmul_kernel, matmul_args(), params, compile_workers=2)}
+    refused, compiled = outcomes[2], outcomes[8]
+    assert refused["status"] == "invalid_config", refused
+    assert refused["reason"].startswith("its dot accumulator alone needs 512 registers per thread with 2 warps"), refused
+    assert compiled["status"] == "compiled", compiled
+
+
+def test_the_accumulator_estimate_reads_the_dot_results_of_a_module():
+    from kerntune._triton_worker import accumulator_registers
+
+    text = ("%1 = tt.dot %a, %b, %c : tensor<128x64xf16, #d0> * tensor<64x256xf16, #d1> -> tensor<128x256xf32, #mma>\n"
+            "%2 = ttng.warp_group_dot %a, %b, %c {isAsync = true} : !ttg.memdesc<64x32xf16> * !ttg.memdesc<32x64xf16> "
+            "-> tensor<64x64xf16, #mma1>\n")
+    assert accumulator_registers(text, 8) == 128 * 256 // 256
+    assert accumulator_registers(text, 2) == 512
+    assert accumulator_registers("%1 = arith.addf %a, %b : tensor<1024xf32, #blocked>", 4) == 0, "no dot"
+
+
 def test_shared_memory_is_known_before_the_lowering_to_llvm(monkeypatch, tmp_path):
     """The compile workers refuse a configuration over the shared-memory limit before the
     LLVM stage's lowering (which, with ptxas, is where the time goes): the figure they find
