@@ -20,6 +20,7 @@ by ``import kerntune``; Ray is needed only on this path (``pip install 'kerntune
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -157,6 +158,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if options.gpus > have:
             raise SystemExit(f"kerntune: the Ray cluster at {options.address!r} has {have} GPU(s); "
                              f"{options.gpus} were asked for (--ray-gpus)")
+        out.write(json.dumps({"gpus": have}).encode() + b"\n")
+        out.flush()
         return 0
     worker = _on_one_gpu(options.worker) if options.gpus else options.worker
     env = {name: os.environ[name] for name in options.env if name in os.environ}

@@ -152,6 +152,14 @@ def test_ray_gpus_beyond_the_clusters_are_refused_by_the_check_in_one_line(clust
     assert last == f"kerntune: the Ray cluster at {cluster.address!r} has 1 GPU(s); 2 were asked for (--ray-gpus)", last
 
 
+def test_the_check_counts_the_clusters_gpus_for_ray_gpus_all(cluster):
+    """`--ray-gpus all` measures on as many GPUs as the relay's check counts."""
+    checked = subprocess.run([sys.executable, *RELAY, "--check", "--address", cluster.address], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout.strip().splitlines()[-1]) == {"gpus": 1}, checked.stdout
+
+
 def test_ray_missing_is_one_line_that_says_what_to_install(tmp_path):
     stub = tmp_path / "ray"
     stub.mkdir()

@@ -206,12 +206,12 @@ pub struct TuneArgs {
     /// counts this machine's cores only.
     #[arg(long, value_name = "ADDRESS")]
     pub ray: Option<String>,
-    /// Also measure on N GPUs of the Ray cluster, one benchmark worker each as a Ray actor
-    /// with one GPU, instead of this machine's (which must have a GPU of the cluster's model:
-    /// it sets the compile target). A worker or node that dies costs only the configuration
-    /// it held, measured again on another.
-    #[arg(long, value_name = "N", requires = "ray", value_parser = clap::value_parser!(u64).range(1..))]
-    pub ray_gpus: Option<u64>,
+    /// Also measure on N GPUs of the Ray cluster (`all`: every one it has), one benchmark
+    /// worker each as a Ray actor with one GPU, instead of this machine's (which must have a
+    /// GPU of the cluster's model: it sets the compile target). A worker or node that dies
+    /// costs only the configuration it held, measured again on another.
+    #[arg(long, value_name = "N|all", requires = "ray", value_parser = parse_ray_gpus)]
+    pub ray_gpus: Option<RayGpus>,
     /// Only enumerate the space and check every configuration's launch geometry.
     #[arg(long, conflicts_with = "compile_only")]
     pub dry_run: bool,
@@ -365,4 +365,21 @@ pub struct CompareArgs {
     /// Write a plot of the best found so far against evaluations (SVG).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+}
+
+/// How many of a Ray cluster's GPUs measure (`--ray-gpus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RayGpus {
+    All,
+    Count(usize),
+}
+
+fn parse_ray_gpus(text: &str) -> Result<RayGpus, String> {
+    match text {
+        "all" => Ok(RayGpus::All),
+        _ => match text.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(RayGpus::Count(n)),
+            _ => Err("give a number of GPUs (1 or more) or `all`".into()),
+        },
+    }
 }

@@ -159,7 +159,11 @@ fn a_ray_relay_that_cannot_run_and_a_list_that_names_no_gpus_are_refused_in_one_
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("give `all` or their indices separated by commas (0,1)"), "{stderr}");
     // The cluster's GPUs need the cluster, and at least one of them.
-    for mistake in [&["--ray-gpus", "2"][..], &["--ray", "127.0.0.1:9", "--ray-gpus", "0"]] {
+    for mistake in [
+        &["--ray-gpus", "2"][..],
+        &["--ray", "127.0.0.1:9", "--ray-gpus", "0"],
+        &["--ray", "127.0.0.1:9", "--ray-gpus", "every"],
+    ] {
         let output = kerntune(&[&["tune", spec.as_str()][..], mistake].concat());
         assert_eq!(output.status.code(), Some(2), "{mistake:?}: {}", String::from_utf8_lossy(&output.stderr));
     }

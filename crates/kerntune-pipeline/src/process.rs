@@ -200,9 +200,10 @@ impl RayRelay {
     }
 
     /// Whether the relay can run and reach the cluster (`--check`), and the cluster has
-    /// `gpus` GPUs: the relay's one-line reason when not (Ray not installed, the address
-    /// unreachable, too few GPUs), so that a run stops before any configuration fails for it.
-    pub fn check(&self, gpus: usize) -> Result<(), String> {
+    /// `gpus` GPUs: the cluster's GPU count, or the relay's one-line reason when not (Ray not
+    /// installed, the address unreachable, too few GPUs), so that a run stops before any
+    /// configuration fails for it.
+    pub fn check(&self, gpus: usize) -> Result<usize, String> {
         let output = Command::new(&self.python)
             .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address, "--gpus", &gpus.to_string()])
             .stdin(Stdio::null())
@@ -214,7 +215,12 @@ impl RayRelay {
                 )
             })?;
         if output.status.success() {
-            return Ok(());
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let answer: Option<serde_json::Value> = stdout.lines().rev().find_map(|l| serde_json::from_str(l).ok());
+            return answer
+                .and_then(|a| a["gpus"].as_u64())
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("the Ray relay's check said nothing of the cluster's GPUs: {}", stdout.trim()));
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();

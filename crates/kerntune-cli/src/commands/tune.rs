@@ -18,7 +18,7 @@ use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
 
-use crate::args::{ControlsSearch, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
+use crate::args::{ControlsSearch, RayGpus, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
 use crate::{interrupt, render};
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
@@ -45,16 +45,26 @@ fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
 }
 
 /// This binary as a worker program; with `--ray`, its compile workers run on the cluster
-/// through the relay, checked first, and with `--ray-gpus N` its benchmark workers too, one
-/// GPU of the cluster each.
-fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<u64>) -> Result<Workers> {
+/// through the relay, checked first, and with `--ray-gpus N|all` its benchmark workers too,
+/// one GPU of the cluster each.
+fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<RayGpus>) -> Result<Workers> {
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
     let Some(address) = ray else {
         return Ok(Workers { bench: worker.clone(), compile: worker, compile_workers, bench_workers: None });
     };
     let relay = RayRelay::new(address);
-    let gpus = ray_gpus.unwrap_or(0) as usize;
-    relay.check(gpus).map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
+    let asked = match ray_gpus {
+        Some(RayGpus::Count(n)) => n,
+        Some(RayGpus::All) | None => 0,
+    };
+    let have = relay.check(asked).map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
+    let gpus = match ray_gpus {
+        Some(RayGpus::All) if have == 0 => {
+            bail!("--ray {address}: --ray-gpus all: the Ray cluster has no GPU; start its nodes with GPUs, or leave the flag out to measure on this machine's")
+        }
+        Some(RayGpus::All) => have,
+        _ => asked,
+    };
     let bench = if gpus > 0 { relay.wrap_on_a_gpu(&worker) } else { worker.clone() };
     Ok(Workers { bench, compile: relay.wrap(&worker), compile_workers, bench_workers: (gpus > 0).then_some(gpus) })
 }
