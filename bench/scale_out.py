@@ -9,6 +9,9 @@
   local Ray cluster of one node of 16 CPUs, then of two nodes of 16 CPUs (both on this host,
   started by ray.cluster_utils.Cluster as `ray start --num-cpus 16` would), a fresh store,
   Triton cache and cluster each time. Target >= 1.7x, same best.
+- `host`: the host's own compile throughput, no Ray: the same brute force with 16 and then
+  32 local compile workers. The ceiling of `nodes` on one host: if 32 concurrent compiles
+  each take longer than 16 do, two nodes of 16 CPUs on it cannot reach 2x either.
 - `ranks`: two processes (torch.distributed, gloo, one GPU each) call one
   @kerntune.autotune kernel with one key: both must launch the same configuration, tuned
   once (by rank 0), and a third process must find it in the store.
@@ -16,7 +19,7 @@
 - `raygpus`: the `gpus` comparison with the benchmark workers on a local Ray cluster's
   GPUs (`--ray ADDR --ray-gpus 1`, then 2; two nodes of 16 CPUs and one GPU each).
 
-Usage: python3 bench/scale_out.py [gpus] [nodes] [ranks] [raygpus] (default: the first three; on the device, run
+Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
 gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
@@ -135,10 +138,9 @@ def import_ray():
     return ray
 
 
-def nodes():
-    ray = import_ray()
-    from ray.cluster_utils import Cluster
-
+def triton_brute(label, compile_workers, ray_address=None):
+    """The 576-configuration Triton matmul brute force on GPU 0, a fresh store; its compile
+    workers local, or on the Ray cluster at ``ray_address``. Records the row ``label``."""
     import torch
 
     sys.path.insert(0, os.path.join(ROOT, "examples", "triton"))
@@ -147,6 +149,41 @@ def nodes():
     import kerntune
 
     size = int(os.environ.get("SIZE", "4096"))
+    torch.manual_seed(0)
+    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+    db = os.path.join(tempfile.mkdtemp(prefix="scale-nodes-"), "results.db")
+    start = time.perf_counter()
+    result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
+                           answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
+                           finalists=1, compile_workers=compile_workers, ray=ray_address,
+                           objective=("TFLOP/s", f"2 * {size}**3 / (time * 1e-3) / 1e12"))
+    wall = time.perf_counter() - start
+    statuses = {}
+    for r in result.results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    compiled = [r["costs"]["compile_s"] for r in result.results if r["costs"].get("compile_s")]
+    rows[label] = dict(wall_s=wall, best=result.best_config, best_tflops=result.best_objective,
+                       evaluations=result.evaluations, statuses=statuses, compile_s=result.costs.get("compile_s"),
+                       compile_mean_s=sum(compiled) / max(len(compiled), 1), phases=result.phases)
+    print(label, json.dumps(rows[label], default=str), flush=True)
+
+
+def host():
+    """The host's own compile throughput, without Ray: the Triton brute force with 16 and
+    then 32 local compile workers. Where 32 concurrent compiles each take longer than 16
+    (shared cores, hyper-threads, memory bandwidth), no scheduler gets 2x from 32."""
+    for label, workers in (("host 16", 16), ("host 32", 32)):
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+        triton_brute(label, workers)
+    ratio("host", "host 16", "host 32", target=1.7)
+
+
+def nodes():
+    import_ray()
+    from ray.cluster_utils import Cluster
+
     for label, count in (("1 node", 1), ("2 nodes", 2)):
         # Workers inherit the cluster's environment: a fresh Triton cache before it starts.
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
@@ -154,24 +191,10 @@ def nodes():
         for _ in range(count - 1):
             cluster.add_node(num_cpus=16)
         cluster.wait_for_nodes()
-        torch.manual_seed(0)
-        a = torch.randn((size, size), device="cuda", dtype=torch.float16)
-        b = torch.randn((size, size), device="cuda", dtype=torch.float16)
-        c = torch.empty((size, size), device="cuda", dtype=torch.float16)
-        db = os.path.join(tempfile.mkdtemp(prefix="scale-nodes-"), "results.db")
-        start = time.perf_counter()
-        result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
-                               answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
-                               finalists=1, compile_workers=16 * count, ray=cluster.address,
-                               objective=("TFLOP/s", f"2 * {size}**3 / (time * 1e-3) / 1e12"))
-        wall = time.perf_counter() - start
-        cluster.shutdown()
-        statuses = {}
-        for r in result.results:
-            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        rows[label] = dict(wall_s=wall, best=result.best_config, best_tflops=result.best_objective,
-                           evaluations=result.evaluations, statuses=statuses, compile_s=result.costs.get("compile_s"))
-        print(label, json.dumps(rows[label], default=str), flush=True)
+        try:
+            triton_brute(label, 16 * count, cluster.address)
+        finally:
+            cluster.shutdown()
     ratio("nodes", "1 node", "2 nodes", target=1.7)
 
 
@@ -252,13 +275,18 @@ def ratio(name, anchor, other, target):
 def main():
     stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
     for stage in stages:
-        {"gpus": gpus, "nodes": nodes, "ranks": ranks, "raygpus": raygpus}[stage]()
+        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus}[stage]()
     with open(os.path.join(OUT, "scale_out.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
     print("\n=== scale_out summary")
     print(f"{'comparison':<10} {'anchor s':>9} {'scaled s':>9} {'speedup':>8} {'target':>7} {'same best':>10}")
     for name, anchor, scaled, speedup, target, same in ratios:
         print(f"{name:<10} {anchor:>9.1f} {scaled:>9.1f} {speedup:>7.2f}x {target:>6.1f}x {str(same):>10}")
+    for anchor, other in (("host 16", "host 32"), ("1 node", "2 nodes")):
+        if anchor in rows and other in rows:
+            a, b = rows[anchor]["compile_mean_s"], rows[other]["compile_mean_s"]
+            print(f"mean compile per configuration: {anchor} {a:.2f} s, {other} {b:.2f} s ({b / a:.2f}x); "
+                  f"summed {rows[anchor]['compile_s']:.0f} s and {rows[other]['compile_s']:.0f} s")
     if "ranks" in rows:
         r = rows["ranks"]
         print(f"ranks: same configuration on both ranks and jobs: {r['same']}; tuned once (rank 0): {r['tuned_once']}; "
