@@ -5,17 +5,26 @@ Every landscape is a brute-force Kernel Tuner cache file from the AutoTuningAsso
 benchmark hub (https://github.com/AutoTuningAssociation/benchmark_hub, MIT licence, the
 notice is copied beside the files), taken at one pinned commit and checked against its
 SHA-256, so a figure computed on them names exactly the data it saw. They are not committed
-(about 40 MB): this script extracts them into target/landscapes/{fitting,heldout}/.
+(about 40 MB): this script extracts them into target/landscapes/{fitting,heldout,...}/.
 
 The split (docs/strategies.md, "Fitting and held-out landscapes"):
 - fitting: the five landscapes earlier work on `default` already looked at (the four of the
   comparison and convolution_A4000_T4). Options and design changes of `default` are chosen
   on these only.
 - heldout: the others. No fitting or choosing looks at them; they are only reported.
+- fitting_extra, heldout_extra (fifth session): eight more landscapes no earlier work looked
+  at, from the hub's `currently_unused` folder and `cachefiles`, split by name before any
+  was run: for fitting, one per kernel (gemm_RTX_2080_Ti, convolution_RTX_3090,
+  convolution_mi50, dedispersion_A6000, pnpoly_RTX_3060_laptop), on which the first five's
+  1.000 past 200 evaluations leaves room to see a change; held out, the other three. The
+  hub's `convolution_milo/a4000` is in neither: it is the convolution on the A4000 again, as
+  convolution_A4000_T4 is. bench/search_quality.sh runs the first two sets unless SETS
+  names others.
 
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
+                                                  # (fitting, heldout, fitting_extra, heldout_extra)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
@@ -37,6 +46,11 @@ LANDSCAPES = [
     ("gemm_RTX_3090", "fitting", f"{KT}/gemm/RTX_3090.json.gz", "a829d92217a8fc0477cb582a98df7496748b5b5d5bffb876db4112f3aff352c3"),
     ("pnpoly_RTX_3090", "fitting", f"{KT}/pnpoly/RTX_3090.json.gz", "d6f238c36dc83dde6b470f9f6488c21140ce233d345ef4fc4e0cd9763b4d3759"),
     ("convolution_A4000_T4", "fitting", "cachefiles/convolution_milo/A4000_T4.json.gz", "64d138eb63a0fb2f0fc21f1f13ccde56ae7bf900945eba40306afcda2d51c161"),
+    ("gemm_RTX_2080_Ti", "fitting_extra", f"{KT}/gemm/RTX_2080_Ti.json.gz", "8cd18f61f0c237ed5ca08002b6acd2d7ac665d4200f969aa5b42c181cea2e326"),
+    ("convolution_RTX_3090", "fitting_extra", f"{KT}/convolution/RTX_3090.json.gz", "6d6262dacd8cdf1d247529160984b2c932e8b0174c3603c7f6544052a1f34488"),
+    ("convolution_mi50", "fitting_extra", f"{KT}/convolution_milo/mi50.json.gz", "d530e8bd0afff72880f77c0c9cd7716bae4879721f9126c582b0a5d95b11705c"),
+    ("dedispersion_A6000", "fitting_extra", "cachefiles/dedispersion_milo/A6000.json.gz", "5a9c1e1bc9d6c0c5d8997fa4ea93517e1e26b5ce4449e1f81bc7bed793f76d1b"),
+    ("pnpoly_RTX_3060_laptop", "fitting_extra", f"{KT}/pnpoly/RTX_3060_laptop.json.gz", "16d8ca8a7ebbc52d00da8696a81c566960ef412969442263f327aef0b6f1b7d5"),
     ("convolution_A6000", "heldout", "cachefiles/convolution_milo/A6000.json.gz", "e0992a3baa24e0280f1706319145d473933157ef554df094a4357e435cb0de53"),
     ("convolution_MI250X", "heldout", "cachefiles/convolution_milo/MI250X.json.gz", "06d8da1397be0e0cfcccf938968ebf0fa709b53f9314bf091d2b9eb5e2cb1b69"),
     ("convolution_W6600", "heldout", "cachefiles/convolution_milo/W6600.json.gz", "de31e4d1b2f85ee4447123e237e69263667046a8f9b95b3440074aa5412fc6ff"),
@@ -49,7 +63,12 @@ LANDSCAPES = [
     ("gemm_RTX_3060_laptop", "heldout", f"{KT}/gemm/RTX_3060_laptop.json.gz", "e56896a5f098a6bc8751497b8b1a29a019a621e0edf342dc1b4cdc37f1cc786c"),
     ("pnpoly_RTX_Titan", "heldout", f"{KT}/pnpoly/RTX_Titan.json.gz", "ff750b82c6042274d6c3587544e82d96f3f35d37b63ee606b34c9dad16b34f77"),
     ("pnpoly_RTX_2080_Ti", "heldout", f"{KT}/pnpoly/RTX_2080_Ti.json.gz", "b3d3632775fd946c64a15bfefc743a1f6c9b2795cf8ca4a1f14bd083cdc4103a"),
+    ("convolution_RTX_2080_Ti", "heldout_extra", f"{KT}/convolution/RTX_2080_Ti.json.gz", "cbbbbd146a7265ca017c682916cfa4460af77960c13604890ff61cf3c2017019"),
+    ("convolution_RTX_3060_laptop", "heldout_extra", f"{KT}/convolution/RTX_3060_laptop.json.gz", "7e19e10c43a71916bd5de063047d2fd0c50752fcb9af7cf5257baa262acd7c35"),
+    ("dedispersion_W6600", "heldout_extra", "cachefiles/dedispersion_milo/W6600.json.gz", "5d10249dbf24d1b60925d03013a7f1da9200a35578a140490dd61d5b4444f64f"),
 ]
+
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
@@ -66,7 +85,7 @@ def hub_dir(given):
 
 
 def extract(hub):
-    for split in ("fitting", "heldout"):
+    for split in SPLITS:
         (OUT / split).mkdir(parents=True, exist_ok=True)
     licence = subprocess.run(["git", "--git-dir", hub, "show", f"{HUB_COMMIT}:LICENSE"], check=True, capture_output=True).stdout
     for name, split, path, digest in LANDSCAPES:
@@ -76,7 +95,7 @@ def extract(hub):
             sys.exit(f"bench/landscapes.py: {path} at {HUB_COMMIT[:8]} has SHA-256 {actual}, expected {digest}")
         (OUT / split / f"{name}.json.gz").write_bytes(data)
         print(f"{split:8} {name:24} {actual[:16]}  {path}")
-    for split in ("fitting", "heldout"):
+    for split in SPLITS:
         (OUT / split / "LICENSE").write_bytes(
             f"From {HUB_URL} at {HUB_COMMIT}, under its licence:\n\n".encode() + licence)
 
@@ -84,7 +103,7 @@ def extract(hub):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hub", help="git directory of a benchmark_hub clone or mirror")
-    parser.add_argument("--list", choices=["fitting", "heldout"], help="print the paths of one set")
+    parser.add_argument("--list", choices=SPLITS, help="print the paths of one set")
     args = parser.parse_args()
     if args.list:
         for name, split, _, _ in LANDSCAPES:
