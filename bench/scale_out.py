@@ -18,8 +18,11 @@
 
 - `raygpus`: the `gpus` comparison with the benchmark workers on a local Ray cluster's
   GPUs (`--ray ADDR --ray-gpus 1`, then 2; two nodes of 16 CPUs and one GPU each).
+- `raypy`: Python's `kerntune.tune(..., ray=ADDR, ray_gpus=1, then 2)` on that cluster,
+  the Triton matmul brute force: it works end to end, with the same best, and each GPU
+  measured its share (compile-bound, so no speedup is expected: target 1.0x).
 
-Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] (default: the first three; on the device, run
+Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] [raypy] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
 gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
@@ -82,19 +85,7 @@ def raygpus():
     kerntune = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
     folder = tempfile.mkdtemp(prefix="scale-raygpus-")
     spec = cuda_spec(folder, int(os.environ.get("SIZE", "8192")))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    cluster = None
-    try:
-        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16, "num_gpus": 1})
-        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
-        cluster.add_node(num_cpus=16, num_gpus=1)
-        cluster.wait_for_nodes()
-    finally:
-        if visible is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    cluster = gpu_cluster(Cluster)
     try:
         for label, count in (("1 Ray GPU", 1), ("2 Ray GPUs", 2)):
             db = os.path.join(folder, f"ray{count}.db")
@@ -112,6 +103,45 @@ def raygpus():
     finally:
         cluster.shutdown()
     ratio("raygpus", "1 Ray GPU", "2 Ray GPUs", target=1.8)
+
+
+def gpu_cluster(Cluster):
+    """A local Ray cluster of two nodes of 16 CPUs and one GPU each, node k started with
+    CUDA_VISIBLE_DEVICES=k so that Ray hands out that GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16, "num_gpus": 1})
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        cluster.add_node(num_cpus=16, num_gpus=1)
+        cluster.wait_for_nodes()
+    finally:
+        if visible is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    return cluster
+
+
+def raypy():
+    """Python's `ray=` with `ray_gpus=`: the Triton matmul brute force with its compile
+    workers and its benchmark workers on the cluster of `gpu_cluster` (the tensors' files
+    shipped to each worker), on 1 Ray GPU and then 2; which GPU measured what is read off
+    the store."""
+    import_ray()
+    from ray.cluster_utils import Cluster
+
+    for label, count in (("py 1 Ray GPU", 1), ("py 2 Ray GPUs", 2)):
+        # The cluster's workers inherit its environment: a fresh Triton cache, then the cluster.
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+        cluster = gpu_cluster(Cluster)
+        try:
+            triton_brute(label, 32, cluster.address, ray_gpus=count)
+        finally:
+            cluster.shutdown()
+        rows[label]["per_gpu"] = per_device(rows[label].pop("db"))
+        print(label, "per GPU", rows[label]["per_gpu"], flush=True)
+    ratio("raypy", "py 1 Ray GPU", "py 2 Ray GPUs", target=1.0)
 
 
 def per_device(db: str) -> dict:
@@ -138,7 +168,7 @@ def import_ray():
     return ray
 
 
-def triton_brute(label, compile_workers, ray_address=None):
+def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
     """The 576-configuration Triton matmul brute force on GPU 0, a fresh store; its compile
     workers local, or on the Ray cluster at ``ray_address``. Records the row ``label``."""
     import torch
@@ -157,7 +187,7 @@ def triton_brute(label, compile_workers, ray_address=None):
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                            answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
-                           finalists=1, compile_workers=compile_workers, ray=ray_address,
+                           finalists=1, compile_workers=compile_workers, ray=ray_address, ray_gpus=ray_gpus,
                            objective=("TFLOP/s", f"2 * {size}**3 / (time * 1e-3) / 1e12"))
     wall = time.perf_counter() - start
     statuses = {}
@@ -166,7 +196,7 @@ def triton_brute(label, compile_workers, ray_address=None):
     compiled = [r["costs"]["compile_s"] for r in result.results if r["costs"].get("compile_s")]
     rows[label] = dict(wall_s=wall, best=result.best_config, best_tflops=result.best_objective,
                        evaluations=result.evaluations, statuses=statuses, compile_s=result.costs.get("compile_s"),
-                       compile_mean_s=sum(compiled) / max(len(compiled), 1), phases=result.phases)
+                       compile_mean_s=sum(compiled) / max(len(compiled), 1), phases=result.phases, db=db)
     print(label, json.dumps(rows[label], default=str), flush=True)
 
 
@@ -275,7 +305,7 @@ def ratio(name, anchor, other, target):
 def main():
     stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
     for stage in stages:
-        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus}[stage]()
+        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus, "raypy": raypy}[stage]()
     with open(os.path.join(OUT, "scale_out.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
     print("\n=== scale_out summary")

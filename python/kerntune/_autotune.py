@@ -33,7 +33,7 @@ from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "objective_higher_is_better", "timing",
-    "seed", "compile_workers", "device", "devices", "ray", "progress", "finalists", "schedule", "schedule_options",
+    "seed", "compile_workers", "device", "devices", "ray", "ray_gpus", "progress", "finalists", "schedule", "schedule_options",
     "verify_sets",
 )
 

@@ -424,30 +424,58 @@ def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
             raise ArgumentError(f"acf = {acf!r}: no such file")
 
 
-def check_ray(address: str) -> None:
-    """Checks, in a process of its own, that Ray is there and the cluster at ``address``
-    answers, else raises one line saying what to do."""
+def check_ray(address: str, gpus: int = 0) -> int:
+    """Checks, in a process of its own, that Ray is there, the cluster at ``address``
+    answers and has ``gpus`` GPUs at least, else raises one line saying what to do.
+    Returns how many GPUs the cluster has."""
     import subprocess
 
     from kerntune import ray_worker
 
-    checked = subprocess.run([sys.executable, *ray_worker.RELAY, "--check", "--address", address],
+    checked = subprocess.run([sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(gpus)],
                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if checked.returncode != 0:
         lines = [line for line in checked.stderr.splitlines() if line.strip()]
-        reason = lines[-1].removeprefix("kerntune: ") if lines else f"the relay exited with {checked.returncode}"
+        reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
+            f"the relay exited with {checked.returncode}"
         raise _kerntune.BackendError(f"ray={address!r}: {reason}")
+    answers = [line for line in checked.stdout.splitlines() if line.startswith("{")]
+    return int(json.loads(answers[-1])["gpus"]) if answers else 0
+
+
+def check_ray_gpus(ray_gpus, ray) -> Union[int, str, None]:
+    """``ray_gpus``: None, ``"all"`` or a count of 1 or more, and only with ``ray``."""
+    if ray_gpus is None:
+        return None
+    if ray is None:
+        raise ArgumentError("ray_gpus= measures on a Ray cluster's GPUs: give ray= (the cluster's address) too")
+    if ray_gpus == "all" or (isinstance(ray_gpus, int) and not isinstance(ray_gpus, bool) and ray_gpus >= 1):
+        return ray_gpus
+    raise ArgumentError(f"ray_gpus = {ray_gpus!r}: give a number of GPUs (1 or more) or \"all\"")
 
 
 def _through_ray(job: dict, address: str) -> None:
     """Runs the job's compile workers as actors of the Ray cluster at ``address`` (through
-    ``kerntune.ray_worker``, which ships them their setup file), once ``check_ray`` passed."""
+    ``kerntune.ray_worker``, which ships them their setup file); call ``check_ray`` first."""
     from kerntune import ray_worker
 
-    check_ray(address)
     argv = job["compile_worker"]
     setup = argv[argv.index("--triton-setup") + 1]
     job["compile_worker"] = ray_worker.command(sys.executable, address, argv, env=list(job["worker_env"]), ship=[setup])
+
+
+def _bench_through_ray(job: dict, address: str) -> None:
+    """Runs the job's benchmark workers as Ray actors holding one GPU each, shipped every
+    file they read (the arguments, the expected outputs, the extra input sets): a node that
+    lacks one gets it written at the same path."""
+    from kerntune import ray_worker
+
+    files = [entry["file"] for entry in job["args"] if entry.get("file")]
+    files += [entry["file"] for entry in job.get("reference") or []]
+    for extra in job.get("extra_sets") or []:
+        files += [path for _, path in extra["inputs"]] + list(extra["expected"])
+    job["bench_worker"] = ray_worker.command(sys.executable, address, job["bench_worker"], env=list(job["worker_env"]),
+                                             ship=files, gpus=1)
 
 
 def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, ptxas=None):
@@ -534,6 +562,7 @@ def compile(
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
         job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir, _ptxas.resolve(ptxas))
         if ray is not None:
+            check_ray(ray)
             _through_ray(job, ray)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
@@ -569,6 +598,7 @@ def tune(
     device: Optional[int] = None,
     devices: Union[str, Sequence[int], None] = None,
     ray: Optional[str] = None,
+    ray_gpus: Union[int, str, None] = None,
     progress: bool = True,
     finalists: int = 4,
     finalists_within: float = 0.05,
@@ -621,7 +651,10 @@ def tune(
     at once, one benchmark worker each, instead of ``device``; the finalists and the
     schedule stage measure on the first. ``ray`` (a Ray cluster's address, with
     ``pip install 'kerntune[ray]'``) runs the compile workers as Ray actors on the cluster's
-    nodes (see docs/design-notes.md).
+    nodes (see docs/design-notes.md); ``ray_gpus`` (a count, or ``"all"``) also runs that
+    many benchmark workers as Ray actors with one GPU each, instead of this machine's (which
+    still runs the reference and needs a GPU of the cluster's model); each is shipped the
+    files of the call's tensors.
 
     ``strategy`` (see ``kerntune strategies``), ``max_fevals``, ``time_limit`` (seconds) and
     ``target`` bound the search. Without any of them, ``default`` stops by itself once more
@@ -680,6 +713,9 @@ def tune(
     fn = jit_function(kernel)
     check_device(device)
     devices = check_devices(devices)
+    ray_gpus = check_ray_gpus(ray_gpus, ray)
+    if ray_gpus is not None and devices is not None:
+        raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
     if devices is not None and device is not None:
         raise ArgumentError("give device= or devices=, not both")
     strategy = check_strategy(strategy, "default")
@@ -717,7 +753,7 @@ def tune(
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
                 schedule_options=schedule_options, finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
-                devices=devices, ray=ray,
+                devices=devices, ray=ray, ray_gpus=ray_gpus,
             ),
             verify_sets, edges,
         )
@@ -817,7 +853,12 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
                                   search["ptxas"])
+    ray_gpus = None
     if search["ray"] is not None:
+        have = check_ray(search["ray"], search["ray_gpus"] if isinstance(search["ray_gpus"], int) else 0)
+        if search["ray_gpus"] == "all" and have == 0:
+            raise _kerntune.BackendError(f"ray={search['ray']!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
+        ray_gpus = have if search["ray_gpus"] == "all" else search["ray_gpus"]
         _through_ray(job, search["ray"])
     job_args = job["args"]
     for entry in job_args:
@@ -907,7 +948,10 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
         "edge_sizes": [edge.label for edge in edges] if vet else [],
+        "bench_workers": ray_gpus,
     }
+    if ray_gpus:
+        _bench_through_ray(job, search["ray"])
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
         text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet)

@@ -3,7 +3,7 @@
 
 kerntune's pools start this relay where they would start a worker process (see
 docs/design-notes.md, "Ray: workers anywhere, through a relay"). The relay joins the
-cluster as a driver and creates an actor (one CPU; with ``--gpus``, that many GPUs too) that
+cluster as a driver and creates an actor (one CPU; with ``--gpus``, that many GPUs and no CPU) that
 runs ``PROGRAM ARGS`` on whichever node Ray places it, then relays the worker's JSON lines
 unchanged: each line on the relay's standard input goes to the worker's, each line the worker
 writes comes out on the relay's standard output. ``--env NAME`` passes the relay's own
@@ -167,7 +167,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for path in options.ship:
         with open(path, "rb") as f:
             files[os.path.abspath(path)] = f.read()
-    actor_class = ray.remote(num_cpus=1, num_gpus=options.gpus, max_concurrency=4, max_restarts=0)(_Worker)
+    # A benchmark worker asks for its GPU only: a compile pool given every CPU of the cluster
+    # (as --compile-workers should be) would otherwise leave it no CPU, and Ray would hold
+    # it back until a compile worker ended, which none does before the run.
+    cpus = 0 if options.gpus else 1
+    actor_class = ray.remote(num_cpus=cpus, num_gpus=options.gpus, max_concurrency=4, max_restarts=0)(_Worker)
     actor = actor_class.remote(worker, env, files)
     failure = []
 

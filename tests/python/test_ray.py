@@ -141,6 +141,30 @@ def test_ray_relay_on_a_gpu_runs_the_worker_on_the_gpu_ray_gives_it_as_device_0(
     assert relay.wait(timeout=60) == 0
 
 
+def test_a_benchmark_worker_gets_its_gpu_while_compile_workers_hold_every_cpu(cluster):
+    """--compile-workers should be the cluster's CPUs; a benchmark worker that also asked for
+    a CPU would then wait for one of them to end, which none does before the run."""
+    compilers = [_relay(cluster.address, "--", sys.executable, "-c", FAKE_BENCH) for _ in range(2)]  # both CPUs
+    bench = None
+    try:
+        for relay in compilers:
+            assert json.loads(relay.stdout.readline())["type"] == "ready"
+        bench = _relay(cluster.address, "--gpus", "1", "--", sys.executable, "-c", FAKE_BENCH, "--device", "0")
+        ready = []
+        reader = threading.Thread(target=lambda: ready.append(bench.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert ready and json.loads(ready[0])["type"] == "ready", "the GPU worker was placed beside the compile workers"
+        bench.stdin.close()
+        assert bench.wait(timeout=60) == 0
+    finally:
+        if bench is not None and bench.poll() is None:
+            bench.kill()
+        for relay in compilers:
+            relay.stdin.close()
+            relay.wait(timeout=60)
+
+
 def test_ray_gpus_beyond_the_clusters_are_refused_by_the_check_in_one_line(cluster):
     enough = subprocess.run([sys.executable, *RELAY, "--check", "--address", cluster.address, "--gpus", "1"],
                             capture_output=True, text=True)
@@ -158,6 +182,35 @@ def test_the_check_counts_the_clusters_gpus_for_ray_gpus_all(cluster):
                              text=True)
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout.strip().splitlines()[-1]) == {"gpus": 1}, checked.stdout
+
+
+def test_pythons_check_counts_the_gpus_and_refuses_more_than_the_cluster_has(cluster):
+    from kerntune._tune import check_ray
+
+    assert check_ray(cluster.address) == 1
+    with pytest.raises(kerntune.BackendError) as raised:
+        check_ray(cluster.address, 2)
+    assert str(raised.value).endswith("has 1 GPU(s); 2 were asked for (ray_gpus=)"), str(raised.value)
+
+
+def test_ray_gpus_runs_benchmark_workers_through_the_relay_on_one_gpu_with_every_file_they_read(tmp_path):
+    """`tune(..., ray=ADDR, ray_gpus=N)`: the job's bench worker becomes the relay, holding
+    one GPU, shipping the tensors' files, the expected outputs and the extra sets' files."""
+    from kerntune._tune import _bench_through_ray
+
+    paths = {name: str(tmp_path / f"{name}.bin") for name in ("a", "c", "expected", "set1", "set1.expected")}
+    job = {"args": [{"name": "a", "file": paths["a"]}, {"name": "n", "kind": "value"}, {"name": "c", "file": paths["c"]}],
+           "reference": [{"position": 2, "file": paths["expected"]}],
+           "extra_sets": [{"inputs": [[0, paths["set1"]]], "expected": [paths["set1.expected"]]}],
+           "bench_worker": [sys.executable, "-m", "kerntune._worker"], "worker_env": {"PYTHONPATH": "x"}}
+    _bench_through_ray(job, "10.0.0.1:6379")
+    argv = job["bench_worker"]
+    relay, worker = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    assert worker == [sys.executable, "-m", "kerntune._worker"], "the pool appends the kind and --device after it"
+    assert relay[relay.index("--gpus") + 1] == "1" and relay[relay.index("--address") + 1] == "10.0.0.1:6379"
+    shipped = [relay[i + 1] for i, word in enumerate(relay) if word == "--ship"]
+    assert sorted(shipped) == sorted(paths.values()), shipped
+    assert relay[relay.index("--env") + 1] == "PYTHONPATH"
 
 
 def test_ray_missing_is_one_line_that_says_what_to_install(tmp_path):

@@ -64,6 +64,10 @@ pub(crate) struct RunRequest {
     /// The labels of the edge sizes the Triton call's `vet` checks (`n = 4095`).
     #[serde(default)]
     pub edge_sizes: Vec<String>,
+    /// Benchmark workers on a Ray cluster's GPUs (`ray_gpus=`): this many, the job's bench
+    /// worker being the relay that holds one GPU each; `None` for this machine's.
+    #[serde(default)]
+    pub bench_workers: Option<usize>,
 }
 
 fn retime_by_default() -> Option<RetimeOptions> {
@@ -196,7 +200,7 @@ pub fn tune_triton(
         bench: job.worker(&job.bench_worker).map_err(errors::spec)?,
         compile: job.worker(&job.compile_worker).map_err(errors::spec)?,
         compile_workers: request.compile_workers,
-        bench_workers: None,
+        bench_workers: request.bench_workers.filter(|n| *n > 0),
     };
     let result = py.detach(|| -> PyResult<Json> {
         let language = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
