@@ -20,6 +20,8 @@ import kerntune  # noqa: E402
 from kerntune import Tensor  # noqa: E402
 from kerntune.ray_worker import RELAY  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -191,6 +193,28 @@ def test_pythons_check_counts_the_gpus_and_refuses_more_than_the_cluster_has(clu
     with pytest.raises(kerntune.BackendError) as raised:
         check_ray(cluster.address, 2)
     assert str(raised.value).endswith("has 1 GPU(s); 2 were asked for (ray_gpus=)"), str(raised.value)
+
+
+def test_the_cli_takes_the_clusters_gpu_count_from_the_relays_check(cluster):
+    """`kerntune tune --ray ADDR --ray-gpus all|N`: the check's count reaches the CLI. Here
+    (no GPU) a run that passed the check stops at the local GPU probe instead."""
+    import shutil
+
+    binary = os.environ.get("KERNTUNE_BIN") or os.path.join(ROOT, "target", "debug", "kerntune")
+    if not os.path.isfile(binary):
+        pytest.skip("no kerntune command (cargo build, or set KERNTUNE_BIN)")
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU: the run would go on past the check")
+    spec = os.path.join(ROOT, "examples", "cuda", "vector_add", "spec.toml")
+
+    def tune(*extra):
+        return subprocess.run([binary, "tune", spec, "--ray", cluster.address, "--compile-workers", "1", *extra],
+                              capture_output=True, text=True, env={**os.environ, "KERNTUNE_PYTHON": sys.executable})
+
+    too_many = tune("--ray-gpus", "2")
+    assert too_many.returncode == 1 and too_many.stderr.strip().endswith("has 1 GPU(s); 2 were asked for (--ray-gpus)")
+    every = tune("--ray-gpus", "all")
+    assert every.returncode == 1 and every.stderr.startswith("error: no NVIDIA driver on this machine"), every.stderr
 
 
 def test_ray_gpus_runs_benchmark_workers_through_the_relay_on_one_gpu_with_every_file_they_read(tmp_path):
