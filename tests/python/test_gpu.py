@@ -13,6 +13,22 @@ import kerntune
 pytestmark = pytest.mark.gpu
 
 
+def expected_best(result):
+    """The row a TuneResult's best must be: the best that verified (status ok) by the
+    objective's direction, or, when re-timing the finalists found another faster beyond
+    noise, that one."""
+    ok = [r for r in result.results if r["status"] == "ok"]
+    assert ok, result.results
+    sign = -1 if result.higher_is_better else 1
+    fastest = min(ok, key=lambda r: sign * r["objective"])
+    finalists = result.finalists
+    if finalists is not None and finalists["report"]["verdict"] == "overtaken":
+        assert finalists["configs"][0] == fastest["config"], (finalists, fastest)
+        winner = finalists["configs"][finalists["report"]["winner"]]
+        fastest = next(r for r in ok if r["config"] == winner)
+    return fastest
+
+
 def check_best_is_the_fastest_verified(result):
     """The counts of a TuneResult add up, and its best is the best configuration whose output
     verified (status ok), by the objective's direction, not merely some configuration of the
@@ -21,15 +37,7 @@ def check_best_is_the_fastest_verified(result):
     statuses = Counter(r["status"] for r in result.results)
     assert result.failed == sum(n for s, n in statuses.items() if s not in ("ok", "early_stopped")), statuses
     assert statuses["invalid_output"] == 0, [r for r in result.results if r["status"] == "invalid_output"][:3]
-    ok = [r for r in result.results if r["status"] == "ok"]
-    assert ok, statuses
-    sign = -1 if result.higher_is_better else 1
-    fastest = min(ok, key=lambda r: sign * r["objective"])
-    finalists = result.finalists
-    if finalists is not None and finalists["report"]["verdict"] == "overtaken":
-        assert finalists["configs"][0] == fastest["config"], (finalists, fastest)
-        winner = finalists["configs"][finalists["report"]["winner"]]
-        fastest = next(r for r in ok if r["config"] == winner)
+    fastest = expected_best(result)
     assert result.best_objective == fastest["objective"], (result.best_objective, fastest)
     assert result.best_config == {k: fastest["config"][k] for k in result.best_config}, (result.best_config, fastest)
     return statuses
@@ -80,8 +88,9 @@ def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
     assert result.verified and result.verified_sets == 3, result
     passed = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["verified_sets"] for r in result.results}
     assert all(passed[(b, 0)] == 3 and passed[(b, 1)] == 0 for b in (256, 512, 1024)), passed
-    ok = [r for r in result.results if r["status"] == "ok"]
-    assert ok and result.best_objective == min(r["objective"] for r in ok), result.results
+    # A kernel of a few microseconds: the finalists' interleaved re-timing may pick another
+    # correct configuration than the search's fastest.
+    assert result.best_objective == expected_best(result)["objective"], (result.finalists, result.results)
     assert result.best_config["BUGGY"] == 0
 
 
