@@ -11,7 +11,9 @@ runs here through Triton's own launch: it is done for the few configurations tha
 (the Rust side asks, best first, until enough pass, see ``kerntune_run::vetting``), not for
 every configuration the search measured. The expected outputs at each size are the
 reference configurations' (which must agree there, as on the call's own tensors) or the
-``answer`` given with the size.
+``answer`` given with the size. The launches run in the caller's process, so every tensor
+they touch is a copy placed between guard zones (``Guarded``): a configuration that stores
+past a tensor's end there is caught writing into its guard, not into the caller's memory.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def references(fn, edges: Sequence[Edge], configs, reset_to_zero, hooks, atol, r
             edge.expected = edge.answer
             continue
         runs, errors = _tune._run_configs(fn, edge.grid, edge.call, configs, reset_to_zero, hooks,
-                                          _tune.AGREEING_CONFIGS)
+                                          _tune.AGREEING_CONFIGS, copy=_guarded_run)
         if not runs:
             raise RuntimeError(f"{fn.__name__}: no reference configuration ran at the edge size {edge.label}: "
                                + "; ".join(errors[:2]))
@@ -107,6 +109,63 @@ def references(fn, edges: Sequence[Edge], configs, reset_to_zero, hooks, atol, r
             raise ArgumentError(f"{fn.__name__}: at the edge size {edge.label} the reference configurations changed "
                                 f"no tensor, so there is nothing to check there")
         edge.expected = runs[0][1]
+
+
+#: Bytes of the pattern each guard zone is filled with.
+GUARD_BYTE = 0xA5
+
+
+class Guarded:
+    """Copies of a call's tensors, each placed between two guard zones (at least 1 MiB, and a
+    quarter of the tensor, on either side) filled with a pattern. The checks run in the
+    caller's process, on configurations that may be wrong exactly there: one that stores
+    past the end of a tensor at an edge size writes into its guard, where ``overrun`` sees
+    it, instead of into the caller's tensors or past mapped memory."""
+
+    def __init__(self, call: Mapping[str, Any]):
+        from kerntune import _tune
+
+        self.copies, self.buffers = {}, {}
+        for name, value in call.items():
+            if not _tune._is_tensor(value):
+                self.copies[name] = value
+            elif not value.is_contiguous():
+                self.copies[name] = value.clone()  # strided views keep their layout, unguarded
+            else:
+                self.copies[name], self.buffers[name] = self._guarded(value)
+
+    @staticmethod
+    def _guarded(tensor):
+        import torch
+
+        size = tensor.numel() * tensor.element_size()
+        guard = max(1 << 20, -(-size // 4 // 256) * 256)
+        buffer = torch.full((guard + size + guard,), GUARD_BYTE, dtype=torch.uint8, device=tensor.device)
+        copy = buffer[guard:guard + size].view(tensor.dtype).view(tensor.shape)
+        copy.copy_(tensor)
+        return copy, (buffer, guard, size)
+
+    def overrun(self) -> Optional[str]:
+        """Which tensor a launch wrote outside of, and how far, or None."""
+        for name, (buffer, guard, size) in self.buffers.items():
+            before = int((buffer[:guard] != GUARD_BYTE).sum().item())
+            after = int((buffer[guard + size:] != GUARD_BYTE).sum().item())
+            if before or after:
+                return f"it writes outside {name} ({before} bytes changed before it, {after} after it)"
+        return None
+
+
+def _guarded_run(call: Mapping[str, Any]):
+    """The copies a reference run at an edge size launches on, guarded (see ``Guarded``), and
+    the check after it: a reference configuration that writes outside a tensor there cannot
+    be the reference."""
+    guarded = Guarded(call)
+
+    def check():
+        overrun = guarded.overrun()
+        if overrun is not None:
+            raise RuntimeError(overrun)
+    return guarded.copies, check
 
 
 def checker(fn, edges: Sequence[Edge], names: Sequence[str], restore_value, reset_to_zero, hooks, atol, rtol):
@@ -119,7 +178,8 @@ def checker(fn, edges: Sequence[Edge], names: Sequence[str], restore_value, rese
         config = dict(zip(names, values))
         launch = launch_options(config)
         for edge in edges:
-            copies = {k: (v.clone() if _tune._is_tensor(v) else v) for k, v in edge.call.items()}
+            guarded = Guarded(edge.call)
+            copies = guarded.copies
             for name in edge.expected:
                 if name not in restore_value and name not in reset_to_zero:
                     _poison(copies[name])
@@ -131,6 +191,9 @@ def checker(fn, edges: Sequence[Edge], names: Sequence[str], restore_value, rese
                 torch.cuda.synchronize()
             except Exception as error:  # this configuration fails there
                 return f"at the edge size {edge.label}: {type(error).__name__}: {error}"
+            overrun = guarded.overrun()
+            if overrun is not None:
+                return f"at the edge size {edge.label} (the call's size passed): {overrun}"
             for name, expected in edge.expected.items():
                 actual = copies[name]
                 tolerance = _tune._default_tolerance(actual)

@@ -161,23 +161,26 @@ def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[s
 AGREEING_CONFIGS = 2
 
 
-def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit):
+def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=None):
     """Runs configurations through Triton itself, each on copies of the tensors, until
     ``limit`` have run. Returns ``[(config, {name: changed tensor})]`` and the errors of those
-    that did not run."""
+    that did not run. ``copy(call)`` makes the copies and a check called after the launch,
+    whose exception fails the run (default: clones, no check)."""
     import torch
 
     runs, errors = [], []
     for config in configs:
         if len(runs) == limit:
             break
-        copies = {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}
+        copies, after = copy(call) if copy else ({k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}, None)
         for name in reset_to_zero:
             copies[name].zero_()
         launch = launch_options(config)
         try:
             hooks.around(lambda: fn[lambda meta: tuple(grid(list(config.values())))](**copies, **launch), {**copies, **launch}, config)
             torch.cuda.synchronize()
+            if after is not None:
+                after()
         except Exception as error:  # try the next configuration
             errors.append(f"{config}: {type(error).__name__}: {error}")
             continue

@@ -16,7 +16,7 @@ use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
-use kerntune_run::vetting::{VetFn, Vetting};
+use kerntune_run::vetting::{Unvetted, VetFn, Vetting};
 use kerntune_run::{report, CompileOnly, CompileReport, Devices, Prepared, Progress, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
@@ -146,13 +146,16 @@ pub(crate) fn run(
         });
     };
     let summary = prepared.run(&mut on_progress, &interrupted);
+    // A Ctrl-C that a callback caught after the run's last check (one that stopped the
+    // edge-size check) is still the answer, ahead of the error it caused.
+    interrupted();
     if let Some(registration) = registration {
         signal_hook::low_level::unregister(registration);
     }
-    let summary = summary.map_err(errors::run)?;
     if let Some(error) = interruption.into_inner() {
         return Err(error);
     }
+    let summary = summary.map_err(errors::run)?;
     let mut out = report::tuning_json(&summary);
     if let Some(cubin) = summary.schedule.as_ref().and_then(|s| s.cubin.clone()) {
         out["schedule"]["cubin"] = serde_json::to_value(Bytes(cubin)).map_err(errors::backend)?;
@@ -280,21 +283,22 @@ pub(crate) fn keep_interrupt(py: Python<'_>, error: &PyErr) {
 }
 
 /// The edge-size check of `kerntune._edges` as the run calls it (taking the GIL): a
-/// configuration's values in, `Err` with the reason where it is wrong. A check that raises
-/// counts as the configuration's failure, with the error as the reason.
+/// configuration's values in; `None` back when it is right there, else the reason it is
+/// wrong. A check that raises (Ctrl-C included) says nothing of the configuration: the run
+/// stops with the error.
 fn triton_vet(check: &Py<PyAny>) -> VetFn<'_> {
-    Box::new(move |config: &[Value]| -> Result<(), String> {
+    Box::new(move |config: &[Value]| -> Result<(), Unvetted> {
         Python::attach(|py| {
-            let values =
-                config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
-            let answer = check.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| {
+            let broken = |e: PyErr| Unvetted::Broken(e.to_string());
+            let values = config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(broken)?;
+            let answer = check.call1(py, (PyList::new(py, values).map_err(broken)?,)).map_err(|e| {
                 keep_interrupt(py, &e);
-                format!("the edge-size check failed: {e}")
+                Unvetted::Broken(e.to_string())
             })?;
             match answer.extract::<Option<String>>(py) {
                 Ok(None) => Ok(()),
-                Ok(Some(reason)) => Err(reason),
-                Err(e) => Err(format!("the edge-size check must return None or a reason: {e}")),
+                Ok(Some(reason)) => Err(Unvetted::Wrong(reason)),
+                Err(e) => Err(Unvetted::Broken(format!("the check must return None or a reason: {e}"))),
             }
         })
     })

@@ -168,7 +168,9 @@ impl Prepared<'_> {
         let mut run = RunSummary::new(summary, space, tally, facts);
         if let Some(vetting) = request.vetting.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
             let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
-            let failed = run.vet(vetting, space, count, within);
+            let failed = run
+                .vet(vetting, space, count, within)
+                .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
         if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {

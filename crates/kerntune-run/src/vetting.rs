@@ -12,8 +12,18 @@ use kerntune_store::{Evaluation, Status, Store, TuningId};
 use crate::summary::{ResultRow, RunSummary};
 use crate::RunError;
 
-/// A configuration's check at sizes it was not measured at: `Err` says why it is wrong.
-pub type VetFn<'a> = Box<dyn Fn(&[Value]) -> Result<(), String> + 'a>;
+/// A configuration's check at sizes it was not measured at.
+pub type VetFn<'a> = Box<dyn Fn(&[Value]) -> Result<(), Unvetted> + 'a>;
+
+/// Why a configuration did not pass its check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unvetted {
+    /// It computes other outputs there, or does not run there: it is wrong, and recorded so.
+    Wrong(String),
+    /// The check itself could not run (it raised, or Ctrl-C came): nothing is known of the
+    /// configuration, so nothing is recorded and the run stops with this reason.
+    Broken(String),
+}
 
 /// What a front checks on the best configurations, and how.
 pub struct Vetting<'a> {
@@ -31,8 +41,14 @@ impl std::fmt::Debug for Vetting<'_> {
 impl RunSummary {
     /// Checks the best configurations that worked, in the objective's order, until `count`
     /// have passed or the next is not within `within` (a fraction) of the best that passed.
-    /// Returns the rows that failed, as they now read.
-    pub(crate) fn vet(&mut self, vetting: &Vetting<'_>, space: &Space, count: usize, within: f64) -> Vec<ResultRow> {
+    /// Returns the rows that failed, as they now read, or why the check could not run.
+    pub(crate) fn vet(
+        &mut self,
+        vetting: &Vetting<'_>,
+        space: &Space,
+        count: usize,
+        within: f64,
+    ) -> Result<Vec<ResultRow>, String> {
         let ranked: Vec<ResultRow> = self.ranked().into_iter().cloned().collect();
         let mut passed: Vec<&ResultRow> = Vec::new();
         let mut failed = Vec::new();
@@ -48,7 +64,8 @@ impl RunSummary {
                     self.mark(row.id, |r| r.verified_sets = r.verified_sets.map(|n| n + vetting.sizes.len() as u32));
                     passed.push(row);
                 }
-                Err(reason) => {
+                Err(Unvetted::Broken(reason)) => return Err(reason),
+                Err(Unvetted::Wrong(reason)) => {
                     self.fail(row.id, &reason);
                     failed.extend(self.results.iter().rev().find(|r| r.id == row.id).cloned());
                 }
@@ -68,7 +85,7 @@ impl RunSummary {
                 }
             }
         }
-        failed
+        Ok(failed)
     }
 
     /// Applies `change` to every row of configuration `id`.
@@ -120,7 +137,7 @@ mod tests {
     use kerntune_store::{Costs, Status};
     use serde_json::{json, Map, Value as Json};
 
-    use super::Vetting;
+    use super::{Unvetted, Vetting};
     use crate::summary::{BestSummary, ResultRow, RunSummary};
 
     fn space() -> Space {
@@ -192,10 +209,12 @@ mod tests {
             check: Box::new(move |config: &[Value]| {
                 let Value::Int(a) = config[0] else { panic!("an integer") };
                 asked.borrow_mut().push(a);
-                if wrong.contains(&a) {
-                    Err(format!("at the edge size n = 4095: a = {a} drops the tail"))
-                } else {
-                    Ok(())
+                match a {
+                    _ if wrong.contains(&a) => {
+                        Err(Unvetted::Wrong(format!("at the edge size n = 4095: a = {a} drops the tail")))
+                    }
+                    4 => Err(Unvetted::Broken("KeyboardInterrupt".into())),
+                    _ => Ok(()),
                 }
             }),
         }
@@ -206,7 +225,7 @@ mod tests {
         let space = space();
         let mut run = run(&space, &[1.0, 1.01, 1.02, 1.03, 1.04]);
         let asked = RefCell::new(Vec::new());
-        let failed = run.vet(&vetting(&[0, 2], &asked), &space, 2, 0.05);
+        let failed = run.vet(&vetting(&[0, 2], &asked), &space, 2, 0.05).expect("checked");
         assert_eq!(*asked.borrow(), [0, 1, 2, 3], "0 and 2 fail; 1 and 3 make the two that pass");
         assert_eq!(failed.iter().map(|r| r.id.0).collect::<Vec<_>>(), [0, 2]);
         assert!(failed.iter().all(|r| r.status == "invalid_output" && r.objective.is_none()));
@@ -222,7 +241,7 @@ mod tests {
         let space = space();
         let mut run = run(&space, &[1.0, 1.5, 2.0, 3.0, 4.0]);
         let asked = RefCell::new(Vec::new());
-        let failed = run.vet(&vetting(&[], &asked), &space, 4, 0.05);
+        let failed = run.vet(&vetting(&[], &asked), &space, 4, 0.05).expect("checked");
         assert!(failed.is_empty());
         assert_eq!(*asked.borrow(), [0], "1.5 ms is beyond 5% of 1.0 ms: it cannot win");
         assert_eq!(run.best.as_ref().map(|b| b.id.0), Some(0));
@@ -233,7 +252,7 @@ mod tests {
         let space = space();
         let mut run = run(&space, &[1.0, 1.01]);
         let asked = RefCell::new(Vec::new());
-        let failed = run.vet(&vetting(&[0, 1], &asked), &space, 4, 0.05);
+        let failed = run.vet(&vetting(&[0, 1], &asked), &space, 4, 0.05).expect("checked");
         assert_eq!(failed.len(), 2);
         assert!(run.best.is_none());
         let failure = run.failure.expect("a failure");
@@ -242,5 +261,17 @@ mod tests {
             "{failure}"
         );
         assert!(failure.contains("a = 0 drops the tail"), "{failure}");
+    }
+
+    #[test]
+    fn a_check_that_cannot_run_stops_the_run_and_marks_nothing() {
+        let space = space();
+        let mut run = run(&space, &[1.04, 1.03, 1.02, 1.01, 1.0]);
+        let asked = RefCell::new(Vec::new());
+        let broken = run.vet(&vetting(&[], &asked), &space, 4, 0.05);
+        assert_eq!(broken.expect_err("stopped"), "KeyboardInterrupt");
+        assert_eq!(*asked.borrow(), [4], "the best, 4, could not be checked");
+        assert!(run.results.iter().all(|r| r.status == "ok" && r.verified_sets == Some(1)), "nothing is marked");
+        assert_eq!(run.best.as_ref().map(|b| b.id.0), Some(4));
     }
 }
