@@ -20,16 +20,25 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
   hub's `convolution_milo/a4000` is in neither: it is the convolution on the A4000 again, as
   convolution_A4000_T4 is. bench/search_quality.sh runs the first two sets unless SETS
   names others.
+- heldout_ktt (sixth session): the hub's four KTT recordings (convolution and pnpoly on the
+  RTX 2080 Ti and RTX 3090), brute forces by another tuner (KTT 2.1) over spaces of its own
+  (6,768 and 4,092 configurations), converted here to Kernel Tuner's cache format. Added
+  before any strategy ran on them; held out. The kernels and GPUs are ones the other sets
+  have (pnpoly and convolution on the RTX 3090 are fitting landscapes), the spaces and
+  measurements are not: a check on new recordings, not on new kernels.
 
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
-                                                  # (fitting, heldout, fitting_extra, heldout_extra)
+                                                  # (fitting, heldout, fitting_extra, heldout_extra,
+                                                  #  heldout_ktt)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
 import argparse
+import gzip
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +47,7 @@ from pathlib import Path
 HUB_URL = "https://github.com/AutoTuningAssociation/benchmark_hub"
 HUB_COMMIT = "8eeb99e7179e6838af95d392ac6c60cebfd8c434"
 KT = "currently_unused/cachefiles/KernelTuner data"
+KTT = "currently_unused/cachefiles/KTT data"
 
 # (name, split, path in the hub, sha256 of the gzipped file)
 LANDSCAPES = [
@@ -66,9 +76,13 @@ LANDSCAPES = [
     ("convolution_RTX_2080_Ti", "heldout_extra", f"{KT}/convolution/RTX_2080_Ti.json.gz", "cbbbbd146a7265ca017c682916cfa4460af77960c13604890ff61cf3c2017019"),
     ("convolution_RTX_3060_laptop", "heldout_extra", f"{KT}/convolution/RTX_3060_laptop.json.gz", "7e19e10c43a71916bd5de063047d2fd0c50752fcb9af7cf5257baa262acd7c35"),
     ("dedispersion_W6600", "heldout_extra", "cachefiles/dedispersion_milo/W6600.json.gz", "5d10249dbf24d1b60925d03013a7f1da9200a35578a140490dd61d5b4444f64f"),
+    ("convolution_RTX_2080_Ti_ktt", "heldout_ktt", f"{KTT}/KTConvolutionOutput_2080Ti.json.gz", "3a87cc569a2b732e843ebb4ea3b35b784aab3ddb09289597dc40f12c4ccc5a37"),
+    ("convolution_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTConvolutionOutput_3090.json.gz", "9fcfb27029819bb7e7395102a39f1db9688ca458e53db54444f4013ef3ff1e5d"),
+    ("pnpoly_RTX_2080_Ti_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_2080Ti.json.gz", "e677d1ea11508c16493f43d815ae57e0196d1bbdd4df34fba1c46aa6e8238c88"),
+    ("pnpoly_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_3090.json.gz", "25eb5b9ae861ed956e0488c86de813356f0610b6b8847d93811f1fd748080d4a"),
 ]
 
-SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra"]
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
@@ -84,6 +98,31 @@ def hub_dir(given):
     return str(clone)
 
 
+def from_ktt(document):
+    """A KTT 2.x tuning output as a Kernel Tuner cache document: every configuration with its
+    kernel duration (KTT's microseconds as milliseconds) and its overhead as the compile
+    time; a failed computation is a runtime failure, as Kernel Tuner records one."""
+    results = document["Results"]
+    names = [c["Name"] for c in results[0]["Configuration"]]
+    values = {name: sorted({c["Value"] for r in results for c in r["Configuration"] if c["Name"] == name}) for name in names}
+    cache = {}
+    for r in results:
+        config = {c["Name"]: c["Value"] for c in r["Configuration"]}
+        entry = dict(config)
+        if r["Status"] == "Ok":
+            entry["time"] = r["TotalDuration"] / 1000
+            entry["times"] = [c["Duration"] / 1000 for c in r["ComputationResults"]]
+        else:
+            entry["time"] = "RuntimeFailedConfig"
+            entry["times"] = []
+        entry["compile_time"] = r["TotalOverhead"] / 1000
+        cache[",".join(str(config[n]) for n in names)] = entry
+    return {
+        "device_name": document["Metadata"]["Device"], "kernel_name": results[0]["KernelName"],
+        "problem_size": [], "objective": "time", "tune_params_keys": names, "tune_params": values, "cache": cache,
+    }
+
+
 def extract(hub):
     for split in SPLITS:
         (OUT / split).mkdir(parents=True, exist_ok=True)
@@ -93,8 +132,10 @@ def extract(hub):
         actual = hashlib.sha256(data).hexdigest()
         if digest is not None and actual != digest:
             sys.exit(f"bench/landscapes.py: {path} at {HUB_COMMIT[:8]} has SHA-256 {actual}, expected {digest}")
+        if path.startswith(KTT):
+            data = gzip.compress(json.dumps(from_ktt(json.loads(gzip.decompress(data)))).encode(), mtime=0)
         (OUT / split / f"{name}.json.gz").write_bytes(data)
-        print(f"{split:8} {name:24} {actual[:16]}  {path}")
+        print(f"{split:13} {name:28} {actual[:16]}  {path}")
     for split in SPLITS:
         (OUT / split / "LICENSE").write_bytes(
             f"From {HUB_URL} at {HUB_COMMIT}, under its licence:\n\n".encode() + licence)
