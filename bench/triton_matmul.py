@@ -13,7 +13,12 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
 5. parallel-compile scaling: the same 32 configurations compiled with 1, 2, 4, 8, 16
    workers (cold Triton cache each time).
 
-Stages (arguments, default all but auto): brute, default, auto, launcher, scaling. COMPILE_TIMEOUT sets the
+6. stage `optima` (AB_ROUNDS rounds, default 3): `default` as shipped and with
+   `optima_after = 0` (local steps from the best next configuration, as before the sixth
+   session), DEFAULT_FEVALS evaluations each, fresh store and Triton cache, the order
+   alternating by round; each best is read against the brute force's of the same call.
+
+Stages (arguments, default all but auto and optima): brute, default, auto, launcher, scaling, optima. COMPILE_TIMEOUT sets the
 tuning runs' compile timeout (the figures in docs/ use 10s).
 
 Prints a table last; writes rows to $OUT/triton_matmul.json."""
@@ -41,7 +46,7 @@ def fresh_triton_cache():
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
 
 
-def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None):
+def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None):
     torch.manual_seed(0)
     a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
     b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
@@ -50,6 +55,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None):
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, restrictions, answer={"c_ptr": answer},
                            strategy=strategy, max_fevals=max_fevals, db=db, progress=False, timing=timing,
+                           strategy_options=strategy_options,
                            objective=("TFLOP/s", f"2 * {SIZE}**3 / (time * 1e-3) / 1e12"))
     wall = time.perf_counter() - start
     statuses = {}
@@ -145,6 +151,18 @@ def main():
     if "auto" in stages:
         fresh_triton_cache()
         run("default_auto", "default", os.path.join(workdir, "auto.db"), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
+    if "optima" in stages:
+        rows["optima"] = []
+        fevals = int(os.environ.get("DEFAULT_FEVALS", "100"))
+        arms = [("shipped", None), ("optima_after=0", {"optima_after": 0})]
+        for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):
+            for name, options in (arms if round_ % 2 == 0 else arms[::-1]):
+                fresh_triton_cache()
+                label = f"ab {name} round {round_}"
+                run(label, "default", os.path.join(workdir, f"ab{round_}{name}.db"), max_fevals=fevals,
+                    timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, strategy_options=options)
+                rows["optima"].append(dict(arm=name, round=round_, wall_s=rows[label]["wall_s"],
+                                           best_tflops=rows[label]["best_tflops"], best=rows[label]["best"]))
     if "scaling" in stages:
         rows["scaling"] = compile_scaling()
     with open(os.path.join(OUT, "triton_matmul.json"), "w") as f:
@@ -159,6 +177,10 @@ def main():
                 print(f"{'':<18} compile seconds p50/p90/p99/max: {r['compile_percentiles']}")
                 for seconds, status, config, reason in r["slowest_compiles"][:4]:
                     print(f"{'':<18}   {seconds:6.1f} s {status} {config} {reason}")
+    for r in rows.get("optima", []):
+        brute = rows.get("brute_force", {}).get("best_tflops")
+        share = f"{r['best_tflops'] / brute:.3f} of the brute force's best" if brute else "(no brute force in this call)"
+        print(f"default {r['arm']:<15} round {r['round']}: {r['wall_s']:5.1f} s, best {r['best_tflops']:.1f} TFLOP/s, {share}")
     if "torch_tflops" in rows:
         print(f"torch.matmul {rows['torch_tflops']:.1f} TFLOP/s; anchor best (do_bench brute force) 720.8 TFLOP/s")
     for r in rows.get("launcher", []):

@@ -9,7 +9,10 @@
 //!   changed) still holds unevaluated configurations, and takes from those neighbours and
 //!   from random configurations one step away in several parameters. Every neighbour of a
 //!   good configuration is eventually tried, in the order the model prefers, so the search
-//!   climbs like a local search that knows which move to try first;
+//!   climbs like a local search that knows which move to try first. Once the run stops
+//!   improving, only local optima (configurations no evaluated neighbour beats) are climbed
+//!   from: a plateau of near-equal configurations is then one parent, not dozens, and the
+//!   top of another basin, even one below the plateau, gets its turn;
 //! - a *global* step (a share of the proposals) takes from random configurations of the
 //!   whole space, which lets the model jump to another basin when it believes one is
 //!   better, and keeps the search from circling a plateau.
@@ -73,6 +76,10 @@ options! {
         /// decides whether more evaluations could still pay (0.02: beating the best by 2%).
         #[range(min = 0.0, max = 1.0)]
         noise: f64 = 0.02,
+        /// Observations without an improvement beyond the noise after which local steps
+        /// climb only from local optima: configurations no evaluated neighbour beats (0:
+        /// never). Chosen on the fitting landscapes (docs/strategies.md).
+        optima_after: usize = 1,
     }
 }
 
@@ -175,13 +182,20 @@ impl DefaultSearch {
         model: &Model<'_>,
         ranked: &[ConfigId],
         taken: &[ConfigId],
+        optima: bool,
     ) -> Option<ConfigId> {
         let space = context.space;
         let history = context.history;
         let is_new = |id: &ConfigId| !history.is_known(*id) && !taken.contains(id);
         for parent in ranked {
-            let mut candidates: Vec<ConfigId> =
-                space.neighbours(*parent, Neighbourhood::Hamming).into_iter().filter(is_new).collect();
+            let neighbours = space.neighbours(*parent, Neighbourhood::Hamming);
+            if optima {
+                let own = history.score(*parent).flatten().unwrap_or(f64::INFINITY);
+                if neighbours.iter().any(|n| history.score(*n).flatten().is_some_and(|s| s < own)) {
+                    continue;
+                }
+            }
+            let mut candidates: Vec<ConfigId> = neighbours.into_iter().filter(is_new).collect();
             if candidates.is_empty() {
                 continue;
             }
@@ -242,11 +256,12 @@ impl Strategy for DefaultSearch {
             false => Some(self.calibration.calibrate(promised)),
         };
         let model = Model { forest: &fitted.forest, best };
+        let optima = self.options.optima_after > 0 && history.len() >= self.improved_at + self.options.optima_after;
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
             let local = match context.rng.chance(self.options.global_share) {
                 true => None,
-                false => self.local(context, &model, &ranked, &batch),
+                false => self.local(context, &model, &ranked, &batch, optima),
             };
             match local.or_else(|| self.global(context, &model, &batch)) {
                 Some(id) => batch.push(id),
@@ -408,5 +423,46 @@ mod tests {
         // A refit per proposal would be about 1,014 (all but the random start); the
         // schedule allows about 200 + 50 ln(1,024 / 200), some 280.
         assert!(fits < 350, "{fits} refits over {} evaluations", space.len());
+    }
+
+    /// A plateau and a basin below it: the best (0, 0) has every neighbour evaluated, (1, 0)
+    /// just behind it is one of those neighbours, and (3, 3) tops another basin at 2.0.
+    /// Climbing from whatever is best next expands (1, 0); climbing from local optima skips
+    /// it, beaten by its neighbour (0, 0), and expands (3, 3).
+    #[test]
+    fn once_stalled_local_steps_climb_from_local_optima_not_from_the_plateau() {
+        let ints = |name: &str| Param::new(name, (0..4).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space");
+        let at = |a: usize, b: usize| space.id_of(&[a, b]).expect("in the space");
+        let mut history = History::new();
+        let scored = [
+            ((0, 0), 1.0),
+            ((1, 0), 1.1),
+            ((3, 3), 2.0),
+            ((2, 0), 3.0),
+            ((3, 0), 3.0),
+            ((0, 1), 3.0),
+            ((0, 2), 3.0),
+            ((0, 3), 3.0),
+            ((1, 3), 4.0),
+        ];
+        for ((a, b), score) in scored {
+            history.observe(Observation { id: at(a, b), score: Some(score) });
+        }
+        let ranked: Vec<ConfigId> = scored.iter().map(|((a, b), _)| at(*a, *b)).collect();
+        let (ids, targets) = targets(&history);
+        let features: Vec<Vec<u32>> = ids.iter().map(|id| indexes(&space, *id)).collect();
+        let mut rng = Rng::seeded(3);
+        let shape = ForestShape { trees: 5, min_leaf: 1, feature_fraction: 1.0 };
+        let forest = Forest::fit(&features, &targets, &[4, 4], shape, &mut rng);
+        let model = Model { forest: &forest, best: targets.iter().copied().fold(f64::INFINITY, f64::min) };
+        let strategy = DefaultSearch::new(DefaultOptions { adjacent: 0, ..DefaultOptions::default() });
+        let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+        let plateau = [at(1, 1), at(1, 2)];
+        let basin = [at(2, 3), at(3, 1), at(3, 2)];
+        let pick = strategy.local(&mut context, &model, &ranked, &[], false).expect("a pick");
+        assert!(plateau.contains(&pick), "climbing from the next best picked {}", space.describe(pick));
+        let pick = strategy.local(&mut context, &model, &ranked, &[], true).expect("a pick");
+        assert!(basin.contains(&pick), "climbing from local optima picked {}", space.describe(pick));
     }
 }
