@@ -21,8 +21,12 @@
 - `raypy`: Python's `kerntune.tune(..., ray=ADDR, ray_gpus=1, then 2)` on that cluster,
   the Triton matmul brute force: it works end to end, with the same best, and each GPU
   measured its share (compile-bound, so no speedup is expected: target 1.0x).
+- `raykt`: Kernel Tuner's `tune_kernel(..., ray=ADDR, ray_gpus=1, then 2)` on that cluster,
+  the tiled CUDA matmul of examples/kernel_tuner/matmul.py at N = 4096, brute force: it
+  works end to end, the same best, and each GPU measured its share (target 1.0x: the
+  space is small, so the ratio is reported, not aimed at).
 
-Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] [raypy] (default: the first three; on the device, run
+Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] [raypy] [raykt] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
 gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
@@ -142,6 +146,39 @@ def raypy():
         rows[label]["per_gpu"] = per_device(rows[label].pop("db"))
         print(label, "per GPU", rows[label]["per_gpu"], flush=True)
     ratio("raypy", "py 1 Ray GPU", "py 2 Ray GPUs", target=1.0)
+
+
+def raykt():
+    """Kernel Tuner's `tune_kernel` with `ray=` and `ray_gpus=`: the benchmark workers on the
+    cluster of `gpu_cluster`, shipped the arguments' files; 1 Ray GPU, then 2."""
+    import_ray()
+    from ray.cluster_utils import Cluster
+
+    import importlib.util
+
+    import kerntune
+
+    # Loaded under its own name: the Triton stages import examples/triton's `matmul`.
+    path = os.path.join(ROOT, "examples", "kernel_tuner", "matmul.py")
+    loader = importlib.util.spec_from_file_location("kt_matmul", path)
+    matmul = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(matmul)
+
+    cluster = gpu_cluster(Cluster)
+    try:
+        for label, count in (("kt 1 Ray GPU", 1), ("kt 2 Ray GPUs", 2)):
+            db = os.path.join(tempfile.mkdtemp(prefix="scale-raykt-"), "results.db")
+            start = time.perf_counter()
+            results, env = kerntune.tune_kernel(**matmul.problem(int(os.environ.get("SIZE", "4096"))), db=db,
+                                                quiet=True, ray=cluster.address, ray_gpus=count)
+            wall = time.perf_counter() - start
+            best = {k: v for k, v in env["best_config"].items() if k in matmul.problem(16)["tune_params"]}
+            rows[label] = dict(wall_s=wall, best=best, evaluations=env["evaluations"], per_gpu=per_device(db),
+                               valid=sum(isinstance(r["time"], float) for r in results), configurations=len(results))
+            print(label, json.dumps(rows[label], default=str), flush=True)
+    finally:
+        cluster.shutdown()
+    ratio("raykt", "kt 1 Ray GPU", "kt 2 Ray GPUs", target=1.0)
 
 
 def per_device(db: str) -> dict:
@@ -305,7 +342,8 @@ def ratio(name, anchor, other, target):
 def main():
     stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
     for stage in stages:
-        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus, "raypy": raypy}[stage]()
+        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus, "raypy": raypy,
+         "raykt": raykt}[stage]()
     with open(os.path.join(OUT, "scale_out.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
     print("\n=== scale_out summary")

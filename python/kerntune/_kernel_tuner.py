@@ -11,6 +11,7 @@ workers, the crash-isolated benchmark worker, the store) is kerntune's.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import inspect
 import json
@@ -48,7 +49,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
                 strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
                 observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
-                rtol=1e-5, compile_only=False, arch="sm_90", db=None, devices=None, ray=None):
+                rtol=1e-5, compile_only=False, arch="sm_90", db=None, devices=None, ray=None, ray_gpus=None):
     """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
     env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
     ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
@@ -60,8 +61,11 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     configuration without a GPU and returns one dict per configuration with its
     parameters, ``status`` ("compiled" or the failure) and ``symbol`` (the kernel's name
     in the cubin). ``devices`` ("all" or "0,1": one benchmark worker per GPU, all of one
-    model; ``device`` when not given) and ``ray`` (a Ray cluster's address: the compile
-    workers run there as actors; ``pip install 'kerntune[ray]'``) are ``kerntune.tune``'s.
+    model; ``device`` when not given), ``ray`` (a Ray cluster's address: the compile
+    workers run there as actors; ``pip install 'kerntune[ray]'``) and ``ray_gpus`` (a count
+    or ``"all"``: the benchmark workers run on that many of the cluster's GPUs, one each,
+    shipped the arguments' files; with ``verify``, the outputs it reads are written where
+    they run, so those nodes share this machine's file system) are ``kerntune.tune``'s.
     """
     started = time.perf_counter()
     _start_log(kernel_name, log)
@@ -88,7 +92,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                            "give answer= (the expected contents of each output, None for inputs) to check them", 2)
         return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
                          db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
-                         quiet=quiet, started=started, devices=devices, ray=ray)
+                         quiet=quiet, started=started, devices=devices, ray=ray, ray_gpus=ray_gpus)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -356,11 +360,19 @@ class _Call:
         return rows, env
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
-             started, devices=None, ray=None):
+             started, devices=None, ray=None, ray_gpus=None):
+        from kerntune._tune import check_ray_gpus
+
+        ray_gpus = check_ray_gpus(ray_gpus, ray)
+        if ray_gpus is not None and devices is not None:
+            raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
         if ray is not None:  # before the GPU: an unreachable cluster is one line, GPU or not
             from kerntune._tune import check_ray
 
-            check_ray(ray)
+            have = check_ray(ray, ray_gpus if isinstance(ray_gpus, int) else 0)
+            if ray_gpus == "all" and have == 0:
+                raise _kerntune.BackendError(f"ray={ray!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
+            ray_gpus = have if ray_gpus == "all" else ray_gpus
         if devices is not None:
             devices = ",".join(str(d) for d in devices) if isinstance(devices, (list, tuple)) else str(devices)
             first = devices.split(",")[0].strip()
@@ -380,7 +392,13 @@ class _Call:
         if ray is not None:
             from kerntune import ray_worker
 
-            job["compile_worker"] = ray_worker.command(sys.executable, ray, job["worker"], env=[n for n, _ in job["worker_env"]])
+            env = [n for n, _ in job["worker_env"]]
+            job["compile_worker"] = ray_worker.command(sys.executable, ray, job["worker"], env=env)
+            if ray_gpus:
+                # Every file a benchmark worker reads: the arguments and the expected outputs.
+                files = sorted(glob.glob(os.path.join(self.workdir, "*.npy")))
+                job["bench_worker"] = ray_worker.command(sys.executable, ray, job["worker"], env=env, ship=files, gpus=1)
+                job["bench_workers"] = ray_gpus
         path, document = None, None
         if cache is not None:
             path = _kt_cache.cache_path(cache)

@@ -431,19 +431,32 @@ def check_ray(address: str, gpus: int = 0) -> int:
     """Checks, in a process of its own, that Ray is there, the cluster at ``address``
     answers and has ``gpus`` GPUs at least, else raises one line saying what to do.
     Returns how many GPUs the cluster has."""
-    import subprocess
+    return RayCheck(address, gpus).result()
 
-    from kerntune import ray_worker
 
-    checked = subprocess.run([sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(gpus)],
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if checked.returncode != 0:
-        lines = [line for line in checked.stderr.splitlines() if line.strip()]
-        reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
-            f"the relay exited with {checked.returncode}"
-        raise _kerntune.BackendError(f"ray={address!r}: {reason}")
-    answers = [line for line in checked.stdout.splitlines() if line.startswith("{")]
-    return int(json.loads(answers[-1])["gpus"]) if answers else 0
+class RayCheck:
+    """``check_ray`` started now and answered later: joining a cluster takes its process a
+    few seconds, which a run spends preparing its reference meanwhile."""
+
+    def __init__(self, address: str, gpus: int = 0):
+        import subprocess
+
+        from kerntune import ray_worker
+
+        self.address = address
+        self.process = subprocess.Popen(
+            [sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(gpus)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def result(self) -> int:
+        stdout, stderr = self.process.communicate()
+        if self.process.returncode != 0:
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
+                f"the relay exited with {self.process.returncode}"
+            raise _kerntune.BackendError(f"ray={self.address!r}: {reason}")
+        answers = [line for line in stdout.splitlines() if line.startswith("{")]
+        return int(json.loads(answers[-1])["gpus"]) if answers else 0
 
 
 def check_ray_gpus(ray_gpus, ray) -> Union[int, str, None]:
@@ -856,13 +869,12 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     phases = {}
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
                                   search["ptxas"])
-    ray_gpus = None
+    # The cluster's check is answered before the run starts; the reference runs meanwhile.
+    # (Should this call stop first, the check's process still ends by itself.)
+    checking = None
     if search["ray"] is not None:
-        have = check_ray(search["ray"], search["ray_gpus"] if isinstance(search["ray_gpus"], int) else 0)
-        if search["ray_gpus"] == "all" and have == 0:
-            raise _kerntune.BackendError(f"ray={search['ray']!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
-        ray_gpus = have if search["ray_gpus"] == "all" else search["ray_gpus"]
-        _through_ray(job, search["ray"])
+        checking = RayCheck(search["ray"], search["ray_gpus"] if isinstance(search["ray_gpus"], int) else 0)
+    ray_gpus = None
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
@@ -951,8 +963,14 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
         "edge_sizes": [edge.label for edge in edges] if vet else [],
-        "bench_workers": ray_gpus,
     }
+    if checking is not None:
+        have = checking.result()
+        if search["ray_gpus"] == "all" and have == 0:
+            raise _kerntune.BackendError(f"ray={search['ray']!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
+        ray_gpus = have if search["ray_gpus"] == "all" else search["ray_gpus"]
+        _through_ray(job, search["ray"])
+    request["bench_workers"] = ray_gpus
     if ray_gpus:
         _bench_through_ray(job, search["ray"])
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None

@@ -83,8 +83,10 @@ def test_ray_compile_only_spreads_over_two_nodes_and_a_killed_actor_loses_nothin
 
     killer = threading.Thread(target=kill_one_actor)
     killer.start()
+    # A fixed, generous compile limit: on a loaded machine a compile can outlast the
+    # adaptive limit's 10 s floor, and this test is about the lost actor, not the limit.
     outcomes = kerntune.compile(matmul.matmul_kernel, args, params, compile_workers=2, ray=cluster.address,
-                                db=str(tmp_path / "results.db"))
+                                db=str(tmp_path / "results.db"), compile_timeout=600)
     killer.join()
     assert killed, "an actor was killed while the configurations were compiling"
     assert len(outcomes) == 3 * 2 * 2 * 2
@@ -274,3 +276,74 @@ def test_ray_unreachable_address_stops_tune_kernel_before_any_work_in_one_line()
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith("ray='127.0.0.1:9': cannot reach the Ray cluster at '127.0.0.1:9'"), message
+
+
+def _copy_kernel():
+    import numpy as np
+
+    source = "__global__ void copy(float *c, float *a, int n) { int i = blockIdx.x * block_size_x + threadIdx.x; if (i < n) c[i] = a[i]; }"
+    a = np.arange(64, dtype=np.float32)
+    return source, [np.zeros(64, np.float32), a, np.int32(64)], [a, None, None]
+
+
+def test_tune_kernel_ray_gpus_beyond_the_clusters_are_refused_in_one_line(cluster):
+    """Kernel Tuner's `tune_kernel` takes `ray_gpus=` too; the cluster's count is checked
+    before the GPU is asked for."""
+    source, args, answer = _copy_kernel()
+    with pytest.raises(kerntune.BackendError) as raised:
+        kerntune.tune_kernel("copy", source, 64, args, {"block_size_x": [32, 64]}, answer=answer, ray=cluster.address,
+                             ray_gpus=2, quiet=True)
+    message = str(raised.value)
+    assert "\n" not in message and message.endswith("has 1 GPU(s); 2 were asked for (ray_gpus=)"), message
+
+
+@pytest.mark.parametrize("extra, wanted", [
+    ({"ray_gpus": 1}, "ray_gpus= measures on a Ray cluster's GPUs: give ray= (the cluster's address) too"),
+    ({"ray_gpus": 0, "ray": "auto"}, "ray_gpus = 0: give a number of GPUs (1 or more) or \"all\""),
+    ({"ray_gpus": 1, "ray": "auto", "devices": "0"}, "give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both"),
+])
+def test_tune_kernel_ray_gpus_misused_is_one_line(extra, wanted):
+    source, args, answer = _copy_kernel()
+    with pytest.raises(kerntune.ArgumentError) as raised:
+        kerntune.tune_kernel("copy", source, 64, args, {"block_size_x": [32, 64]}, answer=answer, quiet=True, **extra)
+    assert str(raised.value) == wanted
+
+
+def test_tune_kernel_ray_gpus_all_runs_a_benchmark_worker_per_gpu_through_the_relay_with_its_files(monkeypatch):
+    """`tune_kernel(..., ray=ADDR, ray_gpus="all")`: the job asks for as many benchmark
+    workers as the cluster has GPUs, each the relay holding one GPU and shipping every
+    argument's and expected output's file. The GPU and the run are stood in for here."""
+    import kerntune._kernel_tuner as kt
+    import kerntune._tune as tune
+
+    seen = {}
+
+    class Native:
+        def __getattr__(self, name):
+            return getattr(kerntune._kerntune, name)
+
+        @staticmethod
+        def device_info(device):
+            return json.dumps({"name": "NVIDIA H200", "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448})
+
+        @staticmethod
+        def tune_kernel_tuner(job, instance, check, constants):
+            seen["job"] = json.loads(job)
+            seen["files"] = {p: os.path.exists(p) for p in os.listdir(seen["job"]["base"])}
+            raise kerntune.BackendError("stood in for")
+
+    monkeypatch.setattr(kt, "_kerntune", Native())
+    monkeypatch.setattr(kt, "check_device", lambda device: None)
+    monkeypatch.setattr(tune, "check_ray", lambda address, gpus=0: 3)
+    source, args, answer = _copy_kernel()
+    with pytest.raises(kerntune.BackendError, match="stood in for"):
+        kerntune.tune_kernel("copy", source, 64, args, {"block_size_x": [32, 64]}, answer=answer, ray="10.0.0.1:6379",
+                             ray_gpus="all", quiet=True)
+    job = seen["job"]
+    assert job["bench_workers"] == 3
+    relay = job["bench_worker"][:job["bench_worker"].index("--")]
+    assert job["bench_worker"][job["bench_worker"].index("--") + 1:] == job["worker"]
+    assert relay[relay.index("--gpus") + 1] == "1" and relay[relay.index("--address") + 1] == "10.0.0.1:6379"
+    shipped = sorted(os.path.basename(relay[i + 1]) for i, word in enumerate(relay) if word == "--ship")
+    assert shipped == ["arg0.expected.npy", "arg0.npy", "arg1.npy"], shipped
+    assert "--gpus" not in job["compile_worker"][:job["compile_worker"].index("--")], "compile workers need no GPU"

@@ -34,6 +34,12 @@ struct Job {
     /// The compile workers' command when it is not `worker` (`ray=`: the relay around it).
     #[serde(default)]
     compile_worker: Option<Vec<String>>,
+    /// The benchmark workers' command when it is not `worker` (`ray_gpus=`: the relay
+    /// around it, holding one of the cluster's GPUs), and how many run.
+    #[serde(default)]
+    bench_worker: Option<Vec<String>>,
+    #[serde(default)]
+    bench_workers: Option<usize>,
     #[serde(default)]
     worker_env: Vec<(String, String)>,
     /// Default: one per core.
@@ -94,6 +100,10 @@ pub fn tune_kernel_tuner(
         Some(argv) => worker_command(argv, job.worker_env.clone())?,
         None => worker.clone(),
     };
+    let bench = match &job.bench_worker {
+        Some(argv) => worker_command(argv, job.worker_env.clone())?,
+        None => worker.clone(),
+    };
     let devices = match &settings.devices {
         None => Devices::List(vec![settings.device]),
         Some(text) => text.parse().map_err(errors::spec)?,
@@ -114,7 +124,12 @@ pub fn tune_kernel_tuner(
             db,
             fresh: false,
             devices,
-            workers: Workers { bench: worker, compile, compile_workers: job.compile_workers, bench_workers: None },
+            workers: Workers {
+                bench,
+                compile,
+                compile_workers: job.compile_workers,
+                bench_workers: job.bench_workers.filter(|n| *n > 0),
+            },
             // Kernel Tuner reports the best of its results list; kerntune's finalists are
             // not re-timed here, so that both answer the same.
             retime: None,
