@@ -361,18 +361,11 @@ class _Call:
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
              started, devices=None, ray=None, ray_gpus=None):
-        from kerntune._tune import check_ray_gpus
+        from kerntune._tune import RayCheck, check_ray_gpus
 
-        ray_gpus = check_ray_gpus(ray_gpus, ray)
-        if ray_gpus is not None and devices is not None:
-            raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
+        ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
         if ray is not None:  # before the GPU: an unreachable cluster is one line, GPU or not
-            from kerntune._tune import check_ray
-
-            have = check_ray(ray, ray_gpus if isinstance(ray_gpus, int) else 0)
-            if ray_gpus == "all" and have == 0:
-                raise _kerntune.BackendError(f"ray={ray!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
-            ray_gpus = have if ray_gpus == "all" else ray_gpus
+            ray_gpus = RayCheck(ray, ray_gpus).bench_gpus()
         if devices is not None:
             devices = ",".join(str(d) for d in devices) if isinstance(devices, (list, tuple)) else str(devices)
             first = devices.split(",")[0].strip()

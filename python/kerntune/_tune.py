@@ -161,18 +161,23 @@ def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[s
 AGREEING_CONFIGS = 2
 
 
-def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=None):
+def _clones(call):
+    """Copies of a call's tensors (the rest as given), and no check after a launch."""
+    return {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}, None
+
+
+def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clones):
     """Runs configurations through Triton itself, each on copies of the tensors, until
     ``limit`` have run. Returns ``[(config, {name: changed tensor})]`` and the errors of those
     that did not run. ``copy(call)`` makes the copies and a check called after the launch,
-    whose exception fails the run (default: clones, no check)."""
+    whose exception fails the run (default: ``_clones``)."""
     import torch
 
     runs, errors = [], []
     for config in configs:
         if len(runs) == limit:
             break
-        copies, after = copy(call) if copy else ({k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}, None)
+        copies, after = copy(call)
         for name in reset_to_zero:
             copies[name].zero_()
         launch = launch_options(config)
@@ -436,19 +441,22 @@ def check_ray(address: str, gpus: int = 0) -> int:
 
 class RayCheck:
     """``check_ray`` started now and answered later: joining a cluster takes its process a
-    few seconds, which a run spends preparing its reference meanwhile."""
+    few seconds, which a run spends preparing its reference meanwhile. ``ray_gpus`` is what
+    the call asked for (None, a count, or ``"all"``)."""
 
-    def __init__(self, address: str, gpus: int = 0):
+    def __init__(self, address: str, ray_gpus: Union[int, str, None] = None):
         import subprocess
 
         from kerntune import ray_worker
 
-        self.address = address
+        self.address, self.ray_gpus = address, ray_gpus
+        asked = ray_gpus if isinstance(ray_gpus, int) else 0
         self.process = subprocess.Popen(
-            [sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(gpus)],
+            [sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(asked)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def result(self) -> int:
+        """How many GPUs the cluster has, or the check's one-line error."""
         stdout, stderr = self.process.communicate()
         if self.process.returncode != 0:
             lines = [line for line in stderr.splitlines() if line.strip()]
@@ -458,13 +466,26 @@ class RayCheck:
         answers = [line for line in stdout.splitlines() if line.startswith("{")]
         return int(json.loads(answers[-1])["gpus"]) if answers else 0
 
+    def bench_gpus(self) -> Optional[int]:
+        """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every
+        one, and a cluster without any is refused), None for this machine's."""
+        have = self.result()
+        if self.ray_gpus != "all":
+            return self.ray_gpus
+        if have == 0:
+            raise _kerntune.BackendError(f"ray={self.address!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
+        return have
 
-def check_ray_gpus(ray_gpus, ray) -> Union[int, str, None]:
-    """``ray_gpus``: None, ``"all"`` or a count of 1 or more, and only with ``ray``."""
+
+def check_ray_gpus(ray_gpus, ray, devices=None) -> Union[int, str, None]:
+    """``ray_gpus``: None, ``"all"`` or a count of 1 or more, only with ``ray`` and not with
+    ``devices``."""
     if ray_gpus is None:
         return None
     if ray is None:
         raise ArgumentError("ray_gpus= measures on a Ray cluster's GPUs: give ray= (the cluster's address) too")
+    if devices is not None:
+        raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
     if ray_gpus == "all" or (isinstance(ray_gpus, int) and not isinstance(ray_gpus, bool) and ray_gpus >= 1):
         return ray_gpus
     raise ArgumentError(f"ray_gpus = {ray_gpus!r}: give a number of GPUs (1 or more) or \"all\"")
@@ -729,9 +750,7 @@ def tune(
     fn = jit_function(kernel)
     check_device(device)
     devices = check_devices(devices)
-    ray_gpus = check_ray_gpus(ray_gpus, ray)
-    if ray_gpus is not None and devices is not None:
-        raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
+    ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
     if devices is not None and device is not None:
         raise ArgumentError("give device= or devices=, not both")
     strategy = check_strategy(strategy, "default")
@@ -873,7 +892,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     # (Should this call stop first, the check's process still ends by itself.)
     checking = None
     if search["ray"] is not None:
-        checking = RayCheck(search["ray"], search["ray_gpus"] if isinstance(search["ray_gpus"], int) else 0)
+        checking = RayCheck(search["ray"], search["ray_gpus"])
     ray_gpus = None
     job_args = job["args"]
     for entry in job_args:
@@ -965,10 +984,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "edge_sizes": [edge.label for edge in edges] if vet else [],
     }
     if checking is not None:
-        have = checking.result()
-        if search["ray_gpus"] == "all" and have == 0:
-            raise _kerntune.BackendError(f"ray={search['ray']!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
-        ray_gpus = have if search["ray_gpus"] == "all" else search["ray_gpus"]
+        ray_gpus = checking.bench_gpus()
         _through_ray(job, search["ray"])
     request["bench_workers"] = ray_gpus
     if ray_gpus:

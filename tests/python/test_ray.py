@@ -334,7 +334,14 @@ def test_tune_kernel_ray_gpus_all_runs_a_benchmark_worker_per_gpu_through_the_re
 
     monkeypatch.setattr(kt, "_kerntune", Native())
     monkeypatch.setattr(kt, "check_device", lambda device: None)
-    monkeypatch.setattr(tune, "check_ray", lambda address, gpus=0: 3)
+    class ThreeGpus(tune.RayCheck):
+        def __init__(self, address, ray_gpus=None):
+            self.address, self.ray_gpus = address, ray_gpus
+
+        def result(self):
+            return 3
+
+    monkeypatch.setattr(tune, "RayCheck", ThreeGpus)
     source, args, answer = _copy_kernel()
     with pytest.raises(kerntune.BackendError, match="stood in for"):
         kerntune.tune_kernel("copy", source, 64, args, {"block_size_x": [32, 64]}, answer=answer, ray="10.0.0.1:6379",

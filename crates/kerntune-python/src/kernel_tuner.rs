@@ -96,14 +96,13 @@ pub fn tune_kernel_tuner(
     let settings = job.tune.as_ref().ok_or_else(|| errors::spec("the job has no tuning settings"))?;
     let space = spec.space().map_err(errors::space)?;
     let worker = worker_command(&job.worker, job.worker_env.clone())?;
-    let compile = match &job.compile_worker {
-        Some(argv) => worker_command(argv, job.worker_env.clone())?,
-        None => worker.clone(),
+    // A role's own command (the Ray relay around the worker), else the worker itself.
+    let command_for = |argv: &Option<Vec<String>>| match argv {
+        Some(argv) => worker_command(argv, job.worker_env.clone()),
+        None => Ok(worker.clone()),
     };
-    let bench = match &job.bench_worker {
-        Some(argv) => worker_command(argv, job.worker_env.clone())?,
-        None => worker.clone(),
-    };
+    let compile = command_for(&job.compile_worker)?;
+    let bench = command_for(&job.bench_worker)?;
     let devices = match &settings.devices {
         None => Devices::List(vec![settings.device]),
         Some(text) => text.parse().map_err(errors::spec)?,
