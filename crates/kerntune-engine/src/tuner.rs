@@ -398,7 +398,11 @@ impl Loop<'_, '_> {
                 self.best = Some((id, value));
             }
         }
-        let observation = Observation { id, score: objective.map(|o| self.objective.score(o)) };
+        // A configuration stopped early was measured and is slow: the search learns its
+        // time, where a failure would teach it "worst seen" (more than half of a GPU run's
+        // evaluations are stopped early once a good configuration is known).
+        let measured = evaluation.measured_objective();
+        let observation = Observation { id, score: measured.map(|o| self.objective.score(o)) };
         self.history.observe(observation);
         let point = TracePoint {
             feval: self.history.len(),

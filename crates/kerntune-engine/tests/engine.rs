@@ -6,7 +6,7 @@ use std::time::Duration;
 use std::cell::Cell;
 
 use kerntune_engine::{Backend, BackendError, Budget, SimBackend, StopReason, Summary, Tuner};
-use kerntune_search::build_strategy;
+use kerntune_search::{build_strategy, Context, Observation, Strategy};
 use kerntune_space::{ConfigId, Space};
 use kerntune_store::{Costs, Evaluation, Landscape, Status, Store};
 
@@ -528,3 +528,58 @@ fn default_without_a_budget_stops_by_itself_near_the_optimum() {
 
 /// What an auto-stopped run reaches on the shipped landscapes, at least (docs/design-notes.md).
 const AUTO_STOP_REACHES: f64 = 0.95;
+
+/// Brute force that keeps every score it is told, by configuration.
+struct Listening {
+    inner: Box<dyn Strategy>,
+    told: std::sync::Arc<std::sync::Mutex<Vec<(ConfigId, Option<f64>)>>>,
+}
+
+impl Strategy for Listening {
+    fn ask(&mut self, context: &mut Context<'_>, n: usize) -> Vec<ConfigId> {
+        self.inner.ask(context, n)
+    }
+
+    fn tell(&mut self, context: &mut Context<'_>, observation: Observation) {
+        self.told.lock().expect("not poisoned").push((observation.id, observation.score));
+        self.inner.tell(context, observation);
+    }
+}
+
+/// On the GPU most configurations measured after a good one are stopped early; the search
+/// learns their measured time (they are slow, not broken), but only a configuration
+/// measured in full can be the best, even where the early one's time would be lower.
+#[test]
+fn an_early_stopped_configuration_teaches_the_search_its_time_but_never_wins() {
+    let mut landscape = landscape("pnpoly_RTX_3090.json.gz");
+    let space = landscape.space().expect("space");
+    let fastest = landscape.optimum().expect("optimum");
+    let stopped = landscape.records.iter().position(|r| r.evaluation.status == Status::Ok).expect("a valid record");
+    landscape.records[stopped].evaluation.status = Status::EarlyStopped;
+    landscape.records[stopped].evaluation.objective = Some(fastest / 2.0);
+    let stopped_id = space.id_of(&landscape.records[stopped].config).expect("in its space");
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let strategy =
+        Listening { inner: build_strategy("brute_force", &Default::default()).expect("strategy"), told: told.clone() };
+    let mut backend = SimBackend::new(&landscape, &space).expect("backend");
+    let summary = Tuner {
+        space: &space,
+        strategy: Box::new(strategy),
+        backend: &mut backend,
+        store: None,
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget: fevals(space.len()),
+        seed: 0,
+        interrupt: None,
+    }
+    .run(&mut |_| {})
+    .expect("runs");
+    let told = told.lock().expect("not poisoned");
+    let score = told.iter().find(|(id, _)| *id == stopped_id).map(|(_, score)| *score).expect("told");
+    assert_eq!(score, Some(fastest / 2.0), "the early-stopped time, not a failure");
+    let best = summary.best.expect("a best");
+    assert_ne!(best.id, stopped_id);
+    assert_eq!(best.objective, fastest);
+    assert_eq!(summary.failed, landscape.records.iter().filter(|r| r.evaluation.status.is_failure()).count());
+}

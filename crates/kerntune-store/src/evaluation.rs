@@ -132,6 +132,16 @@ impl Evaluation {
             None
         }
     }
+
+    /// The objective as measured, for a search to learn from: also that of a configuration
+    /// stopped early (measured from fewer samples, and slower than the best by the early
+    /// stop's bar), which cannot compete for best; never a failure's.
+    pub fn measured_objective(&self) -> Option<f64> {
+        match self.status {
+            Status::Ok | Status::EarlyStopped => self.objective.filter(|o| o.is_finite()),
+            _ => None,
+        }
+    }
 }
 
 /// What is optimised and in which direction.

@@ -82,6 +82,27 @@ fn kernel_tuner_cache_round_trips_through_the_store() {
 }
 
 #[test]
+fn an_early_stopped_entry_keeps_its_time_and_its_status_through_a_kernel_tuner_cache() {
+    let original = landscape("pnpoly_RTX_3090.json.gz");
+    let store = Store::in_memory().expect("opens");
+    let space = original.space().expect("space");
+    let tuning = store.tuning(&original.tuning()).expect("tuning");
+    let record = original.records.iter().find(|r| r.evaluation.status == Status::Ok).expect("a valid record");
+    let mut stopped = record.evaluation.clone();
+    stopped.status = Status::EarlyStopped;
+    stopped.objective = stopped.objective.map(|t| t * 3.0);
+    let config = space.config_json(space.id_of(&record.config).expect("in its space"));
+    store.record(tuning, &config, &stopped).expect("records");
+    let exported = formats::kernel_tuner::write(&original.tuning(), &store.evaluations(tuning).expect("reads"));
+    let entry = exported["cache"].as_object().and_then(|c| c.values().next()).expect("one entry");
+    assert_eq!(entry["time"].as_f64(), stopped.objective, "Kernel Tuner reads the measured time");
+    let again = Landscape::parse(exported.to_string().as_bytes(), "exported", "pnpoly").expect("parses");
+    let read = &again.records[0].evaluation;
+    assert_eq!((read.status, read.objective), (Status::EarlyStopped, stopped.objective));
+    assert_eq!(read.valid_objective(), None, "an early-stopped configuration never competes for best");
+}
+
+#[test]
 fn t4_round_trips_through_the_store() {
     round_trip("convolution_A4000_T4.json.gz", formats::t4::write);
 }

@@ -11,6 +11,10 @@ use super::{config_indexes, ms, seconds};
 use crate::{Costs, Evaluation, Objective, Status, StoreError, StoredEvaluation, TuningInfo};
 use crate::{Format, Landscape, Record};
 
+/// kerntune's mark on an entry whose time was measured from the few samples taken before
+/// the early stop (`true`): Kernel Tuner reads the time, kerntune the status too.
+const EARLY_STOPPED: &str = "early_stopped";
+
 const KNOWN_FIELDS: [&str; 8] = [
     "times",
     "compile_time",
@@ -60,7 +64,11 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str) -> Result<Landsc
                     .get("times")
                     .and_then(Json::as_array)
                     .map_or_else(Vec::new, |times| times.iter().filter_map(Json::as_f64).collect());
-                Evaluation::ok(n.as_f64().unwrap_or(f64::NAN), samples, costs)
+                let mut evaluation = Evaluation::ok(n.as_f64().unwrap_or(f64::NAN), samples, costs);
+                if entry.get(EARLY_STOPPED) == Some(&Json::Bool(true)) {
+                    evaluation.status = Status::EarlyStopped;
+                }
+                evaluation
             }
             Some(Json::String(failure)) => Evaluation::failed(failure_status(failure), failure.clone(), costs),
             _ => return Err(StoreError::format(origin, format!("{what} has no \"{objective_name}\""))),
@@ -124,11 +132,14 @@ pub fn write(tuning: &TuningInfo, rows: &[StoredEvaluation]) -> Json {
         let key = values.iter().map(python_str).collect::<Vec<_>>().join(",");
         let mut entry = row.config.clone();
         let evaluation = &row.evaluation;
-        let result = match evaluation.valid_objective() {
+        let result = match evaluation.measured_objective() {
             Some(value) => json!(value),
             None => json!(failure_marker(evaluation.status)),
         };
         entry.insert(objective.to_string(), result);
+        if evaluation.status == Status::EarlyStopped && evaluation.measured_objective().is_some() {
+            entry.insert(EARLY_STOPPED.into(), json!(true));
+        }
         entry.insert("times".into(), json!(evaluation.samples));
         entry.insert("compile_time".into(), ms(evaluation.costs.compile_s));
         entry.insert("verification_time".into(), ms(evaluation.costs.verify_s));
