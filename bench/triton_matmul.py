@@ -17,14 +17,26 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    `optima_after = 0` (local steps from the best next configuration, as before the sixth
    session), DEFAULT_FEVALS evaluations each, fresh store and Triton cache, the order
    alternating by round; each best is read against the brute force's of the same call.
+7. stage `repeat` (REPEAT_RUNS runs, default 6): `default` with DEFAULT_FEVALS evaluations
+   and seeds REPEAT_FIRST_SEED, +1, ... (default 0), each with a fresh store and Triton
+   cache: how often it comes within 0.99 of the brute force's best, and within 10 s. A
+   single run says little: timing noise changes what the search sees, so the same seed
+   takes another path from run to run. REPEAT_LABEL names the runs (to tell the runs of
+   two builds apart when this stage runs once per build).
 
-Stages (arguments, default all but auto and optima): brute, default, auto, launcher, scaling, optima. COMPILE_TIMEOUT sets the
-tuning runs' compile timeout (the figures in docs/ use 10s).
+The brute force's store is exported as a Kernel Tuner cache, $OUT/triton_matmul_landscape.json
+(configurations stopped early keep their time, marked `early_stopped`), so that strategies
+can be replayed on this GPU's landscape (`kerntune simulate`, `compare-strategies`); a
+`repeat` stage in a process without the brute force reads the best from that file.
+
+Stages (arguments, default all but auto, optima and repeat): brute, default, auto, launcher, scaling, optima, repeat.
+COMPILE_TIMEOUT sets the tuning runs' compile timeout (the figures in docs/ use 10s).
 
 Prints a table last; writes rows to $OUT/triton_matmul.json."""
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +58,7 @@ def fresh_triton_cache():
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
 
 
-def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None):
+def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None, seed=0):
     torch.manual_seed(0)
     a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
     b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
@@ -55,7 +67,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, restrictions, answer={"c_ptr": answer},
                            strategy=strategy, max_fevals=max_fevals, db=db, progress=False, timing=timing,
-                           strategy_options=strategy_options,
+                           strategy_options=strategy_options, seed=seed,
                            objective=("TFLOP/s", f"2 * {SIZE}**3 / (time * 1e-3) / 1e12"))
     wall = time.perf_counter() - start
     statuses = {}
@@ -69,6 +81,27 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
                        slowest_compiles=compiles[:8])
     print(label, json.dumps(rows[label]), flush=True)
     return result, (a, b, c)
+
+
+LANDSCAPE = os.path.join(OUT, "triton_matmul_landscape.json")
+
+
+def export_landscape(db):
+    """The brute force's store as a Kernel Tuner cache, through the CLI ($KERNTUNE)."""
+    kerntune_bin = os.environ.get("KERNTUNE") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".device", "kerntune")
+    done = subprocess.run([kerntune_bin, "export", db, "--format", "kernel-tuner", "-o", LANDSCAPE], capture_output=True, text=True)
+    print(f"landscape: {LANDSCAPE}" if done.returncode == 0 else f"exporting the landscape failed: {done.stderr.strip()}", flush=True)
+
+
+def brute_force_best():
+    """The brute force's best TFLOP/s: this process's, else the exported landscape's."""
+    if "brute_force" in rows:
+        return rows["brute_force"]["best_tflops"]
+    if os.path.exists(LANDSCAPE):
+        with open(LANDSCAPE) as f:
+            cache = json.load(f)["cache"].values()
+        return max((e["TFLOP/s"] for e in cache if isinstance(e["TFLOP/s"], (int, float)) and not e.get("early_stopped")), default=None)
+    return None
 
 
 def triton_launcher_times(results, tensors, count=5, samples=51):
@@ -136,6 +169,7 @@ def main():
     if "brute" in stages:
         fresh_triton_cache()
         result, tensors = run("brute_force", "brute_force", os.path.join(workdir, "brute.db"), timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
+        export_landscape(os.path.join(workdir, "brute.db"))
         run("brute_force_again", "brute_force", os.path.join(workdir, "brute.db"))
         a, b, _ = tensors
         torch_ms = triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=25, rep=200, return_mode="median")
@@ -163,6 +197,18 @@ def main():
                     timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, strategy_options=options)
                 rows["optima"].append(dict(arm=name, round=round_, wall_s=rows[label]["wall_s"],
                                            best_tflops=rows[label]["best_tflops"], best=rows[label]["best"]))
+    if "repeat" in stages:
+        rows["repeat"] = []
+        fevals = int(os.environ.get("DEFAULT_FEVALS", "100"))
+        first = int(os.environ.get("REPEAT_FIRST_SEED", "0"))
+        name = os.environ.get("REPEAT_LABEL", "default")
+        for seed in range(first, first + int(os.environ.get("REPEAT_RUNS", "6"))):
+            fresh_triton_cache()
+            label = f"repeat {name} seed {seed}"
+            run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=fevals,
+                timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed)
+            rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
+                                       best=rows[label]["best"], statuses=rows[label]["statuses"]))
     if "scaling" in stages:
         rows["scaling"] = compile_scaling()
     with open(os.path.join(OUT, "triton_matmul.json"), "w") as f:
@@ -181,6 +227,17 @@ def main():
         brute = rows.get("brute_force", {}).get("best_tflops")
         share = f"{r['best_tflops'] / brute:.3f} of the brute force's best" if brute else "(no brute force in this call)"
         print(f"default {r['arm']:<15} round {r['round']}: {r['wall_s']:5.1f} s, best {r['best_tflops']:.1f} TFLOP/s, {share}")
+    brute = brute_force_best()
+    for r in rows.get("repeat", []):
+        share = f"{r['best_tflops'] / brute:.3f} of the brute force's best" if brute else "(no brute force known)"
+        print(f"repeat {r['label']} seed {r['seed']}: {r['wall_s']:5.1f} s, best {r['best_tflops']:.1f} TFLOP/s, {share}  {r['statuses']}")
+    if rows.get("repeat") and brute:
+        runs = rows["repeat"]
+        hits = sum(r["best_tflops"] >= 0.99 * brute for r in runs)
+        fast = sum(r["best_tflops"] >= 0.99 * brute and r["wall_s"] <= 10 for r in runs)
+        walls = sorted(r["wall_s"] for r in runs)
+        print(f"repeat {runs[0]['label']}: {hits} of {len(runs)} runs within 0.99 of the brute force's best, {fast} of them in 10 s or less; "
+              f"wall median {walls[len(walls) // 2]:.1f} s, max {walls[-1]:.1f} s")
     if "torch_tflops" in rows:
         print(f"torch.matmul {rows['torch_tflops']:.1f} TFLOP/s; anchor best (do_bench brute force) 720.8 TFLOP/s")
     for r in rows.get("launcher", []):
