@@ -24,12 +24,19 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    takes another path from run to run. REPEAT_LABEL names the runs (to tell the runs of
    two builds apart when this stage runs once per build).
 
+8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
+   sharing the front end among configurations that differ only in num_warps and num_stages
+   (as shipped) and without (KERNTUNE_SHARE_FRONT_END=0), fresh store and Triton cache, the
+   order alternating by round: wall time and summed compile seconds, and the per-round
+   ratios.
+
 The brute force's store is exported as a Kernel Tuner cache, $OUT/triton_matmul_landscape.json
 (configurations stopped early keep their time, marked `early_stopped`), so that strategies
 can be replayed on this GPU's landscape (`kerntune simulate`, `compare-strategies`); a
 `repeat` stage in a process without the brute force reads the best from that file.
 
-Stages (arguments, default all but auto, optima and repeat): brute, default, auto, launcher, scaling, optima, repeat.
+Stages (arguments, default all but auto, optima, repeat and share): brute, default, auto, launcher, scaling, optima, repeat,
+share.
 COMPILE_TIMEOUT sets the tuning runs' compile timeout (the figures in docs/ use 10s).
 
 Prints a table last; writes rows to $OUT/triton_matmul.json."""
@@ -209,6 +216,19 @@ def main():
                 timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed)
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
                                        best=rows[label]["best"], statuses=rows[label]["statuses"]))
+    if "share" in stages:
+        rows["share"] = []
+        for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):
+            arms = [("shared", "1"), ("from_source", "0")]
+            for name, switch in arms if round_ % 2 == 0 else arms[::-1]:
+                os.environ["KERNTUNE_SHARE_FRONT_END"] = switch
+                fresh_triton_cache()
+                label = f"share {name} round {round_}"
+                run(label, "brute_force", os.path.join(workdir, f"share-{name}-{round_}.db"),
+                    timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")})
+                rows["share"].append(dict(arm=name, round=round_, wall_s=rows[label]["wall_s"],
+                                          compile_s=rows[label]["costs"]["compile_s"], best_tflops=rows[label]["best_tflops"]))
+        os.environ.pop("KERNTUNE_SHARE_FRONT_END")
     if "scaling" in stages:
         rows["scaling"] = compile_scaling()
     with open(os.path.join(OUT, "triton_matmul.json"), "w") as f:
@@ -238,6 +258,17 @@ def main():
         walls = sorted(r["wall_s"] for r in runs)
         print(f"repeat {runs[0]['label']}: {hits} of {len(runs)} runs within 0.99 of the brute force's best, {fast} of them in 10 s or less; "
               f"wall median {walls[len(walls) // 2]:.1f} s, max {walls[-1]:.1f} s")
+    share = rows.get("share", [])
+    for r in share:
+        print(f"brute force, front end {r['arm']:<11} round {r['round']}: {r['wall_s']:5.1f} s wall, "
+              f"{r['compile_s']:6.1f} s compiling, best {r['best_tflops']:.1f} TFLOP/s")
+    arm = {(r["arm"], r["round"]): r for r in share}
+    rounds = sorted({r["round"] for r in share if ("shared", r["round"]) in arm and ("from_source", r["round"]) in arm})
+    if rounds:
+        for key in ("wall_s", "compile_s"):
+            ratios = sorted(arm[("shared", k)][key] / arm[("from_source", k)][key] for k in rounds)
+            print(f"shared / from source, {key}: median {ratios[len(ratios) // 2]:.3f} over {len(ratios)} rounds "
+                  f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})")
     if "torch_tflops" in rows:
         print(f"torch.matmul {rows['torch_tflops']:.1f} TFLOP/s; anchor best (do_bench brute force) 720.8 TFLOP/s")
     for r in rows.get("launcher", []):

@@ -15,15 +15,22 @@ lowering to LLVM and ptxas; so is one whose dot accumulator alone needs more tha
 the registers a thread can have (it would spill most of it, and such configurations are
 the ones whose compiles run into the time limit: see docs/design-notes.md).
 
+Configurations that differ only in ``num_warps`` and ``num_stages`` share their front end
+(the kernel's AST to TTIR, then the TTIR stage): the worker keeps the TTIR of each one it
+compiles from the AST, and compiles its siblings from that TTIR (``FrontEnds``).
+
 Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "constexprs",
-"options"}``), one JSON reply per line on stdout.
+"options"}``), one JSON reply per line on stdout. ``front_end_reused`` in a compiled or
+refused (``invalid_config``) reply says whether it came from a sibling's TTIR.
 """
 
 import base64
 import contextlib
 import json
+import os
 import re
 import sys
+import tempfile
 import time
 
 
@@ -41,6 +48,9 @@ class _Tensor:
 class OverDeviceLimit(Exception):
     """A configuration the device cannot run as compiled: refused as an invalid configuration."""
 
+    #: Whether the refusal came from compiling a sibling's TTIR (see ``FrontEnds``).
+    front_end_reused = False
+
 
 #: The 32-bit registers one thread can have (every NVIDIA GPU since Kepler).
 MAX_REGISTERS = 255
@@ -48,6 +58,11 @@ MAX_REGISTERS = 255
 #: A configuration whose dot accumulator needs more than this many times MAX_REGISTERS per
 #: thread is refused before the lowering: more than half of it would live in local memory.
 REGISTER_FACTOR = 2
+
+#: The compile options in which configurations sharing their front end differ. Triton 3.6's
+#: front end reads neither unless the kernel asks (``tl.extra.cuda.num_warps()`` or
+#: ``num_threads()``), which ``FrontEnds`` notices; its TTIR stage reads only the architecture.
+PER_CONFIGURATION = frozenset({"num_warps", "num_stages"})
 
 
 def stand_in(arg):
@@ -91,6 +106,111 @@ def refuse_large_shared_memory(limit):
         stages["llir"] = checked
 
     CUDABackend.add_stages = add_stages
+
+
+class OptionsRead:
+    """Compile options as the front end sees them, noting in ``read`` the names it reads."""
+
+    def __init__(self, options, read):
+        self._options = options
+        self._read = read
+
+    def __getattr__(self, name):
+        self._read.add(name)
+        return getattr(self._options, name)
+
+
+class FrontEnds:
+    """The TTIR of the configurations this worker compiled from the AST, as the TTIR stage
+    left it, each under everything it depends on: the source as Triton's cache knows it
+    (kernel, signature, constexprs, attributes), the architecture and every compile option
+    but ``num_warps`` and ``num_stages``. A configuration with the same key compiles from
+    that TTIR (Triton's ``IRSource``), skipping the front end (see docs/design-notes.md).
+
+    The TTIR is kept as soon as its stage has run, so a sibling still finds it when a later
+    stage of its own configuration fails (a refusal, ptxas). It is not kept when the front
+    end read ``num_warps`` or ``num_stages`` (then it depends on them)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.files = {}
+        self.watched = None  # (key, option names read) of the compile from the AST under way
+
+    @staticmethod
+    def key(source, arch, options):
+        shared = sorted((name, value) for name, value in options.items() if name not in PER_CONFIGURATION)
+        return repr((source.hash(), arch, shared))
+
+    @contextlib.contextmanager
+    def watching(self, source, key):
+        """Notes which options the front end of ``source`` reads while compiling it, so that
+        ``stage_done`` knows whether its TTIR can be shared under ``key``."""
+        read = set()
+        make_ir = source.make_ir
+        source.make_ir = lambda target, options, *rest, **named: make_ir(target, OptionsRead(options, read), *rest, **named)
+        self.watched = (key, read)
+        try:
+            yield
+        finally:
+            self.watched = None
+
+    def stage_done(self, module):
+        """Keeps the TTIR stage's output for the compile being watched."""
+        if self.watched is None:
+            return
+        key, read = self.watched
+        self.watched = None
+        if key in self.files or read & PER_CONFIGURATION:
+            return
+        path = os.path.join(self.directory, f"{len(self.files)}.ttir")
+        with open(path, "w") as f:
+            f.write(str(module))
+        self.files[key] = path
+
+
+def keep_front_ends(front_ends):
+    """Wraps the NVIDIA backend's TTIR stage so that its output goes to ``front_ends``
+    before the next stage changes the module in place."""
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    original = CUDABackend.add_stages
+
+    def add_stages(self, stages, options, *rest):
+        original(self, stages, options, *rest)
+        if "ttir" not in stages:
+            return
+        make_ttir = stages["ttir"]
+
+        def kept(src, metadata):
+            out = make_ttir(src, metadata)
+            front_ends.stage_done(out)
+            return out
+
+        stages["ttir"] = kept
+
+    CUDABackend.add_stages = add_stages
+
+
+def compile_sharing_front_ends(source, target, options, front_ends):
+    """Compiles ``source`` (an ``ASTSource``) from a sibling's TTIR where this worker has
+    one, else from the AST; returns the compiled kernel and whether the TTIR served. A
+    failure from the TTIR other than a refusal is compiled again from the AST: a second
+    path into Triton must never cost a configuration."""
+    import triton
+
+    key = front_ends.key(source, target.arch, options)
+    ttir = front_ends.files.get(key)
+    if ttir is not None:
+        try:
+            return triton.compile(ttir, target=target, options=options), True
+        except OverDeviceLimit as refusal:
+            refusal.front_end_reused = True
+            raise
+        except Exception as error:
+            print(f"kerntune: compiling from {ttir} failed ({type(error).__name__}); compiling from the source",
+                  file=sys.stderr)
+    with front_ends.watching(source, key):
+        return triton.compile(source, target=target, options=options), False
 
 
 def accumulator_registers(module_text, num_warps):
@@ -219,6 +339,14 @@ def main(setup_path):
     compile_only_driver(target)
     if setup.get("shared_limit"):
         refuse_large_shared_memory(setup["shared_limit"])
+    # Beside the setup file, which whoever started the worker removes, even after a kill.
+    ttir_directory = tempfile.TemporaryDirectory(prefix="ttir-", dir=os.path.dirname(os.path.abspath(setup_path)))
+    front_ends = FrontEnds(ttir_directory.name)
+    # KERNTUNE_SHARE_FRONT_END=0 compiles every configuration from the source: an escape
+    # hatch should a Triton mishandle its own TTIR, and the arm bench/triton_matmul.py's
+    # `share` stage compares against.
+    if os.environ.get("KERNTUNE_SHARE_FRONT_END", "1") != "0":
+        keep_front_ends(front_ends)
     from kerntune._kernel_source import rebuild
 
     kernel = rebuild(setup["kernel"])
@@ -240,7 +368,8 @@ def main(setup_path):
             parsed, signature, constexprs, attrs = kernel._pack_args(backend, options, bound, specialization, opts)
             # Triton prints the whole PTX when ptxas fails: to standard error, not into the replies.
             with contextlib.redirect_stdout(sys.stderr):
-                compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target, options=parsed.__dict__)
+                compiled, reused = compile_sharing_front_ends(ASTSource(kernel, signature, constexprs, attrs), target,
+                                                              parsed.__dict__, front_ends)
             metadata = compiled.metadata
             passed = [i for i, name in enumerate(arg_names) if signature[name] != "constexpr"]
             extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(passed)
@@ -254,6 +383,7 @@ def main(setup_path):
                 "id": request["id"],
                 "cubin": base64.b64encode(compiled.asm["cubin"]).decode(),
                 "seconds": time.perf_counter() - start,
+                "front_end_reused": reused,
                 "launch": {
                     "name": metadata.name,
                     "shared_bytes": metadata.shared,
@@ -263,9 +393,11 @@ def main(setup_path):
                 },
             }
         except OverDeviceLimit as error:
-            reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error), "seconds": time.perf_counter() - start}
+            reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error),
+                     "seconds": time.perf_counter() - start, "front_end_reused": error.front_end_reused}
         except Exception as error:  # any compiler error fails this configuration only
             message = name_versions(f"{type(error).__name__}: {error}".strip(), request["options"], setup["arch"])
             reply = {"type": "failed", "id": request["id"], "kind": "compile_failed", "message": message[-4000:], "seconds": time.perf_counter() - start}
         out.write(json.dumps(reply) + "\n")
         out.flush()
+    ttir_directory.cleanup()

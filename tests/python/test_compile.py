@@ -3,16 +3,18 @@ cubin is checked against the cubin itself (cuobjdump, from Triton's wheel) for i
 name and parameter count, and its shared memory against what the configuration needs."""
 
 import base64
+import json
 import math
 import os
 import re
 import subprocess
 
 import pytest
-import triton
 
-import kerntune
-from kerntune import Tensor
+triton = pytest.importorskip("triton")
+
+import kerntune  # noqa: E402
+from kerntune import Tensor  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
@@ -48,6 +50,124 @@ def matmul_args(size=1024):
         a_ptr=Tensor("float16", (size, size)), b_ptr=Tensor("float16", (size, size)), c_ptr=Tensor("float16", (size, size)),
         M=size, N=size, K=size, stride_am=size, stride_ak=1, stride_bk=size, stride_bn=1, stride_cm=size, stride_cn=1,
     )
+
+
+class CompileWorker:
+    """One Triton compile worker for ``kernel`` called with ``args``, started as kerntune's
+    compile pool starts it, with a Triton cache of its own (so every stage runs), and
+    driven one request at a time: its replies carry what the pool's outcomes leave out."""
+
+    def __init__(self, directory, kernel, args, params):
+        from kerntune._space import space_of
+        from kerntune._tune import _bind, _job, jit_function, kernel_defaults
+
+        directory.mkdir()
+        fn = jit_function(kernel)
+        params, listed = space_of(params, None, kernel_defaults(fn))
+        job, _, _ = _job(fn, _bind(fn, args, params), params, listed, [], 90, 232448, str(directory))
+        env = {**os.environ, **job["worker_env"], "TRITON_CACHE_DIR": str(directory / "triton-cache")}
+        self.stderr = open(directory / "stderr.txt", "w")
+        self.process = subprocess.Popen([*job["compile_worker"], "__worker", "compile"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        self.requests = 0
+
+    def compile(self, config):
+        options = {name: value for name, value in config.items() if name in ("num_warps", "num_stages")}
+        constexprs = {name: value for name, value in config.items() if name not in options}
+        self.requests += 1
+        request = {"id": self.requests, "kind": "triton", "constexprs": constexprs, "options": options}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        assert reply["id"] == self.requests, reply
+        return reply
+
+    def close(self):
+        self.process.stdin.close()
+        assert self.process.wait(timeout=60) == 0
+        self.stderr.close()
+
+
+def matmul_config(tiles, num_warps, num_stages):
+    block_m, block_n, block_k = tiles
+    return {"BLOCK_SIZE_M": block_m, "BLOCK_SIZE_N": block_n, "BLOCK_SIZE_K": block_k, "GROUP_SIZE_M": 8,
+            "num_warps": num_warps, "num_stages": num_stages}
+
+
+def matmul_worker(directory):
+    import matmul
+
+    return CompileWorker(directory, matmul.matmul_kernel, matmul_args(), matmul.PARAMS)
+
+
+def test_configurations_differing_only_in_warps_and_stages_share_the_front_end(tmp_path):
+    """A worker compiles a configuration's siblings (same tiles, other num_warps and
+    num_stages) from the TTIR it kept, and gives exactly what compiling them from the
+    source in a fresh worker gives: the same cubin, byte for byte, and launch."""
+    sharing = matmul_worker(tmp_path / "sharing")
+    first = sharing.compile(matmul_config((64, 128, 64), 4, 3))
+    sibling = sharing.compile(matmul_config((64, 128, 64), 8, 4))
+    other_tiles = sharing.compile(matmul_config((64, 64, 64), 8, 4))
+    sharing.close()
+    fresh = matmul_worker(tmp_path / "fresh")
+    alone = fresh.compile(matmul_config((64, 128, 64), 8, 4))
+    fresh.close()
+
+    assert [r["type"] for r in (first, sibling, other_tiles, alone)] == ["compiled"] * 4
+    assert [r["front_end_reused"] for r in (first, sibling, other_tiles, alone)] == [False, True, False, False]
+    assert sibling["cubin"] == alone["cubin"]
+    assert sibling["launch"] == alone["launch"]
+    assert sibling["launch"]["num_warps"] == 8 and sibling["launch"]["name"] == "matmul_kernel"
+    assert sibling["cubin"] != first["cubin"]
+
+
+def test_refused_configurations_keep_their_front_end_and_refusals_apply_to_siblings_compiled_from_it(tmp_path):
+    """The 128 x 256 accumulator over 2 warps is refused at the LLVM stage, after its TTIR
+    was kept: its siblings compile from that TTIR, and are refused there as they would be
+    from the source, for their registers or their shared memory; one that fits compiles."""
+    worker = matmul_worker(tmp_path / "worker")
+    refused = worker.compile(matmul_config((128, 256, 128), 2, 3))
+    too_many_registers = worker.compile(matmul_config((128, 256, 128), 2, 2))
+    too_much_shared = worker.compile(matmul_config((128, 256, 128), 8, 3))
+    fits = worker.compile(matmul_config((128, 256, 128), 8, 2))
+    worker.close()
+
+    assert (refused["kind"], refused["front_end_reused"]) == ("invalid_config", False), refused
+    assert refused["message"].startswith("its dot accumulator alone needs 512 registers per thread with 2 warps"), refused
+    assert (too_many_registers["kind"], too_many_registers["front_end_reused"]) == ("invalid_config", True), too_many_registers
+    assert too_many_registers["message"] == refused["message"]
+    assert (too_much_shared["kind"], too_much_shared["front_end_reused"]) == ("invalid_config", True), too_much_shared
+    assert too_much_shared["message"].startswith("needs 294912 bytes of shared memory per block"), too_much_shared
+    assert (fits["type"], fits["front_end_reused"]) == ("compiled", True), fits
+    assert fits["launch"]["shared_bytes"] == 2 * (128 + 256) * 128 * 2
+
+
+def test_a_front_end_that_reads_num_warps_is_not_shared(tmp_path):
+    """``tl.extra.cuda.num_warps()`` is a constant in the TTIR: the 2-warp TTIR would give
+    the 4-warp configuration a 2."""
+    source = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def warps(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.full((BLOCK,), tl.extra.cuda.num_warps(), tl.int32))
+'''
+    (tmp_path / "warps_kernels.py").write_text(source)
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("warps_kernels")
+        worker = CompileWorker(tmp_path / "worker", module.warps, {"x_ptr": Tensor("int32", (128,))},
+                               {"BLOCK": [128], "num_warps": [2, 4], "num_stages": [3]})
+        replies = [worker.compile({"BLOCK": 128, "num_warps": warps, "num_stages": 3}) for warps in (2, 4)]
+        worker.close()
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert [(r["type"], r["front_end_reused"]) for r in replies] == [("compiled", False), ("compiled", False)], replies
 
 
 def test_matmul_cubins_have_the_right_name_parameters_and_shared_memory(tmp_path):

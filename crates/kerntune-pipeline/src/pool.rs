@@ -4,15 +4,18 @@
 //! not always the configuration's fault (a Ray node that goes away looks the same), so the
 //! request it held is compiled once more by whichever worker is free; dying a second time
 //! fails it.
+//!
+//! Requests of one family (see [`CompileJob::family`]) go to the worker that compiled one
+//! of that family before, where it is free: that worker compiles them from the work it kept.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kerntune_engine::stats::quantile;
 
 use crate::error::FailureKind;
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
-use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
+use crate::protocol::{CompileJob, CompileRequest, FromCompiler, LaunchInfo};
 
 /// A compiled kernel as its compile worker returned it.
 #[derive(Debug, Clone)]
@@ -53,6 +56,8 @@ struct Running {
 struct Slot {
     worker: Worker,
     job: Option<Running>,
+    /// The families of the requests this worker was sent (it keeps their shared work).
+    families: HashSet<String>,
 }
 
 /// Workers that may die under one request before it fails.
@@ -148,8 +153,11 @@ impl CompilePool {
         let args: Vec<String> = COMPILE_ARGS.map(String::from).to_vec();
         let slots = (0..workers.max(1))
             .map(|i| {
-                Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub)
-                    .map(|worker| Slot { worker, job: None })
+                Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub).map(|worker| Slot {
+                    worker,
+                    job: None,
+                    families: HashSet::new(),
+                })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), limit })
@@ -168,26 +176,52 @@ impl CompilePool {
         self.queue.len() + self.slots.iter().filter(|s| s.job.is_some()).count()
     }
 
-    /// Hands queued requests to idle workers. A worker that cannot be written to is
-    /// replaced and the request goes back to the queue, or fails once it has seen
-    /// [`ATTEMPTS`] workers die.
+    /// Hands queued requests to idle workers: first each request whose family an idle
+    /// worker knows, to that worker; then, to each worker still idle, the first request of
+    /// a family no worker knows, else the first in line (a worker never waits while a
+    /// request does). A worker that cannot be written to is replaced and the request goes
+    /// back to the queue, or fails once it has seen [`ATTEMPTS`] workers die.
     pub fn dispatch(&mut self, hub: &Hub) -> Vec<CompileOutcome> {
         let mut failed = Vec::new();
+        let mut position = 0;
+        while position < self.queue.len() {
+            let family = self.queue[position].0.job.family();
+            let knows = |slot: &Slot| slot.job.is_none() && family.as_ref().is_some_and(|f| slot.families.contains(f));
+            match self.slots.iter().position(knows) {
+                Some(index) => {
+                    let (request, retries) = self.queue.remove(position).expect("in the queue");
+                    failed.extend(self.send(index, request, retries, hub));
+                }
+                None => position += 1,
+            }
+        }
         for index in 0..self.slots.len() {
             if self.slots[index].job.is_some() {
                 continue;
             }
-            let Some((request, retries)) = self.queue.pop_front() else { break };
-            match self.slots[index].worker.send(&request) {
-                Ok(()) => self.slots[index].job = Some(Running { request, started: Instant::now(), retries }),
-                Err(error) => {
-                    self.replace(index, hub);
-                    let running = Running { request, started: Instant::now(), retries };
-                    failed.extend(self.retry_or_fail(running, format!("the compile worker is gone: {error}")));
-                }
-            }
+            let known =
+                |job: &CompileJob| job.family().is_some_and(|f| self.slots.iter().any(|s| s.families.contains(&f)));
+            let fresh = self.queue.iter().position(|(request, _)| !known(&request.job)).unwrap_or(0);
+            let Some((request, retries)) = self.queue.remove(fresh) else { break };
+            failed.extend(self.send(index, request, retries, hub));
         }
         failed
+    }
+
+    fn send(&mut self, index: usize, request: CompileRequest, retries: u32, hub: &Hub) -> Option<CompileOutcome> {
+        let family = request.job.family();
+        match self.slots[index].worker.send(&request) {
+            Ok(()) => {
+                self.slots[index].families.extend(family);
+                self.slots[index].job = Some(Running { request, started: Instant::now(), retries });
+                None
+            }
+            Err(error) => {
+                self.replace(index, hub);
+                let running = Running { request, started: Instant::now(), retries };
+                self.retry_or_fail(running, format!("the compile worker is gone: {error}"))
+            }
+        }
     }
 
     /// A request whose worker died: queued again (first in line) if it has attempts left.
@@ -281,6 +315,7 @@ impl CompilePool {
             slot.worker = worker;
         }
         slot.job = None;
+        slot.families.clear();
     }
 }
 

@@ -312,6 +312,25 @@ pub enum CompileJob {
     },
 }
 
+impl CompileJob {
+    /// The jobs whose compiles share work that a worker keeps between them: for Triton,
+    /// configurations that differ only in `num_warps` and `num_stages` share their front
+    /// end (the worker keeps each one's TTIR). `None`: nothing is shared.
+    pub fn family(&self) -> Option<String> {
+        match self {
+            CompileJob::Cuda { .. } => None,
+            CompileJob::Triton { constexprs, options } => {
+                let shared: serde_json::Map<_, _> = options
+                    .iter()
+                    .filter(|(name, _)| !matches!(name.as_str(), "num_warps" | "num_stages"))
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect();
+                Some(serde_json::json!([constexprs, shared]).to_string())
+            }
+        }
+    }
+}
+
 /// The assembly of NVRTC's PTX by a chosen ptxas, with the configuration's compiler
 /// controls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -168,3 +168,48 @@ fn a_request_whose_worker_died_is_compiled_again_by_the_next_free_worker() {
     assert_eq!(reason_of(&outcomes, 1), "fine", "the second attempt compiled it");
     assert_eq!(reason_of(&outcomes, 2), "fine");
 }
+
+/// A worker that fails each request with its own process id as the message.
+fn naming_worker() -> WorkerCommand {
+    let script = r#"
+        while read -r line; do
+            id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            printf '{"type":"failed","id":%s,"message":"%s","seconds":0.0}\n' "$id" "$$"
+        done"#;
+    WorkerCommand::new("sh", vec!["-c".into(), script.into()])
+}
+
+fn triton(id: u32, block: u32, warps: u32) -> CompileRequest {
+    let constexprs = serde_json::json!({ "BLOCK": block });
+    let options = serde_json::json!({ "num_warps": warps, "num_stages": 3 });
+    CompileRequest {
+        id,
+        job: CompileJob::Triton {
+            constexprs: constexprs.as_object().expect("an object").clone(),
+            options: options.as_object().expect("an object").clone(),
+        },
+    }
+}
+
+/// Triton configurations that differ only in `num_warps` or `num_stages` share their front
+/// end, which a worker keeps: each goes to the worker that compiled its family before.
+#[test]
+fn a_configuration_goes_to_the_worker_that_compiled_its_family() {
+    let hub = Hub::default();
+    let mut pool = CompilePool::new(&naming_worker(), 2, CompileLimit::new(Duration::from_secs(30), false), &hub, 0)
+        .expect("starts");
+    let mut worker_of = std::collections::HashMap::new();
+    // The first wave starts one family per worker; each later wave's requests, queued in
+    // either order, go to the worker of their family.
+    for wave in [[(1, 64, 2), (2, 128, 2)], [(3, 128, 4), (4, 64, 4)], [(5, 64, 8), (6, 128, 8)]] {
+        for (id, block, warps) in wave {
+            pool.submit(triton(id, block, warps));
+        }
+        let outcomes = drain(&mut pool, &hub);
+        for (id, block, _) in wave {
+            let worker = reason_of(&outcomes, id);
+            assert_eq!(worker_of.entry(block).or_insert_with(|| worker.clone()), &worker, "request {id}");
+        }
+    }
+    assert_ne!(worker_of[&64], worker_of[&128], "the two families started on the two workers");
+}
