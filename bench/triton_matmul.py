@@ -22,8 +22,9 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    cache: how often it comes within 0.99 of the brute force's best, and within 10 s. A
    single run says little: timing noise changes what the search sees, so the same seed
    takes another path from run to run. REPEAT_LABEL names the runs (to tell the runs of
-   two builds apart when this stage runs once per build).
-
+   two builds apart when this stage runs once per build). With REPEAT_TIME_LIMIT=T the runs
+   have no evaluation budget but a time limit of T seconds (a user's "tune for 10 s"). Each
+   run also says when its best first came within 0.99, in seconds after its loop started.
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
    (as shipped) and without (KERNTUNE_SHARE_FRONT_END=0), fresh store and Triton cache, the
@@ -65,7 +66,7 @@ def fresh_triton_cache():
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
 
 
-def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None, seed=0):
+def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None, seed=0, time_limit=None):
     torch.manual_seed(0)
     a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
     b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
@@ -73,7 +74,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
     answer = torch.matmul(a, b)
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, restrictions, answer={"c_ptr": answer},
-                           strategy=strategy, max_fevals=max_fevals, db=db, progress=False, timing=timing,
+                           strategy=strategy, max_fevals=max_fevals, time_limit=time_limit, db=db, progress=False, timing=timing,
                            strategy_options=strategy_options, seed=seed,
                            objective=("TFLOP/s", f"2 * {SIZE}**3 / (time * 1e-3) / 1e12"))
     wall = time.perf_counter() - start
@@ -207,15 +208,21 @@ def main():
     if "repeat" in stages:
         rows["repeat"] = []
         fevals = int(os.environ.get("DEFAULT_FEVALS", "100"))
+        limit = float(os.environ["REPEAT_TIME_LIMIT"]) if os.environ.get("REPEAT_TIME_LIMIT") else None
         first = int(os.environ.get("REPEAT_FIRST_SEED", "0"))
         name = os.environ.get("REPEAT_LABEL", "default")
+        brute = brute_force_best()
         for seed in range(first, first + int(os.environ.get("REPEAT_RUNS", "6"))):
             fresh_triton_cache()
             label = f"repeat {name} seed {seed}"
-            run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=fevals,
-                timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed)
+            result, _ = run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=None if limit else fevals,
+                            time_limit=limit, timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed)
+            # When the search's best first came within 0.99 of the brute force's, in seconds
+            # after its loop started (the call's wall time adds the start-up before it).
+            hit = next((p["elapsed_s"] for p in result.trace if brute and p["best"] and p["best"] >= 0.99 * brute), None)
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
-                                       best=rows[label]["best"], statuses=rows[label]["statuses"]))
+                                       best=rows[label]["best"], statuses=rows[label]["statuses"], evaluations=result.evaluations,
+                                       loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit))
     if "share" in stages:
         rows["share"] = []
         for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):
@@ -250,7 +257,9 @@ def main():
     brute = brute_force_best()
     for r in rows.get("repeat", []):
         share = f"{r['best_tflops'] / brute:.3f} of the brute force's best" if brute else "(no brute force known)"
-        print(f"repeat {r['label']} seed {r['seed']}: {r['wall_s']:5.1f} s, best {r['best_tflops']:.1f} TFLOP/s, {share}  {r['statuses']}")
+        hit = f"within 0.99 at {r['hit_s']:.1f} s of its {r['loop_s']:.1f} s loop" if r["hit_s"] is not None else "never within 0.99"
+        print(f"repeat {r['label']} seed {r['seed']}: {r['wall_s']:5.1f} s, {r['evaluations']} evaluations, best {r['best_tflops']:.1f} TFLOP/s, "
+              f"{share}; {hit}  {r['statuses']}")
     if rows.get("repeat") and brute:
         runs = rows["repeat"]
         hits = sum(r["best_tflops"] >= 0.99 * brute for r in runs)
