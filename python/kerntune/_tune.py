@@ -694,7 +694,8 @@ def tune(
     files of the call's tensors.
 
     ``strategy`` (see ``kerntune strategies``), ``max_fevals``, ``time_limit`` (seconds) and
-    ``target`` bound the search. Without any of them, ``default`` stops by itself once more
+    ``target`` bound the search (when ``time_limit`` runs out, configurations still compiling
+    are given up; those on the GPU are measured to the end). Without any of them, ``default`` stops by itself once more
     evaluations are unlikely to pay (``result.stop == "converged"``, after at least 100),
     ``brute_force`` evaluates the whole space and the other strategies make 100.
     Results are kept in ``db`` (default ``$KERNTUNE_DB`` or ``~/.cache/kerntune/results.db``):

@@ -33,6 +33,15 @@ pub trait Backend {
     /// Time spent since the backend started: simulated time for a landscape, wall time for
     /// a device. Time budgets compare against this clock.
     fn elapsed(&self) -> Duration;
+
+    /// Gives up the configurations in flight whose evaluation has not reached a device yet
+    /// (waiting for or under a compiler), when a time budget has run out: the run ends
+    /// without waiting for their compiles, which can take seconds each. Returns them; no
+    /// result of theirs arrives afterwards. The default gives up nothing (a recorded
+    /// landscape's evaluations end when simulated time says).
+    fn abandon_unstarted(&mut self) -> Vec<ConfigId> {
+        Vec::new()
+    }
 }
 
 /// The backend cannot continue, by kind; the message is the user's explanation.

@@ -202,7 +202,16 @@ struct Loop<'a, 'e> {
     from_store: usize,
     costs: Costs,
     common_failure: CommonFailure,
+    /// Whether the configurations not yet on a device were given up, the time being out.
+    abandoned: bool,
     on_event: &'e mut dyn FnMut(Event<'_>),
+}
+
+/// What waiting for the backend brought.
+enum Waited {
+    Finished((ConfigId, Evaluation)),
+    Interrupted,
+    OutOfTime,
 }
 
 impl Tuner<'_> {
@@ -231,6 +240,7 @@ impl Tuner<'_> {
             from_store: 0,
             costs: Costs::default(),
             common_failure: CommonFailure::default(),
+            abandoned: false,
             on_event,
         };
         let stop = state.drive(self.backend, &self.budget, self.interrupt)?;
@@ -316,16 +326,16 @@ impl Loop<'_, '_> {
                 self.observe(id, &evaluation, backend.elapsed(), true);
                 continue;
             }
-            let (id, mut evaluation) = match interrupt {
-                None => backend.next()?,
-                Some(_) => loop {
-                    if let Some(finished) = backend.next_within(INTERRUPT_POLL)? {
-                        break finished;
+            let (id, mut evaluation) = match self.wait(backend, budget, interrupt)? {
+                Waited::Finished(finished) => finished,
+                Waited::Interrupted => return Ok(StopReason::Interrupted),
+                Waited::OutOfTime => {
+                    self.abandoned = true;
+                    for id in backend.abandon_unstarted() {
+                        self.in_flight.remove(&id);
                     }
-                    if interrupted() {
-                        return Ok(StopReason::Interrupted);
-                    }
-                },
+                    continue;
+                }
             };
             // A front may raise the interrupt inside a callback of this very evaluation
             // (Python raises KeyboardInterrupt in whatever Python code runs), which then
@@ -339,6 +349,35 @@ impl Loop<'_, '_> {
             }
             self.costs.add(&evaluation.costs);
             self.observe(id, &evaluation, backend.elapsed(), false);
+        }
+    }
+
+    /// Waits for the next evaluation. Where a front can interrupt, or a time budget can run
+    /// out, it looks up every [`INTERRUPT_POLL`] (and when the time runs out): once the time
+    /// is out, the configurations not yet on a device are given up (once), so a time budget
+    /// is not overrun by the compiles in flight.
+    fn wait(
+        &self,
+        backend: &mut dyn Backend,
+        budget: &Budget,
+        interrupt: Option<&dyn Fn() -> bool>,
+    ) -> Result<Waited, TuneError> {
+        if interrupt.is_none() && budget.time_limit.is_none() {
+            return Ok(Waited::Finished(backend.next()?));
+        }
+        loop {
+            let left =
+                budget.time_limit.filter(|_| !self.abandoned).map(|limit| limit.saturating_sub(backend.elapsed()));
+            if left == Some(Duration::ZERO) {
+                return Ok(Waited::OutOfTime);
+            }
+            let patience = left.map_or(INTERRUPT_POLL, |left| left.min(INTERRUPT_POLL));
+            if let Some(finished) = backend.next_within(patience)? {
+                return Ok(Waited::Finished(finished));
+            }
+            if interrupt.is_some_and(|stop| stop()) {
+                return Ok(Waited::Interrupted);
+            }
         }
     }
 

@@ -529,10 +529,13 @@ fn default_without_a_budget_stops_by_itself_near_the_optimum() {
 /// What an auto-stopped run reaches on the shipped landscapes, at least (docs/design-notes.md).
 const AUTO_STOP_REACHES: f64 = 0.95;
 
+/// The scores a strategy was told, by configuration.
+type Told = std::sync::Arc<std::sync::Mutex<Vec<(ConfigId, Option<f64>)>>>;
+
 /// Brute force that keeps every score it is told, by configuration.
 struct Listening {
     inner: Box<dyn Strategy>,
-    told: std::sync::Arc<std::sync::Mutex<Vec<(ConfigId, Option<f64>)>>>,
+    told: Told,
 }
 
 impl Strategy for Listening {
@@ -558,7 +561,7 @@ fn an_early_stopped_configuration_teaches_the_search_its_time_but_never_wins() {
     landscape.records[stopped].evaluation.status = Status::EarlyStopped;
     landscape.records[stopped].evaluation.objective = Some(fastest / 2.0);
     let stopped_id = space.id_of(&landscape.records[stopped].config).expect("in its space");
-    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let told = Told::default();
     let strategy =
         Listening { inner: build_strategy("brute_force", &Default::default()).expect("strategy"), told: told.clone() };
     let mut backend = SimBackend::new(&landscape, &space).expect("backend");
@@ -582,4 +585,76 @@ fn an_early_stopped_configuration_teaches_the_search_its_time_but_never_wins() {
     assert_ne!(best.id, stopped_id);
     assert_eq!(best.objective, fastest);
     assert_eq!(summary.failed, landscape.records.iter().filter(|r| r.evaluation.status.is_failure()).count());
+}
+
+/// A device whose compiles never end: each configuration stays in flight until it is
+/// given up, except one in four, which reaches the GPU and is measured at once.
+struct SlowCompiles {
+    clock: Duration,
+    compiling: Vec<ConfigId>,
+    measured: Vec<ConfigId>,
+    abandoned: Vec<ConfigId>,
+    submitted: usize,
+}
+
+impl Backend for SlowCompiles {
+    fn capacity(&self) -> usize {
+        4
+    }
+
+    fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
+        self.submitted += 1;
+        if self.submitted % 4 == 1 {
+            self.measured.push(id);
+        } else {
+            self.compiling.push(id);
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+        Err(BackendError::Other("a run with a time limit waits with next_within".into()))
+    }
+
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
+        self.clock += patience;
+        Ok(self.measured.pop().map(|id| (id, Evaluation::ok(1.0, vec![1.0], Costs::default()))))
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.clock
+    }
+
+    fn abandon_unstarted(&mut self) -> Vec<ConfigId> {
+        self.abandoned = std::mem::take(&mut self.compiling);
+        self.abandoned.clone()
+    }
+}
+
+/// A time limit ends the run when it runs out, not when the compiles in flight end:
+/// the configurations still compiling are given up, those measured count.
+#[test]
+fn a_time_limit_gives_up_the_compiles_in_flight() {
+    let landscape = landscape("pnpoly_RTX_3090.json.gz");
+    let space = landscape.space().expect("space");
+    let mut backend =
+        SlowCompiles { clock: Duration::ZERO, compiling: vec![], measured: vec![], abandoned: vec![], submitted: 0 };
+    let summary = Tuner {
+        space: &space,
+        strategy: build_strategy("random_sample", &Default::default()).expect("strategy"),
+        backend: &mut backend,
+        store: None,
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget: Budget { time_limit: Some(Duration::from_secs(1)), ..Budget::default() },
+        seed: 0,
+        interrupt: None,
+    }
+    .run(&mut |_| {})
+    .expect("runs");
+    assert_eq!(summary.stop, StopReason::TimeLimit);
+    assert!(summary.evaluations >= 1, "the measured configurations count");
+    assert!(!backend.abandoned.is_empty(), "the compiles in flight were given up");
+    assert!(backend.abandoned.iter().all(|id| summary.trace.iter().all(|p| p.id != *id)));
+    assert!(backend.clock <= Duration::from_millis(1100), "ended at the limit, not later: {:?}", backend.clock);
 }

@@ -10,7 +10,7 @@
 //! Every failure of a configuration becomes an evaluation with a status and a reason; only
 //! a benchmark worker that cannot be (re)started is an error.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kerntune_engine::{Backend, BackendError};
@@ -606,6 +606,17 @@ impl Backend for Pipeline<'_> {
 
     fn elapsed(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Gives up every job not yet sent to a benchmark worker: queued, compiling or
+    /// compiled. A compile still running finishes in its worker; its outcome finds no job
+    /// and is dropped.
+    fn abandon_unstarted(&mut self) -> Vec<ConfigId> {
+        let unstarted: HashSet<u32> =
+            self.jobs.iter().filter(|(_, job)| job.sent.is_none()).map(|(id, _)| *id).collect();
+        self.pool.forget(&unstarted);
+        self.ready.retain(|(id, _)| !unstarted.contains(id));
+        unstarted.iter().filter_map(|id| self.jobs.remove(id)).map(|job| job.config).collect()
     }
 }
 

@@ -171,6 +171,11 @@ impl CompilePool {
         self.queue.push_back((request, 0));
     }
 
+    /// Drops the queued requests among `ids` (running ones finish).
+    pub fn forget(&mut self, ids: &HashSet<u32>) {
+        self.queue.retain(|(request, _)| !ids.contains(&request.id));
+    }
+
     /// Compiles queued or running.
     pub fn pending(&self) -> usize {
         self.queue.len() + self.slots.iter().filter(|s| s.job.is_some()).count()
