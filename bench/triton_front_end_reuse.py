@@ -75,7 +75,8 @@ def compare(tiles, front_ends):
     runs = {False: [], True: []}
     for repeat in range(REPEATS):
         for sharing in (repeat % 2 == 1, repeat % 2 == 0):
-            front_ends.files.clear()  # as in a fresh worker: the group's first compiles from the source
+            # A fresh folder, as on a fresh cache: the group's first compiles from the source.
+            front_ends.__init__(tempfile.mkdtemp(prefix="ttir-"))
             seconds, compiled = siblings(tiles, front_ends if sharing else None)
             runs[sharing].append(seconds)
     return min(runs[False]), min(runs[True]), compiled

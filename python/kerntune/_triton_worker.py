@@ -26,6 +26,7 @@ refused (``invalid_config``) reply says whether it came from a sibling's TTIR.
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -121,11 +122,18 @@ class OptionsRead:
 
 
 class FrontEnds:
-    """The TTIR of the configurations this worker compiled from the AST, as the TTIR stage
-    left it, each under everything it depends on: the source as Triton's cache knows it
-    (kernel, signature, constexprs, attributes), the architecture and every compile option
-    but ``num_warps`` and ``num_stages``. A configuration with the same key compiles from
-    that TTIR (Triton's ``IRSource``), skipping the front end (see docs/design-notes.md).
+    """The TTIR of configurations compiled from the AST, as the TTIR stage left it, each
+    under everything it depends on: the source as Triton's cache knows it (kernel,
+    signature, constexprs, attributes), the Triton version, the architecture and every
+    compile option but ``num_warps`` and ``num_stages``. A configuration with the same key
+    compiles from that TTIR (Triton's ``IRSource``), skipping the front end (see
+    docs/design-notes.md).
+
+    The files live beside Triton's own cache (``directory``), so every worker of a run, the
+    finalists' workers after it and later runs share them. Triton caches a compile from a
+    TTIR under the TTIR's text, and one from the AST under the source: a configuration once
+    compiled from the AST is marked, and compiled from the AST again, where Triton's cache
+    answers it.
 
     The TTIR is kept as soon as its stage has run, so a sibling still finds it when a later
     stage of its own configuration fails (a refusal, ptxas). It is not kept when the front
@@ -133,13 +141,41 @@ class FrontEnds:
 
     def __init__(self, directory):
         self.directory = directory
-        self.files = {}
+        os.makedirs(directory, exist_ok=True)
         self.watched = None  # (key, option names read) of the compile from the AST under way
 
     @staticmethod
     def key(source, arch, options):
-        shared = sorted((name, value) for name, value in options.items() if name not in PER_CONFIGURATION)
-        return repr((source.hash(), arch, shared))
+        import triton
+
+        shared = sorted((name, repr(value)) for name, value in options.items() if name not in PER_CONFIGURATION)
+        return repr((triton.__version__, source.hash(), arch, shared))
+
+    def path(self, key, suffix):
+        return os.path.join(self.directory, hashlib.sha256(key.encode()).hexdigest() + suffix)
+
+    def ttir(self, key):
+        """The kept TTIR's file for ``key``, if any."""
+        path = self.path(key, ".ttir")
+        return path if os.path.exists(path) else None
+
+    @staticmethod
+    def configuration(key, options):
+        return repr((key, [repr(options.get(name)) for name in sorted(PER_CONFIGURATION)]))
+
+    def from_source_before(self, key, options):
+        return os.path.exists(self.path(self.configuration(key, options), ".source"))
+
+    def mark_from_source(self, key, options):
+        self.write(self.path(self.configuration(key, options), ".source"), "")
+
+    @staticmethod
+    def write(path, text):
+        """Writes ``path`` whole or not at all: other workers may read it at any moment."""
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w") as f:
+            f.write(text)
+        os.replace(temporary, path)
 
     @contextlib.contextmanager
     def watching(self, source, key):
@@ -160,12 +196,9 @@ class FrontEnds:
             return
         key, read = self.watched
         self.watched = None
-        if key in self.files or read & PER_CONFIGURATION:
+        if read & PER_CONFIGURATION or self.ttir(key):
             return
-        path = os.path.join(self.directory, f"{len(self.files)}.ttir")
-        with open(path, "w") as f:
-            f.write(str(module))
-        self.files[key] = path
+        self.write(self.path(key, ".ttir"), str(module))
 
 
 def keep_front_ends(front_ends):
@@ -192,15 +225,15 @@ def keep_front_ends(front_ends):
 
 
 def compile_sharing_front_ends(source, target, options, front_ends):
-    """Compiles ``source`` (an ``ASTSource``) from a sibling's TTIR where this worker has
-    one, else from the AST; returns the compiled kernel and whether the TTIR served. A
-    failure from the TTIR other than a refusal is compiled again from the AST: a second
-    path into Triton must never cost a configuration."""
+    """Compiles ``source`` (an ``ASTSource``) from a sibling's TTIR where one was kept,
+    else from the AST; returns the compiled kernel and whether the TTIR served. A failure
+    from the TTIR other than a refusal is compiled again from the AST: a second path into
+    Triton must never cost a configuration."""
     import triton
 
     key = front_ends.key(source, target.arch, options)
-    ttir = front_ends.files.get(key)
-    if ttir is not None:
+    ttir = front_ends.ttir(key)
+    if ttir is not None and not front_ends.from_source_before(key, options):
         try:
             return triton.compile(ttir, target=target, options=options), True
         except OverDeviceLimit as refusal:
@@ -210,7 +243,9 @@ def compile_sharing_front_ends(source, target, options, front_ends):
             print(f"kerntune: compiling from {ttir} failed ({type(error).__name__}); compiling from the source",
                   file=sys.stderr)
     with front_ends.watching(source, key):
-        return triton.compile(source, target=target, options=options), False
+        compiled = triton.compile(source, target=target, options=options)
+    front_ends.mark_from_source(key, options)
+    return compiled, False
 
 
 def accumulator_registers(module_text, num_warps):
@@ -339,9 +374,9 @@ def main(setup_path):
     compile_only_driver(target)
     if setup.get("shared_limit"):
         refuse_large_shared_memory(setup["shared_limit"])
-    # Beside the setup file, which whoever started the worker removes, even after a kill.
-    ttir_directory = tempfile.TemporaryDirectory(prefix="ttir-", dir=os.path.dirname(os.path.abspath(setup_path)))
-    front_ends = FrontEnds(ttir_directory.name)
+    from triton import knobs
+
+    front_ends = FrontEnds(os.path.join(knobs.cache.dir, "kerntune-front-ends"))
     # KERNTUNE_SHARE_FRONT_END=0 compiles every configuration from the source: an escape
     # hatch should a Triton mishandle its own TTIR, and the arm bench/triton_matmul.py's
     # `share` stage compares against.
@@ -400,4 +435,3 @@ def main(setup_path):
             reply = {"type": "failed", "id": request["id"], "kind": "compile_failed", "message": message[-4000:], "seconds": time.perf_counter() - start}
         out.write(json.dumps(reply) + "\n")
         out.flush()
-    ttir_directory.cleanup()

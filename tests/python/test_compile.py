@@ -57,7 +57,7 @@ class CompileWorker:
     compile pool starts it, with a Triton cache of its own (so every stage runs), and
     driven one request at a time: its replies carry what the pool's outcomes leave out."""
 
-    def __init__(self, directory, kernel, args, params):
+    def __init__(self, directory, kernel, args, params, cache=None):
         from kerntune._space import space_of
         from kerntune._tune import _bind, _job, jit_function, kernel_defaults
 
@@ -65,7 +65,7 @@ class CompileWorker:
         fn = jit_function(kernel)
         params, listed = space_of(params, None, kernel_defaults(fn))
         job, _, _ = _job(fn, _bind(fn, args, params), params, listed, [], 90, 232448, str(directory))
-        env = {**os.environ, **job["worker_env"], "TRITON_CACHE_DIR": str(directory / "triton-cache")}
+        env = {**os.environ, **job["worker_env"], "TRITON_CACHE_DIR": str(cache or directory / "triton-cache")}
         self.stderr = open(directory / "stderr.txt", "w")
         self.process = subprocess.Popen([*job["compile_worker"], "__worker", "compile"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
@@ -94,10 +94,10 @@ def matmul_config(tiles, num_warps, num_stages):
             "num_warps": num_warps, "num_stages": num_stages}
 
 
-def matmul_worker(directory):
+def matmul_worker(directory, cache=None):
     import matmul
 
-    return CompileWorker(directory, matmul.matmul_kernel, matmul_args(), matmul.PARAMS)
+    return CompileWorker(directory, matmul.matmul_kernel, matmul_args(), matmul.PARAMS, cache)
 
 
 def test_configurations_differing_only_in_warps_and_stages_share_the_front_end(tmp_path):
@@ -119,6 +119,29 @@ def test_configurations_differing_only_in_warps_and_stages_share_the_front_end(t
     assert sibling["launch"] == alone["launch"]
     assert sibling["launch"]["num_warps"] == 8 and sibling["launch"]["name"] == "matmul_kernel"
     assert sibling["cubin"] != first["cubin"]
+
+
+def test_workers_on_one_triton_cache_share_front_ends_and_recompile_from_the_source_what_was(tmp_path):
+    """The kept TTIR lives beside Triton's cache: a later worker (another of the pool, the
+    finalists' after the search, a later run) compiles siblings from it, and compiles from
+    the source what was compiled from the source before, which Triton's cache answers."""
+    cache = tmp_path / "triton-cache"
+    first = matmul_worker(tmp_path / "first", cache)
+    earlier = [first.compile(matmul_config((64, 128, 64), warps, stages)) for warps, stages in ((4, 3), (8, 4))]
+    first.close()
+    entries = lambda: {p.name for p in cache.iterdir() if p.name != "kerntune-front-ends"}  # noqa: E731
+    filled = entries()
+    later = matmul_worker(tmp_path / "later", cache)
+    again = [later.compile(matmul_config((64, 128, 64), warps, stages)) for warps, stages in ((4, 3), (8, 4))]
+    answered = entries()
+    again.append(later.compile(matmul_config((64, 128, 64), 2, 5)))
+    later.close()
+
+    assert [r["front_end_reused"] for r in earlier] == [False, True]
+    assert [r["front_end_reused"] for r in again] == [False, True, True]
+    assert [r["cubin"] for r in again[:2]] == [r["cubin"] for r in earlier]
+    assert answered == filled, "Triton's cache answered both, under the keys the first worker's compiles left"
+    assert len(entries()) > len(filled), "a new configuration is compiled and cached"
 
 
 def test_refused_configurations_keep_their_front_end_and_refusals_apply_to_siblings_compiled_from_it(tmp_path):
