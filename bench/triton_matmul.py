@@ -25,6 +25,7 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    two builds apart when this stage runs once per build). With REPEAT_TIME_LIMIT=T the runs
    have no evaluation budget but a time limit of T seconds (a user's "tune for 10 s"). Each
    run also says when its best first came within 0.99, in seconds after its loop started.
+   REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again).
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
    (as shipped) and without (KERNTUNE_SHARE_FRONT_END=0), fresh store and Triton cache, the
@@ -66,7 +67,8 @@ def fresh_triton_cache():
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
 
 
-def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None, seed=0, time_limit=None):
+def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, strategy_options=None, seed=0, time_limit=None,
+        **extra):
     torch.manual_seed(0)
     a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
     b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
@@ -75,7 +77,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS, restrictions, answer={"c_ptr": answer},
                            strategy=strategy, max_fevals=max_fevals, time_limit=time_limit, db=db, progress=False, timing=timing,
-                           strategy_options=strategy_options, seed=seed,
+                           strategy_options=strategy_options, seed=seed, **extra,
                            objective=("TFLOP/s", f"2 * {SIZE}**3 / (time * 1e-3) / 1e12"))
     wall = time.perf_counter() - start
     statuses = {}
@@ -216,7 +218,8 @@ def main():
             fresh_triton_cache()
             label = f"repeat {name} seed {seed}"
             result, _ = run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=None if limit else fevals,
-                            time_limit=limit, timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed)
+                            time_limit=limit, timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed,
+                            **({"finalists": int(os.environ["REPEAT_FINALISTS"])} if os.environ.get("REPEAT_FINALISTS") else {}))
             # When the search's best first came within 0.99 of the brute force's, in seconds
             # after its loop started (the call's wall time adds the start-up before it).
             hit = next((p["elapsed_s"] for p in result.trace if brute and p["best"] and p["best"] >= 0.99 * brute), None)
