@@ -127,6 +127,10 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> 
     fn elapsed(&self) -> Duration {
         self.created.elapsed()
     }
+
+    fn abandon_unstarted(&mut self) -> Vec<ConfigId> {
+        self.backend.as_mut().map_or_else(Vec::new, Backend::abandon_unstarted)
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +152,35 @@ mod tests {
         fn elapsed(&self) -> Duration {
             Duration::ZERO
         }
+    }
+
+    /// A backend with one configuration still compiling.
+    struct Compiling;
+
+    impl Backend for Compiling {
+        fn submit(&mut self, _id: ConfigId) -> Result<(), BackendError> {
+            Ok(())
+        }
+
+        fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+            Err(BackendError::Other("still compiling".into()))
+        }
+
+        fn elapsed(&self) -> Duration {
+            Duration::ZERO
+        }
+
+        fn abandon_unstarted(&mut self) -> Vec<ConfigId> {
+            vec![ConfigId(7)]
+        }
+    }
+
+    #[test]
+    fn a_lazy_backend_gives_up_what_its_backend_gives_up() {
+        let mut lazy = Lazy::new(1, || -> Result<Compiling, BackendError> { Ok(Compiling) });
+        assert_eq!(lazy.abandon_unstarted(), vec![], "nothing before it started");
+        lazy.submit(ConfigId(7)).expect("starts");
+        assert_eq!(lazy.abandon_unstarted(), vec![ConfigId(7)]);
     }
 
     #[test]
