@@ -141,7 +141,8 @@ class FrontEnds:
 
     def __init__(self, directory):
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        with contextlib.suppress(OSError):  # unwritable: nothing is kept, nothing shared
+            os.makedirs(directory, exist_ok=True)
         self.watched = None  # (key, option names read) of the compile from the AST under way
 
     @staticmethod
@@ -171,11 +172,16 @@ class FrontEnds:
 
     @staticmethod
     def write(path, text):
-        """Writes ``path`` whole or not at all: other workers may read it at any moment."""
+        """Writes ``path`` whole or not at all: other workers may read it at any moment. A
+        folder that cannot be written (read-only, full) keeps nothing, and costs no compile."""
         temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w") as f:
-            f.write(text)
-        os.replace(temporary, path)
+        try:
+            with open(temporary, "w") as f:
+                f.write(text)
+            os.replace(temporary, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
 
     @contextlib.contextmanager
     def watching(self, source, key):

@@ -409,3 +409,16 @@ def test_the_package_imports_without_triton_or_torch_and_has_its_stubs():
     assert out.stdout.split()[1:] == ["True", "True"]
     package = os.path.dirname(kerntune.__file__)
     assert os.path.exists(os.path.join(package, "_kerntune.pyi")) and os.path.exists(os.path.join(package, "py.typed"))
+
+
+def test_a_front_end_folder_that_cannot_be_written_keeps_nothing_and_fails_nothing(tmp_path):
+    """Sharing is an optimisation: where its folder cannot be made or written (here its
+    parent is a file), nothing is kept and nothing raises into the compile."""
+    from kerntune import _triton_worker as worker
+
+    (tmp_path / "a-file").write_text("")
+    front_ends = worker.FrontEnds(str(tmp_path / "a-file" / "kerntune-front-ends"))
+    front_ends.write(front_ends.path("key", ".ttir"), "module {}")
+    front_ends.mark_from_source("key", {"num_warps": 4, "num_stages": 3})
+    assert front_ends.ttir("key") is None
+    assert not front_ends.from_source_before("key", {"num_warps": 4, "num_stages": 3})
