@@ -232,11 +232,14 @@ def keep_front_ends(front_ends):
 
 def compile_sharing_front_ends(source, target, options, front_ends):
     """Compiles ``source`` (an ``ASTSource``) from a sibling's TTIR where one was kept,
-    else from the AST; returns the compiled kernel and whether the TTIR served. A failure
-    from the TTIR other than a refusal is compiled again from the AST: a second path into
-    Triton must never cost a configuration."""
+    else from the AST (always, with ``front_ends`` None: sharing is off); returns the
+    compiled kernel and whether the TTIR served. A failure from the TTIR other than a
+    refusal is compiled again from the AST: a second path into Triton must never cost a
+    configuration."""
     import triton
 
+    if front_ends is None:
+        return triton.compile(source, target=target, options=options), False
     key = front_ends.key(source, target.arch, options)
     ttir = front_ends.ttir(key)
     if ttir is not None and not front_ends.from_source_before(key, options):
@@ -382,11 +385,12 @@ def main(setup_path):
         refuse_large_shared_memory(setup["shared_limit"])
     from triton import knobs
 
-    front_ends = FrontEnds(os.path.join(knobs.cache.dir, "kerntune-front-ends"))
-    # KERNTUNE_SHARE_FRONT_END=0 compiles every configuration from the source: an escape
-    # hatch should a Triton mishandle its own TTIR, and the arm bench/triton_matmul.py's
-    # `share` stage compares against.
+    # KERNTUNE_SHARE_FRONT_END=0 compiles every configuration from the source, whatever
+    # earlier runs kept: an escape hatch should a Triton mishandle its own TTIR, and the arm
+    # bench/triton_matmul.py's `share` stage compares against.
+    front_ends = None
     if os.environ.get("KERNTUNE_SHARE_FRONT_END", "1") != "0":
+        front_ends = FrontEnds(os.path.join(knobs.cache.dir, "kerntune-front-ends"))
         keep_front_ends(front_ends)
     from kerntune._kernel_source import rebuild
 

@@ -422,3 +422,16 @@ def test_a_front_end_folder_that_cannot_be_written_keeps_nothing_and_fails_nothi
     front_ends.mark_from_source("key", {"num_warps": 4, "num_stages": 3})
     assert front_ends.ttir("key") is None
     assert not front_ends.from_source_before("key", {"num_warps": 4, "num_stages": 3})
+
+
+def test_share_front_end_0_compiles_from_the_source_whatever_was_kept(tmp_path, monkeypatch):
+    """The escape hatch holds on a cache where an earlier run kept TTIRs."""
+    cache = tmp_path / "triton-cache"
+    sharing = matmul_worker(tmp_path / "sharing", cache)
+    sharing.compile(matmul_config((64, 128, 64), 4, 3))
+    sharing.close()
+    monkeypatch.setenv("KERNTUNE_SHARE_FRONT_END", "0")
+    alone = matmul_worker(tmp_path / "alone", cache)
+    sibling = alone.compile(matmul_config((64, 128, 64), 8, 4))
+    alone.close()
+    assert (sibling["type"], sibling["front_end_reused"]) == ("compiled", False), sibling
