@@ -76,7 +76,7 @@ def compare(tiles, front_ends):
     for repeat in range(REPEATS):
         for sharing in (repeat % 2 == 1, repeat % 2 == 0):
             # A fresh folder, as on a fresh cache: the group's first compiles from the source.
-            front_ends.__init__(tempfile.mkdtemp(prefix="ttir-"))
+            front_ends.directory = tempfile.mkdtemp(prefix="ttir-")
             seconds, compiled = siblings(tiles, front_ends if sharing else None)
             runs[sharing].append(seconds)
     return min(runs[False]), min(runs[True]), compiled

@@ -31,7 +31,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 
 

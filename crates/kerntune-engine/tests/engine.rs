@@ -39,6 +39,29 @@ fn run(
     .expect("runs")
 }
 
+/// `strategy` on `backend` over `landscape`'s space, without a store or an interrupt.
+fn run_on(
+    landscape: &Landscape,
+    space: &Space,
+    strategy: Box<dyn Strategy>,
+    backend: &mut dyn Backend,
+    budget: Budget,
+) -> Summary {
+    Tuner {
+        space,
+        strategy,
+        backend,
+        store: None,
+        reuse_stored: true,
+        objective: landscape.objective.clone(),
+        budget,
+        seed: 0,
+        interrupt: None,
+    }
+    .run(&mut |_| {})
+    .expect("runs")
+}
+
 fn fevals(n: usize) -> Budget {
     Budget { max_fevals: Some(n), ..Budget::default() }
 }
@@ -565,19 +588,7 @@ fn an_early_stopped_configuration_teaches_the_search_its_time_but_never_wins() {
     let strategy =
         Listening { inner: build_strategy("brute_force", &Default::default()).expect("strategy"), told: told.clone() };
     let mut backend = SimBackend::new(&landscape, &space).expect("backend");
-    let summary = Tuner {
-        space: &space,
-        strategy: Box::new(strategy),
-        backend: &mut backend,
-        store: None,
-        reuse_stored: true,
-        objective: landscape.objective.clone(),
-        budget: fevals(space.len()),
-        seed: 0,
-        interrupt: None,
-    }
-    .run(&mut |_| {})
-    .expect("runs");
+    let summary = run_on(&landscape, &space, Box::new(strategy), &mut backend, fevals(space.len()));
     let told = told.lock().expect("not poisoned");
     let score = told.iter().find(|(id, _)| *id == stopped_id).map(|(_, score)| *score).expect("told");
     assert_eq!(score, Some(fastest / 2.0), "the early-stopped time, not a failure");
@@ -639,19 +650,9 @@ fn a_time_limit_gives_up_the_compiles_in_flight() {
     let space = landscape.space().expect("space");
     let mut backend =
         SlowCompiles { clock: Duration::ZERO, compiling: vec![], measured: vec![], abandoned: vec![], submitted: 0 };
-    let summary = Tuner {
-        space: &space,
-        strategy: build_strategy("random_sample", &Default::default()).expect("strategy"),
-        backend: &mut backend,
-        store: None,
-        reuse_stored: true,
-        objective: landscape.objective.clone(),
-        budget: Budget { time_limit: Some(Duration::from_secs(1)), ..Budget::default() },
-        seed: 0,
-        interrupt: None,
-    }
-    .run(&mut |_| {})
-    .expect("runs");
+    let strategy = build_strategy("random_sample", &Default::default()).expect("strategy");
+    let budget = Budget { time_limit: Some(Duration::from_secs(1)), ..Budget::default() };
+    let summary = run_on(&landscape, &space, strategy, &mut backend, budget);
     assert_eq!(summary.stop, StopReason::TimeLimit);
     assert!(summary.evaluations >= 1, "the measured configurations count");
     assert!(!backend.abandoned.is_empty(), "the compiles in flight were given up");

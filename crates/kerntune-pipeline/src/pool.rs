@@ -5,7 +5,7 @@
 //! request it held is compiled once more by whichever worker is free; dying a second time
 //! fails it.
 //!
-//! Requests of one family (see [`CompileJob::family`]) go to the worker that compiled one
+//! Requests of one family (see [`crate::protocol::CompileJob::family`]) go to the worker that compiled one
 //! of that family before, where it is free: that worker compiles them from the work it kept.
 
 use std::collections::{HashSet, VecDeque};
@@ -15,7 +15,7 @@ use kerntune_engine::stats::quantile;
 
 use crate::error::FailureKind;
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
-use crate::protocol::{CompileJob, CompileRequest, FromCompiler, LaunchInfo};
+use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
 
 /// A compiled kernel as its compile worker returned it.
 #[derive(Debug, Clone)]
@@ -60,6 +60,22 @@ struct Slot {
     families: HashSet<String>,
 }
 
+/// A request waiting for a worker, with the deaths it has seen and its family (see
+/// [`crate::protocol::CompileJob::family`]), worked out once.
+#[derive(Debug)]
+struct Queued {
+    request: CompileRequest,
+    retries: u32,
+    family: Option<String>,
+}
+
+impl Queued {
+    fn new(request: CompileRequest, retries: u32) -> Queued {
+        let family = request.job.family();
+        Queued { request, retries, family }
+    }
+}
+
 /// Workers that may die under one request before it fails.
 const ATTEMPTS: u32 = 2;
 
@@ -70,7 +86,7 @@ pub struct CompilePool {
     /// Hub slot of the first worker; the pool owns `first..first + slots.len()`.
     first: usize,
     /// Requests waiting for a worker, with the deaths each has seen.
-    queue: VecDeque<(CompileRequest, u32)>,
+    queue: VecDeque<Queued>,
     limit: CompileLimit,
 }
 
@@ -168,12 +184,12 @@ impl CompilePool {
     }
 
     pub fn submit(&mut self, request: CompileRequest) {
-        self.queue.push_back((request, 0));
+        self.queue.push_back(Queued::new(request, 0));
     }
 
     /// Drops the queued requests among `ids` (running ones finish).
     pub fn forget(&mut self, ids: &HashSet<u32>) {
-        self.queue.retain(|(request, _)| !ids.contains(&request.id));
+        self.queue.retain(|queued| !ids.contains(&queued.request.id));
     }
 
     /// Compiles queued or running.
@@ -190,12 +206,12 @@ impl CompilePool {
         let mut failed = Vec::new();
         let mut position = 0;
         while position < self.queue.len() {
-            let family = self.queue[position].0.job.family();
+            let family = &self.queue[position].family;
             let knows = |slot: &Slot| slot.job.is_none() && family.as_ref().is_some_and(|f| slot.families.contains(f));
             match self.slots.iter().position(knows) {
                 Some(index) => {
-                    let (request, retries) = self.queue.remove(position).expect("in the queue");
-                    failed.extend(self.send(index, request, retries, hub));
+                    let queued = self.queue.remove(position).expect("in the queue");
+                    failed.extend(self.send(index, queued, hub));
                 }
                 None => position += 1,
             }
@@ -204,17 +220,18 @@ impl CompilePool {
             if self.slots[index].job.is_some() {
                 continue;
             }
-            let known =
-                |job: &CompileJob| job.family().is_some_and(|f| self.slots.iter().any(|s| s.families.contains(&f)));
-            let fresh = self.queue.iter().position(|(request, _)| !known(&request.job)).unwrap_or(0);
-            let Some((request, retries)) = self.queue.remove(fresh) else { break };
-            failed.extend(self.send(index, request, retries, hub));
+            let known = |family: &Option<String>| {
+                family.as_ref().is_some_and(|f| self.slots.iter().any(|s| s.families.contains(f)))
+            };
+            let fresh = self.queue.iter().position(|queued| !known(&queued.family)).unwrap_or(0);
+            let Some(queued) = self.queue.remove(fresh) else { break };
+            failed.extend(self.send(index, queued, hub));
         }
         failed
     }
 
-    fn send(&mut self, index: usize, request: CompileRequest, retries: u32, hub: &Hub) -> Option<CompileOutcome> {
-        let family = request.job.family();
+    fn send(&mut self, index: usize, queued: Queued, hub: &Hub) -> Option<CompileOutcome> {
+        let Queued { request, retries, family } = queued;
         match self.slots[index].worker.send(&request) {
             Ok(()) => {
                 self.slots[index].families.extend(family);
@@ -232,7 +249,7 @@ impl CompilePool {
     /// A request whose worker died: queued again (first in line) if it has attempts left.
     fn retry_or_fail(&mut self, running: Running, reason: String) -> Option<CompileOutcome> {
         if running.retries + 1 < ATTEMPTS {
-            self.queue.push_front((running.request, running.retries + 1));
+            self.queue.push_front(Queued::new(running.request, running.retries + 1));
             return None;
         }
         Some(CompileOutcome::Failed {

@@ -132,13 +132,16 @@ pub fn write(tuning: &TuningInfo, rows: &[StoredEvaluation]) -> Json {
         let key = values.iter().map(python_str).collect::<Vec<_>>().join(",");
         let mut entry = row.config.clone();
         let evaluation = &row.evaluation;
-        let result = match evaluation.measured_objective() {
-            Some(value) => json!(value),
-            None => json!(failure_marker(evaluation.status)),
-        };
-        entry.insert(objective.to_string(), result);
-        if evaluation.status == Status::EarlyStopped && evaluation.measured_objective().is_some() {
-            entry.insert(EARLY_STOPPED.into(), json!(true));
+        match evaluation.measured_objective() {
+            Some(value) => {
+                entry.insert(objective.to_string(), json!(value));
+                if evaluation.status == Status::EarlyStopped {
+                    entry.insert(EARLY_STOPPED.into(), json!(true));
+                }
+            }
+            None => {
+                entry.insert(objective.to_string(), json!(failure_marker(evaluation.status)));
+            }
         }
         entry.insert("times".into(), json!(evaluation.samples));
         entry.insert("compile_time".into(), ms(evaluation.costs.compile_s));
