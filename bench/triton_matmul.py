@@ -225,7 +225,9 @@ def main():
             hit = next((p["elapsed_s"] for p in result.trace if brute and p["best"] and p["best"] >= 0.99 * brute), None)
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
                                        best=rows[label]["best"], statuses=rows[label]["statuses"], evaluations=result.evaluations,
-                                       loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit))
+                                       loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit,
+                                       finalists_s=(result.finalists or {}).get("report", {}).get("seconds"),
+                                       finalists_reused=(result.finalists or {}).get("report", {}).get("reused_search_workers")))
     if "share" in stages:
         rows["share"] = []
         for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):
@@ -261,8 +263,10 @@ def main():
     for r in rows.get("repeat", []):
         share = f"{r['best_tflops'] / brute:.3f} of the brute force's best" if brute else "(no brute force known)"
         hit = f"within 0.99 at {r['hit_s']:.1f} s of its {r['loop_s']:.1f} s loop" if r["hit_s"] is not None else "never within 0.99"
+        retimed = ("" if r.get("finalists_s") is None else
+                   f"; finalists {r['finalists_s']:.2f} s ({'search workers' if r['finalists_reused'] else 'fresh workers'})")
         print(f"repeat {r['label']} seed {r['seed']}: {r['wall_s']:5.1f} s, {r['evaluations']} evaluations, best {r['best_tflops']:.1f} TFLOP/s, "
-              f"{share}; {hit}  {r['statuses']}")
+              f"{share}; {hit}{retimed}  {r['statuses']}")
     if rows.get("repeat") and brute:
         runs = rows["repeat"]
         hits = sum(r["best_tflops"] >= 0.99 * brute for r in runs)

@@ -83,6 +83,11 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Lazy<B, F> {
     pub fn started(&self) -> Option<&B> {
         self.backend.as_ref()
     }
+
+    /// The backend itself, if it has started, for whatever follows the search.
+    pub fn into_started(self) -> Option<B> {
+        self.backend
+    }
 }
 
 impl<B, F> std::fmt::Debug for Lazy<B, F> {

@@ -29,6 +29,7 @@ use crate::protocol::{
     output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
     ToBench,
 };
+use crate::schedule::BenchSession;
 
 /// How the pipeline runs: which worker programs, which GPUs, how many compilers.
 #[derive(Debug, Clone)]
@@ -230,6 +231,21 @@ impl<'a> Pipeline<'a> {
 
     pub fn compile_workers(&self) -> usize {
         self.pool.workers()
+    }
+
+    /// Hands a finished search's workers on to the stage after it: an idle benchmark
+    /// worker, set up with the search's data, and the compile workers, warm. That saves the
+    /// seconds a fresh start costs (a compiler imported, a GPU opened, the data set up).
+    /// With anything still in flight, or no benchmark worker idle, none: the pipeline stops.
+    pub fn into_session(self) -> Option<(BenchSession, CompilePool)> {
+        let idle = self.bench.iter().position(|s| matches!(s.state, BenchState::Idle) && s.info.is_some());
+        let index = idle.filter(|_| self.jobs.is_empty() && self.ready.is_empty() && self.done.is_empty())?;
+        let Pipeline { language, options, hub, mut bench, setup, pool, .. } = self;
+        let BenchSlot { worker, info, .. } = bench.swap_remove(index);
+        // The other GPUs' workers stop here, as they would have when the pipeline ended.
+        drop(bench);
+        let session = BenchSession::adopt(hub, worker, options.bench_worker, setup, language.launch_timeout(), info?);
+        Some((session, pool))
     }
 
     /// Benchmark workers measuring (those given up on are not counted).
@@ -674,6 +690,57 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
     };
     hub.put_back(others);
     answer
+}
+
+/// Ids of [`compile_several`]'s requests, apart from every configuration's and the
+/// reference's: `FIRST_STAGE_JOB + index`.
+const FIRST_STAGE_JOB: u32 = u32::MAX - 1 - (1 << 16);
+
+/// Compiles `jobs` through the pool at once and waits for all of them, in their order.
+/// Outcomes of other requests (a search's compiles still running in a handed-on pool) are
+/// ignored.
+pub(crate) fn compile_several(
+    pool: &mut CompilePool,
+    hub: &Hub,
+    jobs: Vec<CompileJob>,
+    timeout: Duration,
+) -> Vec<Result<Binary, String>> {
+    let count = jobs.len().min(1 << 16);
+    let mut outcomes: Vec<Option<Result<Binary, String>>> = (0..count).map(|_| None).collect();
+    for (index, job) in jobs.into_iter().take(count).enumerate() {
+        pool.submit(CompileRequest { id: FIRST_STAGE_JOB + index as u32, job });
+    }
+    let record = |outcome: CompileOutcome, outcomes: &mut Vec<Option<Result<Binary, String>>>| {
+        let (id, result) = match outcome {
+            CompileOutcome::Compiled { id, binary, .. } => (id, Ok(binary)),
+            CompileOutcome::Failed { id, reason, .. } => (id, Err(reason)),
+        };
+        if let Some(slot) = id.checked_sub(FIRST_STAGE_JOB).and_then(|i| outcomes.get_mut(i as usize)) {
+            *slot = Some(result);
+        }
+    };
+    // Each request waits in line for at most the others ahead of it, one timeout each.
+    let deadline = Instant::now() + (timeout + Duration::from_secs(5)) * (count as u32 + 1);
+    while outcomes.iter().any(Option::is_none) && Instant::now() < deadline {
+        for outcome in pool.dispatch(hub) {
+            record(outcome, &mut outcomes);
+        }
+        let wake = pool.deadline().map_or(deadline, |d| d.min(deadline));
+        match hub.next(Some(wake)) {
+            Some(line) if pool.owns(line.origin) => {
+                if let Some(outcome) = pool.handle(line, hub) {
+                    record(outcome, &mut outcomes);
+                }
+            }
+            Some(_) => {}
+            None => {
+                for outcome in pool.expire(hub) {
+                    record(outcome, &mut outcomes);
+                }
+            }
+        }
+    }
+    outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err("the compile did not finish in time".into()))).collect()
 }
 
 /// Compiles one job through the pool and waits for it (the reference, before tuning).

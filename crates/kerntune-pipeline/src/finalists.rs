@@ -6,15 +6,17 @@
 //! control, which shows how far apart two identical kernels measure). A contender
 //! replaces the leader only when its whole interval lies below the control's.
 
+use std::time::Instant;
+
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::{block_medians, median, median_interval};
 use kerntune_engine::BackendError;
 use kerntune_space::Value;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{compile_now, PipelineOptions};
+use crate::backend::{compile_now, compile_several, Pipeline, PipelineOptions};
 use crate::language::Language;
-use crate::pool::{CompileLimit, CompilePool};
+use crate::pool::{Binary, CompileLimit, CompilePool};
 use crate::process::Hub;
 use crate::protocol::KernelImage;
 use crate::sampling::ClockSpan;
@@ -80,6 +82,13 @@ pub struct RetimeReport {
     /// The clocks' range over all the rounds, where NVML reads them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<ClockSpan>,
+    /// Wall time of the re-timing, its compiles and worker start included (0 in reports
+    /// stored before it was recorded).
+    #[serde(default)]
+    pub seconds: f64,
+    /// Whether it ran on the search's own workers rather than on freshly started ones.
+    #[serde(default)]
+    pub reused_search_workers: bool,
 }
 
 /// Times `finalists[0]` (the search's best) against each of the others and against itself.
@@ -120,35 +129,63 @@ pub fn retime(
         winner,
         verdict,
         clocks,
+        seconds: 0.0,
+        reused_search_workers: false,
     })
 }
 
 /// Compiles the finalists of any language (values in parameter order, the search's best
-/// first), sets a benchmark worker up as the tuning did, and re-times them.
+/// first) and re-times them, on the search's own workers where it hands them on (`warm`,
+/// see [`Pipeline::into_session`]), else on a benchmark worker set up as the tuning did.
 pub fn retime_configs(
     language: &dyn Language,
     finalists: &[Vec<Value>],
     device: &DeviceInfo,
     pipeline: &PipelineOptions,
     options: &RetimeOptions,
+    warm: Option<Pipeline<'_>>,
 ) -> Result<RetimeReport, BackendError> {
+    let clock = Instant::now();
     let failed = |what: &str, e: String| BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"));
-    let hub = Hub::default();
     let timeout = language.compile_timeout();
-    let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));
-    let mut pool = CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
-        .map_err(|e| failed("starting a compile worker", e.to_string()))?;
-    let mut images = Vec::with_capacity(finalists.len());
-    for values in finalists {
-        let job = language.compile_job(values, device).map_err(|e| failed("a finalist", e))?;
-        let binary = compile_now(&mut pool, &hub, job, timeout).map_err(|e| failed("compiling a finalist", e))?;
-        images.push(language.kernel_image(values, binary).map_err(|e| failed("a finalist", e))?);
-    }
-    let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-    let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
-    let mut session =
-        BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
-    retime(&mut session, &images, options)
+    let jobs = finalists
+        .iter()
+        .map(|values| language.compile_job(values, device))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed("a finalist", e))?;
+    let images = |binaries: Vec<Result<Binary, String>>| -> Result<Vec<KernelImage>, BackendError> {
+        finalists
+            .iter()
+            .zip(binaries)
+            .map(|(values, binary)| {
+                let binary = binary.map_err(|e| failed("compiling a finalist", e))?;
+                language.kernel_image(values, binary).map_err(|e| failed("a finalist", e))
+            })
+            .collect()
+    };
+    let (mut session, images, reused) = match warm.and_then(Pipeline::into_session) {
+        Some((session, mut pool)) => {
+            let binaries = compile_several(&mut pool, session.hub(), jobs, timeout);
+            (session, images(binaries)?, true)
+        }
+        None => {
+            let hub = Hub::default();
+            let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));
+            let mut pool =
+                CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
+                    .map_err(|e| failed("starting a compile worker", e.to_string()))?;
+            let images = images(compile_several(&mut pool, &hub, jobs, timeout))?;
+            let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
+            let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
+            let session =
+                BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
+            (session, images, false)
+        }
+    };
+    let mut report = retime(&mut session, &images, options)?;
+    report.seconds = clock.elapsed().as_secs_f64();
+    report.reused_search_workers = reused;
+    Ok(report)
 }
 
 /// The winner among the finalists (0: the leader) and why: a contender wins only when its

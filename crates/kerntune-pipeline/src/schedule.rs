@@ -172,6 +172,25 @@ impl BenchSession {
         Ok(session)
     }
 
+    /// A session on a benchmark worker that is already set up with `setup` (the search's,
+    /// handed on by [`crate::Pipeline::into_session`]); `hub` carries its lines.
+    pub(crate) fn adopt(
+        hub: Hub,
+        bench: Worker,
+        command: WorkerCommand,
+        setup: Setup,
+        launch_timeout: Duration,
+        device: DeviceInfo,
+    ) -> BenchSession {
+        BenchSession { hub, bench, command, device_ordinal: device.ordinal, setup, launch_timeout, device }
+    }
+
+    /// The channel the session's worker speaks into (shared with the compile workers of an
+    /// adopted pipeline).
+    pub(crate) fn hub(&self) -> &Hub {
+        &self.hub
+    }
+
     fn set_up(&mut self) -> Result<(), BackendError> {
         match self.receive(Instant::now() + START_TIMEOUT)? {
             FromBench::Ready { device } => self.device = device,
@@ -187,7 +206,7 @@ impl BenchSession {
 
     fn restart(&mut self) -> Result<(), BackendError> {
         self.bench.kill();
-        let origin = Origin { slot: 0, generation: self.bench.origin.generation + 1 };
+        let origin = Origin { slot: self.bench.origin.slot, generation: self.bench.origin.generation + 1 };
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), self.device_ordinal.to_string()];
         self.bench = Worker::spawn(&self.command, &args, origin, &self.hub)
             .map_err(|e| BackendError::CannotStart(format!("cannot restart the benchmark worker: {e}")))?;

@@ -150,7 +150,8 @@ impl Prepared<'_> {
         .run(&mut on_event)?;
         let wall_s = clock.elapsed().as_secs_f64();
         let compile_workers = backend.started().map(Pipeline::compile_workers);
-        drop(backend);
+        // The finalists' re-timing goes on with the search's workers; nothing else needs them.
+        let mut warm = backend.into_started().filter(|_| request.retime.is_some());
         let facts = RunFacts {
             kernel: language.kernel_name().to_string(),
             device,
@@ -179,12 +180,13 @@ impl Prepared<'_> {
             let measured_now = run.evaluations > run.from_store;
             if language.early_stop_applies() && measured_now {
                 on_progress(Progress::Finalists(retime));
-                retime_finalists(&mut run, language, space, &options, retime, (&store, tuning_id))?;
+                retime_finalists(&mut run, language, space, &options, retime, warm.take(), (&store, tuning_id))?;
             } else if language.early_stop_applies() {
                 // Everything came from the store: so does the verdict, at no cost.
                 stored_finalists(&mut run, space, (&store, tuning_id))?;
             }
         }
+        drop(warm);
         if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
             if run.stop != StopReason::Interrupted {
                 on_progress(Progress::Schedule(schedule));
@@ -206,6 +208,7 @@ fn retime_finalists(
     space: &Space,
     options: &PipelineOptions,
     retime: &RetimeOptions,
+    warm: Option<Pipeline<'_>>,
     (store, tuning_id): (&Store, TuningId),
 ) -> Result<(), RunError> {
     let contenders: Vec<ResultRow> = run.contenders(retime.finalists, retime.within).into_iter().cloned().collect();
@@ -214,7 +217,7 @@ fn retime_finalists(
     }
     let values: Vec<Vec<Value>> =
         contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
-    let report = retime_configs(language, &values, &run.device, options, retime)?;
+    let report = retime_configs(language, &values, &run.device, options, retime, warm)?;
     if report.winner != 0 {
         run.replace_best(&contenders[report.winner], space);
     }

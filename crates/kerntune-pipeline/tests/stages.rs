@@ -1,0 +1,210 @@
+//! The finalists' re-timing goes on with the search's own workers when the search hands
+//! them on, and starts fresh ones when it cannot. Fake workers (shell scripts that speak
+//! the protocol and count their starts) stand in for the compiler and the GPU, so this
+//! runs anywhere.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kerntune_device::DeviceInfo;
+use kerntune_engine::Backend;
+use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
+use kerntune_pipeline::protocol::{Bytes, CompileJob, KernelImage, Setup};
+use kerntune_pipeline::{Binary, Geometry, Language, Pipeline, PipelineOptions, Timing, WorkerCommand};
+use kerntune_space::{ConfigId, Param, Space, Value};
+use kerntune_store::TuningInfo;
+
+/// Rounds of each interleaved pair; the fake benchmark worker answers this many samples.
+const ROUNDS: u32 = 10;
+
+/// A benchmark worker that appends a line to `$STARTS` when it starts, says it is ready
+/// on `$DEVICE`, finishes any setup, measures every kernel at 1 ms, and times every
+/// interleaved pair at 1 ms each.
+fn fake_bench(starts: &Path) -> WorkerCommand {
+    let script = r#"
+        echo bench >> "$STARTS"
+        printf '{"type":"ready","device":%s}\n' "$DEVICE"
+        while read -r line; do
+            id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            case "$line" in
+                *'"type":"setup"'*) echo '{"type":"setup_done"}' ;;
+                *'"type":"evaluate"'*)
+                    printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
+                *'"type":"interleave"'*) printf '{"type":"interleaved","a":%s,"b":%s}\n' "$SAMPLES" "$SAMPLES" ;;
+            esac
+        done"#;
+    let device = serde_json::to_string(&gpu()).unwrap_or_else(|e| panic!("{e}"));
+    let samples = serde_json::to_string(&vec![1.0; ROUNDS as usize]).unwrap_or_else(|e| panic!("{e}"));
+    let env = vec![
+        ("STARTS".to_string(), starts.display().to_string()),
+        ("DEVICE".to_string(), device),
+        ("SAMPLES".to_string(), samples),
+    ];
+    WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
+}
+
+/// A compile worker that appends a line to `$STARTS` when it starts and compiles every
+/// request to a one-byte binary.
+fn fake_compiler(starts: &Path) -> WorkerCommand {
+    let script = r#"
+        echo compile >> "$STARTS"
+        while read -r line; do
+            id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            printf '{"type":"compiled","id":%s,"cubin":"AA==","seconds":0.0}\n' "$id"
+        done"#;
+    let env = vec![("STARTS".to_string(), starts.display().to_string())];
+    WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
+}
+
+fn gpu() -> DeviceInfo {
+    DeviceInfo::compile_target("sm_90").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A language whose every configuration is one kernel, timed by its time.
+struct Fake;
+
+impl Language for Fake {
+    fn kernel_name(&self) -> &str {
+        "k"
+    }
+
+    fn tuning_info(&self, _device: &str) -> TuningInfo {
+        unreachable!("the pipeline does not ask for the tuning's identity")
+    }
+
+    fn verified_sets(&self) -> u32 {
+        0
+    }
+
+    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
+        Ok(CompileJob::Cuda {
+            source: "k".into(),
+            name: "k".into(),
+            options: vec![],
+            arch: "sm_90".into(),
+            ptxas: None,
+        })
+    }
+
+    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+        Ok(KernelImage {
+            cubin: Bytes(binary.cubin),
+            name: "k".into(),
+            geometry: Geometry { grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0 },
+            params: None,
+            cluster_x: 1,
+            edges: vec![],
+        })
+    }
+
+    fn objective(
+        &self,
+        _config: &[Value],
+        time_ms: f64,
+        _metrics: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<f64, String> {
+        Ok(time_ms)
+    }
+
+    fn early_stop_applies(&self) -> bool {
+        true
+    }
+
+    fn setup(
+        &self,
+        _device: &DeviceInfo,
+        _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
+    ) -> Result<Setup, String> {
+        Ok(Setup {
+            args: vec![],
+            timing: Timing::default(),
+            reference: None,
+            tolerances: vec![],
+            bitwise: false,
+            verify_sets: 0,
+            constants: vec![],
+            outputs_dir: None,
+            edges: vec![],
+        })
+    }
+
+    fn launch_timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    fn compile_timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+}
+
+fn space() -> Space {
+    let values = (1..=4).map(Value::Int).collect();
+    let param = Param::new("x", values).unwrap_or_else(|e| panic!("{e}"));
+    Space::new(vec![param], &[] as &[&str]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn options(dir: &Path) -> PipelineOptions {
+    let starts = dir.join("starts");
+    PipelineOptions {
+        bench_worker: fake_bench(&starts),
+        compile_worker: fake_compiler(&starts),
+        devices: vec![0],
+        compile_workers: 2,
+    }
+}
+
+/// How many workers of each kind started so far: (benchmark, compile).
+fn starts(dir: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(dir.join("starts")).unwrap_or_default();
+    (text.lines().filter(|l| *l == "bench").count(), text.lines().filter(|l| *l == "compile").count())
+}
+
+fn retime_options() -> RetimeOptions {
+    RetimeOptions { rounds: ROUNDS, blocks: 5, ..RetimeOptions::default() }
+}
+
+/// The first configurations of the space, in parameter order, as finalists.
+fn finalists(space: &Space, count: u32) -> Vec<Vec<Value>> {
+    (0..count).map(|id| space.values(ConfigId(id)).into_iter().cloned().collect()).collect()
+}
+
+#[test]
+fn the_finalists_are_timed_on_the_search_s_own_workers() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let options = options(dir.path());
+    let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+    for id in 0..3 {
+        pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for _ in 0..3 {
+        pipeline.next().unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(starts(dir.path()), (1, 2), "the search's workers");
+
+    let report = retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.reused_search_workers);
+    assert_eq!(report.contenders.len(), 2, "each contender against the leader");
+    assert_eq!(starts(dir.path()), (1, 2), "no worker started for the re-timing");
+}
+
+#[test]
+fn with_an_evaluation_not_yet_taken_the_finalists_get_fresh_workers() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let options = options(dir.path());
+    let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+    for id in 0..2 {
+        pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    pipeline.next().unwrap_or_else(|e| panic!("{e}"));
+
+    let report = retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.reused_search_workers, "the search still had an evaluation out");
+    assert_eq!(report.contenders.len(), 1);
+    let (bench, compile) = starts(dir.path());
+    assert_eq!(bench, 2, "a fresh benchmark worker");
+    assert!(compile > 2, "fresh compile workers: {compile}");
+}
