@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use kerntune_engine::SearchOptions;
+use kerntune_engine::{SearchOptions, StrategyOption};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -347,6 +347,11 @@ pub struct CompareArgs {
     /// Strategies to compare, comma-separated (default: every strategy but brute_force).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
+    /// A strategy with options of its own, compared beside the others:
+    /// STRATEGY:NAME=VALUE[:NAME=VALUE...] (VALUE in JSON, as `simulate --option`), labelled
+    /// by this text; repeatable.
+    #[arg(long, value_name = "STRATEGY:NAME=VALUE")]
+    pub variant: Vec<Variant>,
     /// Evaluation budgets, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "25,50,100,200")]
     pub budgets: Vec<usize>,
@@ -365,6 +370,33 @@ pub struct CompareArgs {
     /// Write a plot of the best found so far against evaluations (SVG).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+}
+
+/// A strategy with options (`compare-strategies --variant`), as the user wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    pub label: String,
+    pub strategy: String,
+    pub options: Vec<StrategyOption>,
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut parts = text.split(':');
+        let strategy = parts.next().unwrap_or_default().trim().to_string();
+        if strategy.is_empty() {
+            return Err(format!("variant '{text}' names no strategy: write STRATEGY:NAME=VALUE"));
+        }
+        let options = parts.map(StrategyOption::from_str).collect::<Result<Vec<_>, _>>()?;
+        if options.is_empty() {
+            return Err(format!(
+                "variant '{text}' sets no option: write STRATEGY:NAME=VALUE (a strategy as it is goes in --strategies)"
+            ));
+        }
+        Ok(Variant { label: text.to_string(), strategy, options })
+    }
 }
 
 /// How many of a Ray cluster's GPUs measure (`--ray-gpus`).

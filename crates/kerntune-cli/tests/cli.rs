@@ -427,6 +427,45 @@ fn compare_strategies_names_an_unknown_strategy() {
     assert!(message.contains("unknown strategy 'annealing'"), "{message}");
 }
 
+/// `--variant` compares a strategy with options of its own beside the strategy as it is:
+/// the options reach the strategy (a variant that changes the search scores otherwise),
+/// and a misspelt option is refused before any run.
+#[test]
+fn compare_strategies_takes_variants_with_options_of_their_own() {
+    let landscape = repo("data/landscapes/pnpoly_RTX_3090.json.gz");
+    let args = [
+        "compare-strategies",
+        &landscape,
+        "--strategies",
+        "default",
+        "--variant",
+        "default:global_share=0.5:min_leaf=3",
+        "--budgets",
+        "50",
+        "--seeds",
+        "3",
+        "--json",
+    ];
+    let comparison = json_of(&kerntune(&args));
+    let contenders = comparison["contenders"].as_array().expect("contenders");
+    let labels: Vec<&str> = contenders.iter().filter_map(|c| c["label"].as_str()).collect();
+    assert_eq!(labels, ["default", "default:global_share=0.5:min_leaf=3"]);
+    assert_eq!(contenders[1]["strategy"], "default");
+    assert_eq!(contenders[1]["options"], serde_json::json!({"global_share": 0.5, "min_leaf": 3}));
+    assert_ne!(contenders[0]["curve"], contenders[1]["curve"], "the options changed the search");
+
+    let misspelt = kerntune(&["compare-strategies", &landscape, "--variant", "default:min_leaves=3", "--seeds", "1"]);
+    assert_eq!(misspelt.status.code(), Some(1));
+    let message = String::from_utf8_lossy(&misspelt.stderr);
+    assert!(
+        message.contains("--variant default:min_leaves=3") && message.contains("unknown field `min_leaves`"),
+        "{message}"
+    );
+    let bare = kerntune(&["compare-strategies", &landscape, "--variant", "default", "--seeds", "1"]);
+    assert_eq!(bare.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&bare.stderr).contains("sets no option"));
+}
+
 #[test]
 fn a_run_where_every_configuration_fails_the_same_way_stops_early_and_exits_1() {
     let dir = tempfile::tempdir().expect("temp dir");

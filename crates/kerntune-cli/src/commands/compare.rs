@@ -8,8 +8,9 @@ use anyhow::{ensure, Context as _, Result};
 use kerntune_engine::compare::WITHIN;
 use kerntune_engine::{compare_strategies, Comparison, Contender, NamedLandscape};
 use kerntune_run::report::plot;
-use kerntune_search::STRATEGIES;
+use kerntune_search::{build_strategy, STRATEGIES};
 use kerntune_store::Landscape;
+use serde_json::{Map, Value as Json};
 
 use crate::args::CompareArgs;
 use crate::render;
@@ -27,7 +28,13 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     } else {
         args.strategies.iter().map(|s| s.trim().to_string()).collect()
     };
-    let contenders: Vec<Contender> = names.iter().map(|name| Contender::named(name)).collect();
+    let mut contenders: Vec<Contender> = names.iter().map(|name| Contender::named(name)).collect();
+    for variant in &args.variant {
+        let options: Map<String, Json> = variant.options.iter().map(|o| (o.name.clone(), o.value.clone())).collect();
+        // A misspelt strategy or option is refused here, before any run.
+        build_strategy(&variant.strategy, &options).with_context(|| format!("--variant {}", variant.label))?;
+        contenders.push(Contender { label: variant.label.clone(), strategy: variant.strategy.clone(), options });
+    }
     let largest = args.budgets.iter().copied().max().unwrap_or(0);
     let runs = contenders.len() * landscapes.len() * args.seeds as usize;
     let bar = render::progress(Some(runs as u64), "runs", args.json);
