@@ -143,12 +143,12 @@ fn space() -> Space {
     Space::new(vec![param], &[] as &[&str]).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn options(dir: &Path) -> PipelineOptions {
+fn options(dir: &Path, devices: Vec<usize>) -> PipelineOptions {
     let starts = dir.join("starts");
     PipelineOptions {
         bench_worker: fake_bench(&starts),
         compile_worker: fake_compiler(&starts),
-        devices: vec![0],
+        devices,
         compile_workers: 2,
     }
 }
@@ -170,30 +170,32 @@ fn finalists(space: &Space, count: u32) -> Vec<Vec<Value>> {
 
 #[test]
 fn the_finalists_are_timed_on_the_search_s_own_workers() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let space = space();
-    let options = options(dir.path());
-    let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
-    for id in 0..3 {
-        pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
-    }
-    for _ in 0..3 {
-        pipeline.next().unwrap_or_else(|e| panic!("{e}"));
-    }
-    assert_eq!(starts(dir.path()), (1, 2), "the search's workers");
+    for gpus in [1, 2] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let space = space();
+        let options = options(dir.path(), (0..gpus).collect());
+        let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+        for id in 0..3 {
+            pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for _ in 0..3 {
+            pipeline.next().unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(starts(dir.path()), (gpus, 2), "the search's workers");
 
-    let report = retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline))
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.reused_search_workers);
-    assert_eq!(report.contenders.len(), 2, "each contender against the leader");
-    assert_eq!(starts(dir.path()), (1, 2), "no worker started for the re-timing");
+        let report = retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(report.reused_search_workers, "{gpus} GPUs");
+        assert_eq!(report.contenders.len(), 2, "each contender against the leader");
+        assert_eq!(starts(dir.path()), (gpus, 2), "no worker started for the re-timing");
+    }
 }
 
 #[test]
 fn with_an_evaluation_not_yet_taken_the_finalists_get_fresh_workers() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let space = space();
-    let options = options(dir.path());
+    let options = options(dir.path(), vec![0]);
     let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
     for id in 0..2 {
         pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
