@@ -25,7 +25,8 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    two builds apart when this stage runs once per build). With REPEAT_TIME_LIMIT=T the runs
    have no evaluation budget but a time limit of T seconds (a user's "tune for 10 s"). Each
    run also says when its best first came within 0.99, in seconds after its loop started.
-   REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again).
+   REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again), and
+   REPEAT_COMPILE_WORKERS=N compile_workers=N (default: one per core).
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
    (as shipped) and without (KERNTUNE_SHARE_FRONT_END=0), fresh store and Triton cache, the
@@ -219,10 +220,16 @@ def main():
             label = f"repeat {name} seed {seed}"
             result, _ = run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=None if limit else fevals,
                             time_limit=limit, timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed,
-                            **({"finalists": int(os.environ["REPEAT_FINALISTS"])} if os.environ.get("REPEAT_FINALISTS") else {}))
+                            **({"finalists": int(os.environ["REPEAT_FINALISTS"])} if os.environ.get("REPEAT_FINALISTS") else {}),
+                            **({"compile_workers": int(os.environ["REPEAT_COMPILE_WORKERS"])}
+                               if os.environ.get("REPEAT_COMPILE_WORKERS") else {}))
             # When the search's best first came within 0.99 of the brute force's, in seconds
             # after its loop started (the call's wall time adds the start-up before it).
             hit = next((p["elapsed_s"] for p in result.trace if brute and p["best"] and p["best"] >= 0.99 * brute), None)
+            if brute and hit is None:
+                # A miss keeps its results, to see what the search measured where the best lies.
+                with open(os.path.join(OUT, f"miss-{name}-{seed}.json"), "w") as f:
+                    json.dump(result.results, f, default=str)
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
                                        best=rows[label]["best"], statuses=rows[label]["statuses"], evaluations=result.evaluations,
                                        loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit,
