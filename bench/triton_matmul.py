@@ -26,7 +26,8 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    have no evaluation budget but a time limit of T seconds (a user's "tune for 10 s"). Each
    run also says when its best first came within 0.99, in seconds after its loop started.
    REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again), and
-   REPEAT_COMPILE_WORKERS=N compile_workers=N (default: one per core).
+   REPEAT_COMPILE_WORKERS=N compile_workers=N (default: one per core). A run that never came
+   within 0.99 keeps its results in $OUT/miss-LABEL-SEED.json.
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
    (as shipped) and without (KERNTUNE_SHARE_FRONT_END=0), fresh store and Triton cache, the
