@@ -227,6 +227,7 @@ def main():
             # When the search's best first came within 0.99 of the brute force's, in seconds
             # after its loop started (the call's wall time adds the start-up before it).
             hit = next((p["elapsed_s"] for p in result.trace if brute and p["best"] and p["best"] >= 0.99 * brute), None)
+            retimed = (result.finalists or {}).get("report", {})
             if brute and hit is None:
                 # A miss keeps its results, to see what the search measured where the best lies.
                 with open(os.path.join(OUT, f"miss-{name}-{seed}.json"), "w") as f:
@@ -234,8 +235,7 @@ def main():
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
                                        best=rows[label]["best"], statuses=rows[label]["statuses"], evaluations=result.evaluations,
                                        loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit,
-                                       finalists_s=(result.finalists or {}).get("report", {}).get("seconds"),
-                                       finalists_reused=(result.finalists or {}).get("report", {}).get("reused_search_workers")))
+                                       finalists_s=retimed.get("seconds"), finalists_reused=retimed.get("reused_search_workers")))
     if "share" in stages:
         rows["share"] = []
         for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):

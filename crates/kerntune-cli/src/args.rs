@@ -377,7 +377,7 @@ pub struct CompareArgs {
 pub struct Variant {
     pub label: String,
     pub strategy: String,
-    pub options: Vec<StrategyOption>,
+    pub options: serde_json::Map<String, serde_json::Value>,
 }
 
 impl std::str::FromStr for Variant {
@@ -389,7 +389,9 @@ impl std::str::FromStr for Variant {
         if strategy.is_empty() {
             return Err(format!("variant '{text}' names no strategy: write STRATEGY:NAME=VALUE"));
         }
-        let options = parts.map(StrategyOption::from_str).collect::<Result<Vec<_>, _>>()?;
+        let options = parts
+            .map(|part| StrategyOption::from_str(part).map(|o| (o.name, o.value)))
+            .collect::<Result<serde_json::Map<_, _>, _>>()?;
         if options.is_empty() {
             return Err(format!(
                 "variant '{text}' sets no option: write STRATEGY:NAME=VALUE (a strategy as it is goes in --strategies)"

@@ -65,8 +65,6 @@ const MAX_RESTARTS: usize = 3;
 /// dies without a word is not always the kernel's doing (a GPU's worker killed, a Ray node
 /// gone), so the configuration is measured once more, on whichever GPU is free.
 const ATTEMPTS: u32 = 2;
-/// Id of the reference's compile request, apart from every configuration's.
-const REFERENCE_JOB: u32 = u32::MAX - 1;
 
 #[derive(Debug)]
 enum BenchState {
@@ -692,18 +690,18 @@ fn wait_bench(hub: &Hub, bench: &mut Worker, deadline: Instant) -> Result<FromBe
     answer
 }
 
-/// Ids of [`compile_several`]'s requests, apart from every configuration's and the
-/// reference's: `FIRST_STAGE_JOB + index`.
+/// Ids of [`compile_several`]'s requests (the reference's, the finalists'), apart from
+/// every configuration's: `FIRST_STAGE_JOB + index`.
 const FIRST_STAGE_JOB: u32 = u32::MAX - 1 - (1 << 16);
 
-/// Compiles `jobs` through the pool at once and waits for all of them, in their order.
-/// Outcomes of other requests (a search's compiles still running in a handed-on pool) are
-/// ignored.
+/// Compiles `jobs` through the pool at once and waits for all of them until `deadline`,
+/// in their order. Outcomes of other requests (a search's compiles still running in a
+/// handed-on pool) are ignored.
 pub(crate) fn compile_several(
     pool: &mut CompilePool,
     hub: &Hub,
     jobs: Vec<CompileJob>,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Vec<Result<Binary, String>> {
     let count = jobs.len().min(1 << 16);
     let mut outcomes: Vec<Option<Result<Binary, String>>> = (0..count).map(|_| None).collect();
@@ -719,8 +717,6 @@ pub(crate) fn compile_several(
             *slot = Some(result);
         }
     };
-    // Each request waits in line for at most the others ahead of it, one timeout each.
-    let deadline = Instant::now() + (timeout + Duration::from_secs(5)) * (count as u32 + 1);
     while outcomes.iter().any(Option::is_none) && Instant::now() < deadline {
         for outcome in pool.dispatch(hub) {
             record(outcome, &mut outcomes);
@@ -750,24 +746,8 @@ pub(crate) fn compile_now(
     job: CompileJob,
     timeout: Duration,
 ) -> Result<Binary, String> {
-    pool.submit(CompileRequest { id: REFERENCE_JOB, job });
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
-    loop {
-        if let Some(CompileOutcome::Failed { reason, .. }) = pool.dispatch(hub).into_iter().next() {
-            return Err(reason);
-        }
-        let Some(line) = hub.next(Some(deadline)) else {
-            return Err("the compile did not finish in time".into());
-        };
-        if !pool.owns(line.origin) {
-            continue;
-        }
-        match pool.handle(line, hub) {
-            Some(CompileOutcome::Compiled { binary, .. }) => return Ok(binary),
-            Some(CompileOutcome::Failed { reason, .. }) => return Err(reason),
-            None => {}
-        }
-    }
+    compile_several(pool, hub, vec![job], deadline).pop().unwrap_or_else(|| Err("nothing was compiled".into()))
 }
 
 #[cfg(test)]

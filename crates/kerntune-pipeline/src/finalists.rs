@@ -6,7 +6,7 @@
 //! control, which shows how far apart two identical kernels measure). A contender
 //! replaces the leader only when its whole interval lies below the control's.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::{block_medians, median, median_interval};
@@ -148,6 +148,8 @@ pub fn retime_configs(
     let clock = Instant::now();
     let failed = |what: &str, e: String| BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"));
     let timeout = language.compile_timeout();
+    // Each finalist waits in line for at most the compiles ahead of it, one timeout each.
+    let deadline = || Instant::now() + (timeout + Duration::from_secs(5)) * (finalists.len() as u32 + 1);
     let jobs = finalists
         .iter()
         .map(|values| language.compile_job(values, device))
@@ -165,7 +167,7 @@ pub fn retime_configs(
     };
     let (mut session, images, reused) = match warm.and_then(Pipeline::into_session) {
         Some((session, mut pool)) => {
-            let binaries = compile_several(&mut pool, session.hub(), jobs, timeout);
+            let binaries = compile_several(&mut pool, session.hub(), jobs, deadline());
             (session, images(binaries)?, true)
         }
         None => {
@@ -174,7 +176,7 @@ pub fn retime_configs(
             let mut pool =
                 CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
                     .map_err(|e| failed("starting a compile worker", e.to_string()))?;
-            let images = images(compile_several(&mut pool, &hub, jobs, timeout))?;
+            let images = images(compile_several(&mut pool, &hub, jobs, deadline()))?;
             let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
             let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
             let session =

@@ -10,7 +10,6 @@ use kerntune_engine::{compare_strategies, Comparison, Contender, NamedLandscape}
 use kerntune_run::report::plot;
 use kerntune_search::{build_strategy, STRATEGIES};
 use kerntune_store::Landscape;
-use serde_json::{Map, Value as Json};
 
 use crate::args::CompareArgs;
 use crate::render;
@@ -30,10 +29,10 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     };
     let mut contenders: Vec<Contender> = names.iter().map(|name| Contender::named(name)).collect();
     for variant in &args.variant {
-        let options: Map<String, Json> = variant.options.iter().map(|o| (o.name.clone(), o.value.clone())).collect();
         // A misspelt strategy or option is refused here, before any run.
-        build_strategy(&variant.strategy, &options).with_context(|| format!("--variant {}", variant.label))?;
-        contenders.push(Contender { label: variant.label.clone(), strategy: variant.strategy.clone(), options });
+        build_strategy(&variant.strategy, &variant.options).with_context(|| format!("--variant {}", variant.label))?;
+        let (label, strategy, options) = (variant.label.clone(), variant.strategy.clone(), variant.options.clone());
+        contenders.push(Contender { label, strategy, options });
     }
     let largest = args.budgets.iter().copied().max().unwrap_or(0);
     let runs = contenders.len() * landscapes.len() * args.seeds as usize;
