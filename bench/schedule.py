@@ -46,7 +46,7 @@ def report(label, result, started):
                search_range=s["search_range"], finalists=s["finalists"], rejected_reasons=s["rejected_reasons"],
                original_ms=s["original_median_ms"], schedule_ms=s["candidate_median_ms"], ratio=s["ratio"], ci=[s["ratio_low"], s["ratio_high"]],
                control=s["control_ratio"], control_ci=[s["control_low"], s["control_high"]],
-               moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s["cubin"] is not None)
+               moves=s["moves"], checked_sets=s["checked_sets"], differing_sets=s["differing_sets"], kept=s.get("cubin") is not None)  # only a kept schedule carries its cubin
     print(label, json.dumps(row), flush=True)
     return row
 
