@@ -26,7 +26,8 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    have no evaluation budget but a time limit of T seconds (a user's "tune for 10 s"). Each
    run also says when its best first came within 0.99, in seconds after its loop started.
    REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again), and
-   REPEAT_COMPILE_WORKERS=N compile_workers=N (default: one per core). A run that never came
+   REPEAT_COMPILE_WORKERS=N compile_workers=N (default: kerntune's, one per core but no more
+   than a sixth of the budget, never fewer than 16). A run that never came
    within 0.99 keeps its results in $OUT/miss-LABEL-SEED.json.
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
@@ -89,6 +90,7 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
     seconds = sorted(c[0] for c in compiles)
     rows[label] = dict(wall_s=wall, evaluations=result.evaluations, from_store=result.from_store, best=result.best_config,
                        best_tflops=result.best_objective, statuses=statuses, costs=result.costs, stop=result.stop,
+                       compile_workers=result.compile_workers,
                        compile_percentiles={q: seconds[int(q / 100 * (len(seconds) - 1))] for q in (50, 90, 99, 100)} if seconds else {},
                        slowest_compiles=compiles[:8])
     print(label, json.dumps(rows[label]), flush=True)
@@ -235,7 +237,8 @@ def main():
             rows["repeat"].append(dict(label=name, seed=seed, wall_s=rows[label]["wall_s"], best_tflops=rows[label]["best_tflops"],
                                        best=rows[label]["best"], statuses=rows[label]["statuses"], evaluations=result.evaluations,
                                        loop_s=result.trace[-1]["elapsed_s"] if result.trace else None, hit_s=hit,
-                                       finalists_s=retimed.get("seconds"), finalists_reused=retimed.get("reused_search_workers")))
+                                       finalists_s=retimed.get("seconds"), finalists_reused=retimed.get("reused_search_workers"),
+                                       compile_workers=rows[label]["compile_workers"]))
     if "share" in stages:
         rows["share"] = []
         for round_ in range(int(os.environ.get("AB_ROUNDS", "3"))):
@@ -257,7 +260,8 @@ def main():
     for label in ("brute_force", "brute_force_again", "default", "default_auto"):
         if label in rows:
             r = rows[label]
-            print(f"{label:<18} wall {r['wall_s']:7.1f} s  evaluations {r['evaluations']:4d}  from store {r['from_store']:4d}  best {r['best_tflops']:.1f} TFLOP/s  {r['statuses']}")
+            print(f"{label:<18} wall {r['wall_s']:7.1f} s  evaluations {r['evaluations']:4d}  from store {r['from_store']:4d}  best {r['best_tflops']:.1f} TFLOP/s  "
+                  f"{r.get('compile_workers')} compile workers  {r['statuses']}")
             print(f"{'':<18} best configuration {r['best']}; stopped: {r['stop']}")
             if r.get("compile_percentiles"):
                 print(f"{'':<18} compile seconds p50/p90/p99/max: {r['compile_percentiles']}")
@@ -274,7 +278,7 @@ def main():
         retimed = ("" if r.get("finalists_s") is None else
                    f"; finalists {r['finalists_s']:.2f} s ({'search workers' if r['finalists_reused'] else 'fresh workers'})")
         print(f"repeat {r['label']} seed {r['seed']}: {r['wall_s']:5.1f} s, {r['evaluations']} evaluations, best {r['best_tflops']:.1f} TFLOP/s, "
-              f"{share}; {hit}{retimed}  {r['statuses']}")
+              f"{share}; {hit}{retimed}; {r.get('compile_workers')} compile workers  {r['statuses']}")
     if rows.get("repeat") and brute:
         runs = rows["repeat"]
         hits = sum(r["best_tflops"] >= 0.99 * brute for r in runs)

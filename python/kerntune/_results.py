@@ -78,6 +78,8 @@ class TuneResult:
     phases: dict = field(default_factory=dict)
     #: The tuning's number in the store ``db`` (``kerntune report DB --tuning N``).
     tuning: Optional[int] = None
+    #: Compile workers the run started (None when the store answered every configuration).
+    compile_workers: Optional[int] = None
 
     @classmethod
     def from_json(cls, text: str) -> "TuneResult":
@@ -110,6 +112,7 @@ class TuneResult:
             schedule=data.get("schedule"),
             tuning=data.get("tuning"),
             compiler=data.get("compiler"),
+            compile_workers=data.get("compile_workers"),
         )
 
     def __repr__(self) -> str:

@@ -698,6 +698,9 @@ def tune(
     are given up; those on the GPU are measured to the end). Without any of them, ``default`` stops by itself once more
     evaluations are unlikely to pay (``result.stop == "converged"``, after at least 100),
     ``brute_force`` evaluates the whole space and the other strategies make 100.
+    ``compile_workers`` defaults to one per core, but with ``max_fevals`` to no more than a
+    sixth of it (never fewer than 16): on a large host, a small budget is otherwise spent on
+    configurations picked before any result is back.
     Results are kept in ``db`` (default ``$KERNTUNE_DB`` or ``~/.cache/kerntune/results.db``):
     a second call with the same kernel, arguments' shapes and types, and parameters answers
     from it at no cost. ``objective = (name, expression)`` replaces the time, e.g.

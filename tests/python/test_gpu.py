@@ -54,12 +54,14 @@ def test_matmul_tunes_verifies_and_its_best_config_runs(db, tmp_path):
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                            answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
     assert result.evaluations == 24 and result.verified, result
+    assert 1 <= result.compile_workers <= 16, "a budget of 24 keeps no more than 16 compiles in flight"
     check_best_is_the_fastest_verified(result)
     matmul.matmul_kernel.jit[matmul.grid](**matmul.arguments(a, b, c), **result.best_config)
     torch.testing.assert_close(c, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
     again = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                           answer={"c_ptr": torch.matmul(a, b)}, strategy="random_sample", max_fevals=24, db=db, progress=False)
     assert again.from_store == 24 and again.best_config == result.best_config
+    assert again.compile_workers is None, "the store answered every configuration"
     assert again.best_objective == result.best_objective, "the stored answer is the measured one"
     page = again.report(tmp_path / "report.html")
     html = open(page).read()

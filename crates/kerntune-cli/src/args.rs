@@ -197,7 +197,9 @@ pub struct TuneArgs {
     /// replace the stored ones).
     #[arg(long)]
     pub fresh: bool,
-    /// Compile workers running ahead of the GPU. Default: one per core.
+    /// Compile workers running ahead of the GPU. Default: one per core, but with
+    /// --max-fevals no more than a sixth of it (never fewer than 16), so a small budget is
+    /// not spent on picks made before any result is back.
     #[arg(long)]
     pub compile_workers: Option<usize>,
     /// Run the compile workers as actors of the Ray cluster at this address (`auto`,

@@ -15,7 +15,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, Devices, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Devices, RunError, RunSummary};
 
 /// The worker programs of a run and how many compilers run ahead of the GPU.
 #[derive(Debug, Clone)]
@@ -24,7 +24,8 @@ pub struct Workers {
     pub bench: WorkerCommand,
     /// Runs `<args> __worker compile`.
     pub compile: WorkerCommand,
-    /// Default: one per core.
+    /// Default: one per core, fewer for a small evaluation budget on a large host
+    /// ([`crate::tuning_compile_workers`]).
     pub compile_workers: Option<usize>,
     /// Benchmark workers when they are not one per local GPU: `bench` then runs each on a
     /// GPU of its own elsewhere (a Ray cluster's, through the relay), and `devices` is only
@@ -104,14 +105,19 @@ impl<'a> Tuning<'a> {
         let store = Store::open(&self.db)?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
+        let bench_devices: Vec<usize> = match self.workers.bench_workers {
+            Some(count) => vec![devices[0].ordinal; count],
+            None => devices.iter().map(|d| d.ordinal).collect(),
+        };
+        let compile_workers = self
+            .workers
+            .compile_workers
+            .unwrap_or_else(|| tuning_compile_workers(&search.budget, bench_devices.len(), default_compile_workers()));
         let options = PipelineOptions {
             bench_worker: self.workers.bench.clone(),
             compile_worker: self.workers.compile.clone(),
-            devices: match self.workers.bench_workers {
-                Some(count) => vec![devices[0].ordinal; count],
-                None => devices.iter().map(|d| d.ordinal).collect(),
-            },
-            compile_workers: self.workers.compile_workers.unwrap_or_else(default_compile_workers).max(1),
+            devices: bench_devices,
+            compile_workers: compile_workers.max(1),
         };
         Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })
     }

@@ -33,3 +33,59 @@ pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSum
 pub fn default_compile_workers() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get())
 }
+
+/// A run with an evaluation budget keeps at most this share of it in flight (one sixth:
+/// about six rounds of feedback for the search).
+const FEEDBACK_ROUNDS: usize = 6;
+
+/// Compiles in flight that a run with an evaluation budget may always have: the batch size
+/// `default` was fitted and compared at (docs/strategies.md, "In batches of 16").
+const FITTED_DEPTH: usize = 16;
+
+/// Compile workers of a GPU tuning when the caller names no number, out of `cores`.
+///
+/// One per core, except where the budget is a number of evaluations: every configuration
+/// in flight is picked without the results of the others, so a deep pipeline spends a small
+/// budget on blind picks. Such a run keeps at most a sixth of its budget in flight, never
+/// less than [`FITTED_DEPTH`] compiles plus the GPUs' two slots each. Runs without an
+/// evaluation budget (brute force, a time limit, a run that stops by itself) use every core:
+/// there a deeper pipeline evaluates more. docs/design-notes.md, "Compile workers against
+/// the budget", has the measurements.
+pub fn tuning_compile_workers(budget: &kerntune_engine::Budget, gpus: usize, cores: usize) -> usize {
+    let slots = 2 * gpus;
+    let limit = budget.max_fevals.map_or(usize::MAX, |max| (FITTED_DEPTH + slots).max(max.div_ceil(FEEDBACK_ROUNDS)));
+    cores.min(limit.saturating_sub(slots)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use kerntune_engine::Budget;
+
+    use super::tuning_compile_workers;
+
+    fn evaluations(max_fevals: usize) -> Budget {
+        Budget { max_fevals: Some(max_fevals), ..Budget::default() }
+    }
+
+    #[test]
+    fn a_small_evaluation_budget_keeps_the_pipeline_at_the_fitted_depth_on_large_hosts() {
+        assert_eq!(tuning_compile_workers(&evaluations(100), 1, 32), 16);
+        assert_eq!(tuning_compile_workers(&evaluations(100), 2, 32), 16);
+        assert_eq!(tuning_compile_workers(&evaluations(25), 1, 64), 16);
+        // A sixth of the budget, less the GPU's two slots.
+        assert_eq!(tuning_compile_workers(&evaluations(150), 1, 32), 23);
+        assert_eq!(tuning_compile_workers(&evaluations(200), 1, 32), 32);
+        assert_eq!(tuning_compile_workers(&evaluations(1000), 1, 256), 165);
+        assert_eq!(tuning_compile_workers(&evaluations(1000), 1, 128), 128);
+    }
+
+    #[test]
+    fn small_hosts_and_runs_without_an_evaluation_budget_use_every_core() {
+        assert_eq!(tuning_compile_workers(&evaluations(100), 1, 16), 16);
+        assert_eq!(tuning_compile_workers(&evaluations(100), 1, 2), 2);
+        let unbounded = Budget::default();
+        assert_eq!(tuning_compile_workers(&unbounded, 1, 32), 32);
+        let timed = Budget { time_limit: Some(std::time::Duration::from_secs(6)), ..Budget::default() };
+        assert_eq!(tuning_compile_workers(&timed, 2, 64), 64);
+    }
+}
