@@ -27,11 +27,16 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
   have (pnpoly and convolution on the RTX 3090 are fitting landscapes), the spaces and
   measurements are not: a check on new recordings, not on new kernels.
 
+- heldout_h100 (ninth session): five landscapes recorded by kerntune itself on an H100
+  (bench/record_landscapes.py: Triton's tutorial matmul over 2,400 configurations at five
+  problem shapes), committed in data/landscapes/h100/. Added before any strategy ran on
+  them; held out. Another kernel, language and GPU than any other set.
+
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
                                                   # (fitting, heldout, fitting_extra, heldout_extra,
-                                                  #  heldout_ktt)
+                                                  #  heldout_ktt, heldout_h100)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
@@ -82,10 +87,13 @@ LANDSCAPES = [
     ("pnpoly_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_3090.json.gz", "25eb5b9ae861ed956e0488c86de813356f0610b6b8847d93811f1fd748080d4a"),
 ]
 
-SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt"]
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
+# The landscapes kerntune recorded itself, committed in the repository (not from the hub).
+RECORDED = {"heldout_h100": ROOT / "data" / "landscapes" / "h100" / "heldout",
+            "fitting_h100": ROOT / "data" / "landscapes" / "h100" / "fitting"}
 
 
 def hub_dir(given):
@@ -146,6 +154,10 @@ def main():
     parser.add_argument("--hub", help="git directory of a benchmark_hub clone or mirror")
     parser.add_argument("--list", choices=SPLITS, help="print the paths of one set")
     args = parser.parse_args()
+    if args.list in RECORDED:
+        for path in sorted(RECORDED[args.list].glob("*.json.gz")):
+            print(path)
+        return
     if args.list:
         for name, split, _, _ in LANDSCAPES:
             if split == args.list:

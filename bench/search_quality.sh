@@ -15,7 +15,9 @@
 #
 # Usage: bash bench/search_quality.sh [--hub GIT_DIR]
 #        (GIT_DIR: a benchmark_hub clone or mirror; needed once, to extract the landscapes)
-# Env: SEEDS (default 10), SETS (default "fitting heldout"), BATCHES (default "1 16").
+# Env: SEEDS (default 10), SETS (default "fitting heldout"; also fitting_extra, heldout_extra,
+# heldout_ktt, and fitting_h100 and heldout_h100, recorded by kerntune on an H100 and committed
+# in data/landscapes/h100), BATCHES (default "1 16").
 # Runtime on 2 shared cores: see docs/strategies.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,8 +4,9 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [scale]
-# (default: all but scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [scale]
+# (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
+# shapes), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
 # default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed).
@@ -101,6 +102,11 @@ for stage in $stages; do
         echo "=== finalists re-timed against an A/A control (CUDA matmul, CLI)"
         step finalists "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/finalists.db" --max-fevals 40 --finalists 4
         summary+=("finalists: $(grep -E '^(The best [0-9]+ timed|Clocks over|The search|A tie|.* becomes the best)' "$OUT/finalists.log" | tr '\n' ' ')")
+        ;;
+    landscapes)
+        echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"
+        step record_landscapes python3 bench/record_landscapes.py ${LANDSCAPE_SHAPES:-}
+        summary+=("$(sed -n '/=== recorded landscapes/,$p' "$OUT/record_landscapes.log")")
         ;;
     vendor)
         echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"

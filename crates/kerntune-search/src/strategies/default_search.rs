@@ -22,7 +22,7 @@
 //! budget, so the search is the same whether it will be stopped at 25 evaluations or 2000.
 //! Asked for a batch, it fills the batch with distinct picks the same way; configurations
 //! in flight count towards the random start, so in batches the model guides from the
-//! second outcome on rather than after the first ten.
+//! second successful outcome on rather than after the first ten.
 //!
 //! It can also tell when to stop: before each proposal it estimates the chance that an
 //! unevaluated configuration beats the best by more than the noise, from the forest's
@@ -54,6 +54,10 @@ options! {
     pub struct DefaultOptions {
         /// Random configurations observed before the model guides the search.
         initial_samples: usize = 10,
+        /// Successful outcomes back before the model guides a pick, however many are in
+        /// flight (in batches, those in flight count towards `initial_samples`).
+        #[range(min = 2)]
+        guided_after: usize = 2,
         /// Trees in the forest.
         #[range(min = 1)]
         trees: usize = 30,
@@ -233,8 +237,10 @@ impl Strategy for DefaultSearch {
             history.observations().iter().filter(|o| o.score.is_some()).copied().collect();
         // Configurations in flight count towards the initial design: in batches of 16 the
         // first ask already holds more random ones than the design needs, and the model
-        // guides every later pick from the second outcome on.
-        if history.len() + history.pending_count() < self.options.initial_samples || ranked.len() < 2 {
+        // guides every later pick once `guided_after` (2) of them have succeeded.
+        if history.len() + history.pending_count() < self.options.initial_samples
+            || ranked.len() < self.options.guided_after
+        {
             return fresh_batch(context, n);
         }
         ranked.sort_by(|a, b| a.score.unwrap_or(f64::INFINITY).total_cmp(&b.score.unwrap_or(f64::INFINITY)));
@@ -464,5 +470,28 @@ mod tests {
         assert!(plateau.contains(&pick), "climbing from the next best picked {}", space.describe(pick));
         let pick = strategy.local(&mut context, &model, &ranked, &[], true).expect("a pick");
         assert!(basin.contains(&pick), "climbing from local optima picked {}", space.describe(pick));
+    }
+
+    #[test]
+    fn in_a_batch_the_model_guides_once_guided_after_configurations_succeeded() {
+        let ints = |name: &str| Param::new(name, (0..8).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space");
+        let mut history = History::new();
+        // Sixteen in flight, as a first batch; three back, one of them failed.
+        for index in 0..16 {
+            history.start(ConfigId(index));
+        }
+        for (index, score) in [(0, Some(1.0)), (1, None), (2, Some(2.0))] {
+            history.observe(Observation { id: ConfigId(index), score });
+        }
+        let mut rng = Rng::seeded(8);
+        let options = DefaultOptions { trees: 3, random_candidates: 20, adjacent: 10, ..DefaultOptions::default() };
+        let mut shipped = DefaultSearch::new(options.clone());
+        let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+        assert_eq!(shipped.ask(&mut context, 1).len(), 1);
+        assert!(shipped.forest.is_some(), "two successes are enough to guide by default");
+        let mut waiting = DefaultSearch::new(DefaultOptions { guided_after: 3, ..options });
+        assert_eq!(waiting.ask(&mut context, 1).len(), 1);
+        assert!(waiting.forest.is_none(), "with two successes of three needed, the pick is random");
     }
 }
