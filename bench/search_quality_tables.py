@@ -2,6 +2,7 @@
 """Prints the Markdown tables of bench/search_quality.sh from the JSON it wrote.
 
 Usage: search_quality_tables.py OUT_DIR SET... -- BATCH...
+With several sets, a last table pools their landscapes.
 """
 import json
 import os
@@ -54,6 +55,33 @@ def autostop_table(out, set_name):
           f"{statistics.median(ratios):.3f} ({min(ratios):.3f}); {100 * sum(r >= 0.98 for r in ratios) / len(ratios):.0f}% within 2% | |")
 
 
+def pooled_table(out, sets, batches):
+    """`default` against the best of the others over the landscapes of several sets taken
+    together: per strategy and budget, the mean over all their landscapes of the median over
+    seeds (each set's run must cover the same strategies, budgets and seeds)."""
+    print(f"\n#### {' + '.join(sets)}, pooled: `default` / best of the others\n")
+    budgets = None
+    for batch in batches:
+        medians = {}
+        for set_name in sets:
+            data = json.load(open(os.path.join(out, f"{set_name}_batch{batch}.json")))
+            budgets = data["budgets"]
+            for c in data["contenders"]:
+                for i, r in enumerate(c["budgets"]):
+                    medians.setdefault((c["label"], i), []).extend(r["per_landscape"])
+        labels = sorted({label for label, _ in medians})
+        if batch == batches[0]:
+            count = len(medians[(labels[0], 0)])
+            print(f"| {count} landscapes | " + " | ".join(str(b) for b in budgets) + " |")
+            print("|---|" + "---:|" * len(budgets))
+        cells = []
+        for i, _ in enumerate(budgets):
+            mean = {label: statistics.mean(medians[(label, i)]) for label in labels}
+            top = max((label for label in labels if label != "default"), key=lambda label: mean[label])
+            cells.append(f"{mean['default']:.3f} / {mean[top]:.3f} ({top}) = **{mean['default'] / mean[top]:.3f}**")
+        print(f"| batch {batch} | " + " | ".join(cells) + " |")
+
+
 def main():
     args = sys.argv[1:]
     out = args[0]
@@ -64,6 +92,8 @@ def main():
         for batch in batches:
             comparison_tables(out, set_name, batch)
         autostop_table(out, set_name)
+    if len(sets) > 1:
+        pooled_table(out, sets, batches)
 
 
 if __name__ == "__main__":
