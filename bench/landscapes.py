@@ -27,16 +27,17 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
   have (pnpoly and convolution on the RTX 3090 are fitting landscapes), the spaces and
   measurements are not: a check on new recordings, not on new kernels.
 
-- heldout_h100 (ninth session): five landscapes recorded by kerntune itself on an H100
-  (bench/record_landscapes.py: Triton's tutorial matmul over 2,400 configurations at five
-  problem shapes), committed in data/landscapes/h100/. Added before any strategy ran on
-  them; held out. Another kernel, language and GPU than any other set.
+- heldout_h100, fitting_h100 (ninth session): ten landscapes recorded by kerntune itself on
+  an H100 (bench/record_landscapes.py: Triton's tutorial matmul over 2,400 configurations,
+  one problem shape each), committed in data/landscapes/h100/{heldout,fitting}/. The
+  held-out five were added before any strategy ran on them; the fitting five were recorded
+  afterwards, for choosing. Another kernel, language and GPU than any other set.
 
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
                                                   # (fitting, heldout, fitting_extra, heldout_extra,
-                                                  #  heldout_ktt, heldout_h100)
+                                                  #  heldout_ktt, heldout_h100, fitting_h100)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """

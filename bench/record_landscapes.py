@@ -21,19 +21,16 @@ Needs the kerntune binary ($KERNTUNE, default .device/kerntune) for the export.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "triton"))
-import matmul  # noqa: E402
+from triton_matmul import OUT, export_landscape, fresh_triton_cache, matmul  # also puts examples/triton on the path
 
-import kerntune  # noqa: E402
-
-OUT = os.environ.get("OUT", tempfile.gettempdir())
+import kerntune
 
 PARAMS = {
     "BLOCK_SIZE_M": [16, 32, 64, 128, 256],
@@ -68,7 +65,7 @@ def record(name, shape, workdir):
     a = torch.randn((M, K), device="cuda", dtype=torch.float16)
     b = torch.randn((K, N), device="cuda", dtype=torch.float16)
     c = torch.empty((M, N), device="cuda", dtype=torch.float16)
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+    fresh_triton_cache()
     db = os.path.join(workdir, f"{name}.db")
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, PARAMS,
@@ -77,13 +74,9 @@ def record(name, shape, workdir):
     wall = time.perf_counter() - start
     gpu = torch.cuda.get_device_name().replace("NVIDIA ", "").replace(" ", "_")
     path = os.path.join(OUT, f"matmul_{name}_{gpu}.json")
-    binary = os.environ.get("KERNTUNE") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".device", "kerntune")
-    done = subprocess.run([binary, "export", db, "--format", "kernel-tuner", "-o", path], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"exporting {name} failed: {done.stderr.strip()}")
-    statuses = {}
-    for r in result.results:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    if not export_landscape(db, path):
+        raise SystemExit(f"exporting {name} failed")
+    statuses = dict(Counter(r["status"] for r in result.results))
     row = dict(shape=name, mnk=shape, wall_s=wall, evaluations=result.evaluations, statuses=statuses,
                best_ms=result.best_time_ms, best=result.best_config, landscape=path,
                tflops=2 * M * N * K / (result.best_time_ms * 1e-3) / 1e12)

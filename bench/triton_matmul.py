@@ -100,11 +100,13 @@ def run(label, strategy, db, max_fevals=None, timing=None, restrictions=None, st
 LANDSCAPE = os.path.join(OUT, "triton_matmul_landscape.json")
 
 
-def export_landscape(db):
-    """The brute force's store as a Kernel Tuner cache, through the CLI ($KERNTUNE)."""
+def export_landscape(db, path=LANDSCAPE):
+    """The brute force's store as a Kernel Tuner cache at `path`, through the CLI
+    ($KERNTUNE); says whether it worked."""
     kerntune_bin = os.environ.get("KERNTUNE") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".device", "kerntune")
-    done = subprocess.run([kerntune_bin, "export", db, "--format", "kernel-tuner", "-o", LANDSCAPE], capture_output=True, text=True)
-    print(f"landscape: {LANDSCAPE}" if done.returncode == 0 else f"exporting the landscape failed: {done.stderr.strip()}", flush=True)
+    done = subprocess.run([kerntune_bin, "export", db, "--format", "kernel-tuner", "-o", path], capture_output=True, text=True)
+    print(f"landscape: {path}" if done.returncode == 0 else f"exporting the landscape failed: {done.stderr.strip()}", flush=True)
+    return done.returncode == 0
 
 
 def brute_force_best():
