@@ -15,7 +15,8 @@ the searches compared on these landscapes are judged near the optimum, where eve
 configuration is timed in full. Each shape
 runs with a fresh results store and a fresh Triton cache; its landscape goes to
 $OUT/matmul_<shape>_<gpu>.json as soon as it is recorded, then a table is printed. Each
-shape belongs to a set of bench/landscapes.py, `heldout_h100` or `fitting_h100` (SHAPES).
+shape belongs to a set of bench/landscapes.py, `heldout_h100`, `fitting_h100` or
+`heldout_h100b` (SHAPES).
 Needs the kerntune binary ($KERNTUNE, default .device/kerntune) for the export.
 """
 
@@ -56,6 +57,14 @@ SHAPES = {
     "deep512": ((512, 512, 32768), "fitting"),
     "tall8192": ((8192, 128, 8192), "fitting"),
     "rect": ((2048, 8192, 1024), "fitting"),
+    # Recorded in the tenth session, before any strategy ran on them, to check that session's
+    # change to `default` on shapes nothing was chosen on: a 16-row product, sizes that are
+    # not powers of two, an MLP-sized product, a mid-sized square, a very tall, narrow one.
+    "skinny16": ((16, 8192, 8192), "heldout_b"),
+    "odd": ((1000, 3000, 2000), "heldout_b"),
+    "mlp": ((4096, 11008, 4096), "heldout_b"),
+    "square3072": ((3072, 3072, 3072), "heldout_b"),
+    "tall32768": ((32768, 64, 2048), "heldout_b"),
 }
 
 
