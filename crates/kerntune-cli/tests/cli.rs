@@ -31,9 +31,25 @@ fn shared_landscapes() -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
+/// The landscapes kerntune recorded on an H100, committed in data/landscapes/h100/SET/.
+fn recorded_h100() -> Vec<PathBuf> {
+    let sets = std::fs::read_dir(repo("data/landscapes/h100")).expect("data/landscapes/h100 is committed");
+    let mut files: Vec<PathBuf> = sets
+        .filter_map(|set| set.ok().map(|set| set.path()))
+        .filter(|set| set.is_dir())
+        .flat_map(|set| std::fs::read_dir(set).expect("a set folder").filter_map(|f| f.ok().map(|f| f.path())))
+        .filter(|f| f.to_string_lossy().ends_with(".json.gz"))
+        .collect();
+    files.sort();
+    files
+}
+
 #[test]
 fn brute_force_reports_each_landscapes_minimum_valid_time() {
     let mut files = vec![PathBuf::from(repo("data/landscapes/pnpoly_RTX_3090.json.gz"))];
+    let h100 = recorded_h100();
+    assert_eq!(h100.len(), 15, "{h100:?}");
+    files.extend(h100);
     files.extend(shared_landscapes().unwrap_or_default());
     for file in files {
         let file = file.display().to_string();
