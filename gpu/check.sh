@@ -4,9 +4,9 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [first_batch] [scale]
 # (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
-# shapes), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
+# shapes), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
 # default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed).
@@ -107,6 +107,11 @@ for stage in $stages; do
         echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"
         step record_landscapes python3 bench/record_landscapes.py ${LANDSCAPE_SHAPES:-}
         summary+=("$(sed -n '/=== recorded landscapes/,$p' "$OUT/record_landscapes.log")")
+        ;;
+    first_batch)
+        echo "=== the order a first batch of 16 comes back in on the GPU, against the simulation's"
+        step first_batch_order python3 bench/first_batch_order.py
+        summary+=("$(sed -n '/=== first batch order/,$p' "$OUT/first_batch_order.log")")
         ;;
     vendor)
         echo "=== kerntune's pick, Triton's pick and cuBLAS through one timing path, interleaved"
