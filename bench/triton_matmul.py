@@ -27,7 +27,8 @@ configurations; a 16-process compile pool plus do_bench: about 235 s for all 576
    run also says when its best first came within 0.99, in seconds after its loop started.
    REPEAT_FINALISTS=N passes finalists=N (1: the search's best is not timed again), and
    REPEAT_COMPILE_WORKERS=N compile_workers=N (default: kerntune's, one per core but no more
-   than a sixth of the budget, never fewer than 16). A run that never came
+   than a sixth of the budget, never fewer than 16), and REPEAT_OPTIONS='{"NAME": VALUE}'
+   strategy_options (`default`'s options, as JSON). A run that never came
    within 0.99 keeps its results in $OUT/miss-LABEL-SEED.json.
 8. stage `share` (AB_ROUNDS rounds, default 3): the brute force with the compile workers
    sharing the front end among configurations that differ only in num_warps and num_stages
@@ -226,6 +227,7 @@ def main():
             result, _ = run(label, "default", os.path.join(workdir, f"repeat{seed}.db"), max_fevals=None if limit else fevals,
                             time_limit=limit, timing={"compile_timeout": os.environ.get("COMPILE_TIMEOUT", "auto")}, seed=seed,
                             **({"finalists": int(os.environ["REPEAT_FINALISTS"])} if os.environ.get("REPEAT_FINALISTS") else {}),
+                            strategy_options=json.loads(os.environ.get("REPEAT_OPTIONS") or "{}") or None,
                             **({"compile_workers": int(os.environ["REPEAT_COMPILE_WORKERS"])}
                                if os.environ.get("REPEAT_COMPILE_WORKERS") else {}))
             # When the search's best first came within 0.99 of the brute force's, in seconds

@@ -71,6 +71,16 @@ options! {
         global_share: f64 = 0.3,
         /// Random configurations scored in a global step.
         random_candidates: usize = 500,
+        /// At the start of a run in batches, while fewer outcomes are back than `early_until`
+        /// times the configurations in flight, each pick is the model's choice among this
+        /// many random configurations instead of a local or global step. The first outcomes
+        /// back are those quickest to evaluate (on a GPU, to compile), and where those are the
+        /// poorest kernels, climbing from the best of them wastes the picks. 0 (the default):
+        /// never; 16 traded one shortfall for another (docs/strategies.md, "Tenth session").
+        early_candidates: usize = 0,
+        /// Outcomes back per configuration in flight below which a pick is an early one.
+        #[range(min = 0.0)]
+        early_until: f64 = 0.5,
         /// Draws of configurations one step away in several parameters, scored in a local step.
         adjacent: usize = 200,
         /// Chance that each parameter moves in such a draw.
@@ -216,8 +226,19 @@ impl DefaultSearch {
 
     /// The model's pick among random unevaluated configurations.
     fn global(&self, context: &mut Context<'_>, model: &Model<'_>, taken: &[ConfigId]) -> Option<ConfigId> {
-        let mut candidates = Vec::with_capacity(self.options.random_candidates);
-        for _ in 0..self.options.random_candidates.max(1) {
+        self.sampled(context, model, taken, self.options.random_candidates)
+    }
+
+    /// The model's pick among `count` random unevaluated configurations.
+    fn sampled(
+        &self,
+        context: &mut Context<'_>,
+        model: &Model<'_>,
+        taken: &[ConfigId],
+        count: usize,
+    ) -> Option<ConfigId> {
+        let mut candidates = Vec::with_capacity(count);
+        for _ in 0..count.max(1) {
             match fresh(context, taken) {
                 Some(id) => candidates.push(id),
                 None => break,
@@ -263,13 +284,20 @@ impl Strategy for DefaultSearch {
         };
         let model = Model { forest: &fitted.forest, best };
         let optima = self.options.optima_after > 0 && history.len() >= self.improved_at + self.options.optima_after;
+        let early = self.options.early_candidates > 0
+            && (history.len() as f64) < self.options.early_until * history.pending_count() as f64;
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
-            let local = match context.rng.chance(self.options.global_share) {
-                true => None,
-                false => self.local(context, &model, &ranked, &batch, optima),
+            let pick = if early {
+                self.sampled(context, &model, &batch, self.options.early_candidates)
+            } else {
+                let local = match context.rng.chance(self.options.global_share) {
+                    true => None,
+                    false => self.local(context, &model, &ranked, &batch, optima),
+                };
+                local.or_else(|| self.global(context, &model, &batch))
             };
-            match local.or_else(|| self.global(context, &model, &batch)) {
+            match pick {
                 Some(id) => batch.push(id),
                 None => break,
             }
@@ -474,16 +502,7 @@ mod tests {
 
     #[test]
     fn in_a_batch_the_model_guides_once_guided_after_configurations_succeeded() {
-        let ints = |name: &str| Param::new(name, (0..8).map(Value::Int).collect()).expect("param");
-        let space = Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space");
-        let mut history = History::new();
-        // Sixteen in flight, as a first batch; three back, one of them failed.
-        for index in 0..16 {
-            history.start(ConfigId(index));
-        }
-        for (index, score) in [(0, Some(1.0)), (1, None), (2, Some(2.0))] {
-            history.observe(Observation { id: ConfigId(index), score });
-        }
+        let (space, history) = first_batch();
         let mut rng = Rng::seeded(8);
         let options = DefaultOptions { trees: 3, random_candidates: 20, adjacent: 10, ..DefaultOptions::default() };
         let mut shipped = DefaultSearch::new(options.clone());
@@ -493,5 +512,89 @@ mod tests {
         let mut waiting = DefaultSearch::new(DefaultOptions { guided_after: 3, ..options });
         assert_eq!(waiting.ask(&mut context, 1).len(), 1);
         assert!(waiting.forest.is_none(), "with two successes of three needed, the pick is random");
+    }
+
+    /// A first batch of 16 in flight on an 8 x 8 space, three back (one failed, the best is
+    /// configuration 0).
+    fn first_batch() -> (Space, History) {
+        let ints = |name: &str| Param::new(name, (0..8).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space");
+        let mut history = History::new();
+        for index in 0..16 {
+            history.start(ConfigId(index));
+        }
+        for (index, score) in [(0, Some(1.0)), (1, None), (2, Some(2.0))] {
+            history.observe(Observation { id: ConfigId(index), score });
+        }
+        (space, history)
+    }
+
+    #[test]
+    fn early_in_a_batch_picks_are_not_climbs_from_the_first_outcomes_back() {
+        let (space, history) = first_batch();
+        let neighbours = space.neighbours(ConfigId(0), Neighbourhood::Hamming);
+        // Only local steps, and those only among the best's neighbours.
+        let options = DefaultOptions {
+            trees: 3,
+            global_share: 0.0,
+            adjacent: 0,
+            random_candidates: 20,
+            early_candidates: 16,
+            ..DefaultOptions::default()
+        };
+        let picks = |options: &DefaultOptions| -> Vec<ConfigId> {
+            (0..10)
+                .map(|seed| {
+                    let mut rng = Rng::seeded(seed);
+                    let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+                    DefaultSearch::new(options.clone()).ask(&mut context, 1)[0]
+                })
+                .collect()
+        };
+        let climbing = picks(&DefaultOptions { early_candidates: 0, ..options.clone() });
+        assert!(climbing.iter().all(|p| neighbours.contains(p)), "without the rule every pick climbs from the best");
+        let early = picks(&options);
+        let away = early.iter().filter(|p| !neighbours.contains(p)).count();
+        assert!(away > 0, "early picks all climbed from the best: {early:?}");
+        // Once half as many outcomes are back as are in flight, the picks climb again.
+        let mut later = history;
+        for index in 3..8 {
+            later.observe(Observation { id: ConfigId(index), score: Some(3.0) });
+        }
+        let mut rng = Rng::seeded(0);
+        let mut context = Context { space: &space, rng: &mut rng, history: &later, remaining: None };
+        let pick = DefaultSearch::new(options).ask(&mut context, 1)[0];
+        assert!(neighbours.contains(&pick), "with 8 back and 8 in flight the pick climbs from the best");
+    }
+
+    #[test]
+    fn one_at_a_time_the_early_rule_changes_nothing() {
+        let ints = |name: &str| Param::new(name, (0..6).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a"), ints("b"), ints("c")], &[] as &[&str]).expect("space");
+        let search = |early_candidates: usize| -> Vec<ConfigId> {
+            let options = DefaultOptions {
+                trees: 3,
+                random_candidates: 20,
+                adjacent: 10,
+                early_candidates,
+                ..DefaultOptions::default()
+            };
+            let mut strategy = DefaultSearch::new(options);
+            let (mut rng, mut history) = (Rng::seeded(3), History::new());
+            let mut asked = Vec::new();
+            for _ in 0..40 {
+                let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+                let id = strategy.ask(&mut context, 1)[0];
+                let [a, b, c] = space.indexes(id)[..] else { panic!("three parameters") };
+                let score = Some(((a * 7 + b * 3 + c * 5) % 11) as f64);
+                history.start(id);
+                history.observe(Observation { id, score });
+                let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+                strategy.tell(&mut context, Observation { id, score });
+                asked.push(id);
+            }
+            asked
+        };
+        assert_eq!(search(16), search(0));
     }
 }
