@@ -23,16 +23,25 @@ COSTS = ("compile_time", "verification_time", "benchmark_time", "framework_time"
 
 
 def load(path):
+    """Each configuration's cache key -> (recorded time, None when it failed; recorded cost), or
+    None when `path` is not a Kernel Tuner cache file."""
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
         document = json.load(f)
     if "cache" not in document:
         return None
-    rows = []
-    for entry in document["cache"].values():
+    table = {}
+    for key, entry in document["cache"].items():
         time = entry.get("time")
         ok = isinstance(time, (int, float)) and time > 0
-        rows.append((time if ok else None, sum(entry.get(k) or 0 for k in COSTS)))
-    return rows
+        table[key] = (time if ok else None, sum(entry.get(k) or 0 for k in COSTS))
+    return table
+
+
+def first_and_last(qualities):
+    """Mean of the first four and of the last four qualities given (None: a failure, left out),
+    or None when fewer than eight succeeded."""
+    done = [q for q in qualities if q is not None]
+    return (mean(done[:4]), mean(done[-4:])) if len(done) >= 8 else None
 
 
 def main():
@@ -43,20 +52,21 @@ def main():
     batches = int(os.environ.get("BATCHES", "2000"))
     print(f"{'landscape':<36} {'first 4':>8} {'last 4':>8} {'all':>8}  (mean optimum / objective of the successes)")
     for path in paths:
-        rows = load(path)
+        table = load(path)
         name = os.path.basename(path).split(".json")[0]
-        if rows is None:
+        if table is None:
             print(f"{name:<36} not a Kernel Tuner cache file, skipped")
             continue
+        rows = list(table.values())
         best = min(t for t, _ in rows if t is not None)
         quality = [best / t if t is not None else None for t, _ in rows]
         first, last = [], []
         for _ in range(batches):
             batch = sorted(rng.sample(range(len(rows)), 16), key=lambda i: rows[i][1])
-            done = [quality[i] for i in batch if quality[i] is not None]
-            if len(done) >= 8:
-                first.append(mean(done[:4]))
-                last.append(mean(done[-4:]))
+            pair = first_and_last([quality[i] for i in batch])
+            if pair:
+                first.append(pair[0])
+                last.append(pair[1])
         overall = mean(q for q in quality if q is not None)
         print(f"{name:<36} {mean(first):8.3f} {mean(last):8.3f} {overall:8.3f}")
 

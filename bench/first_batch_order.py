@@ -16,7 +16,6 @@ Env: SHAPE (default square2048), RUNS (default 12), OUT.
 """
 
 import glob
-import gzip
 import json
 import os
 import tempfile
@@ -24,31 +23,19 @@ from statistics import mean
 
 import torch
 
+from completion_order import first_and_last, load
 from record_landscapes import PARAMS, SHAPES
 from triton_matmul import OUT, fresh_triton_cache, matmul  # also puts examples/triton on the path
 
 import kerntune
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-COSTS = ("compile_time", "verification_time", "benchmark_time", "framework_time")
 
 
 def recorded(shape):
-    """The committed landscape of `shape`: each configuration's key, recorded time (None when
-    it failed) and recorded cost."""
+    """The committed landscape of `shape` (bench/completion_order.py's `load`)."""
     [path] = glob.glob(os.path.join(ROOT, "data", "landscapes", "h100", "*", f"matmul_{shape}_*.json.gz"))
-    with gzip.open(path, "rt") as f:
-        cache = json.load(f)["cache"]
-    table = {}
-    for key, entry in cache.items():
-        time = entry["time"] if isinstance(entry["time"], (int, float)) else None
-        table[key] = (time, sum(entry.get(k) or 0 for k in COSTS))
-    return table
-
-
-def first_and_last(qualities):
-    done = [q for q in qualities if q is not None]
-    return (mean(done[:4]), mean(done[-4:])) if len(done) >= 8 else None
+    return load(path)
 
 
 def main():
