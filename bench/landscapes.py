@@ -36,11 +36,15 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
 - heldout_h100b (tenth session): five more shapes of the same matmul and space, recorded the
   same way before any strategy ran on them, in data/landscapes/h100/heldout_b/; held out.
 
+- fitting_h100b (eleventh session): five shapes of the same matmul and space with sizes that
+  are not multiples of 16, in data/landscapes/h100/fitting_b/; for choosing only.
+
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
                                                   # (fitting, heldout, fitting_extra, heldout_extra,
-                                                  #  heldout_ktt, heldout_h100, fitting_h100, heldout_h100b)
+                                                  #  heldout_ktt, heldout_h100, fitting_h100, heldout_h100b,
+                                                  #  fitting_h100b)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
@@ -91,14 +95,15 @@ LANDSCAPES = [
     ("pnpoly_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_3090.json.gz", "25eb5b9ae861ed956e0488c86de813356f0610b6b8847d93811f1fd748080d4a"),
 ]
 
-SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b"]
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b", "fitting_h100b"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
 # The landscapes kerntune recorded itself, committed in the repository (not from the hub).
 RECORDED = {"heldout_h100": ROOT / "data" / "landscapes" / "h100" / "heldout",
             "fitting_h100": ROOT / "data" / "landscapes" / "h100" / "fitting",
-            "heldout_h100b": ROOT / "data" / "landscapes" / "h100" / "heldout_b"}
+            "heldout_h100b": ROOT / "data" / "landscapes" / "h100" / "heldout_b",
+            "fitting_h100b": ROOT / "data" / "landscapes" / "h100" / "fitting_b"}
 
 
 def hub_dir(given):
