@@ -71,7 +71,7 @@ SHAPES = {
     # not all multiples of 16, like odd's, where edge tiles can break a landscape into plateaus.
     "odd600": ((600, 1800, 1400), "fitting_b"),
     "odd1500": ((1500, 2500, 3500), "fitting_b"),
-    "prime": ((1031, 2053, 4099), "fitting_b"),
+    "odd_tall": ((6000, 500, 1500), "fitting_b"),
     "ragged_k": ((2048, 2048, 1000), "fitting_b"),
     "odd_wide": ((200, 6000, 3000), "fitting_b"),
 }
