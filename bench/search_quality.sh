@@ -15,13 +15,17 @@
 #
 # Usage: bash bench/search_quality.sh [--hub GIT_DIR]
 #        (GIT_DIR: a benchmark_hub clone or mirror; needed once, to extract the landscapes)
-# Env: SEEDS (default 10), SETS (default "fitting heldout"; also fitting_extra, heldout_extra,
-# heldout_ktt, and fitting_h100 and heldout_h100, recorded by kerntune on an H100 and committed
-# in data/landscapes/h100), BATCHES (default "1 16").
+# Env: SEEDS (default 10), FIRST_SEED (default 0), SETS (default "fitting heldout"; also
+# fitting_extra, heldout_extra, heldout_ktt, and fitting_h100, heldout_h100, heldout_h100b and
+# fitting_h100b, recorded by kerntune on an H100 and committed in data/landscapes/h100), BATCHES
+# (default "1 16"), AUTOSTOP (default 1; 0 leaves out the runs without a budget), QUALITY_OUT
+# (default target/bench/search_quality: where the JSON goes).
 # Runtime on 2 shared cores: see docs/strategies.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-10}
+FIRST_SEED=${FIRST_SEED:-0}
+AUTOSTOP=${AUTOSTOP:-1}
 SETS=${SETS:-fitting heldout}
 BATCHES=${BATCHES:-1 16}
 if [ "${1:-}" = "--hub" ] || [ ! -d target/landscapes/heldout ]; then
@@ -32,16 +36,16 @@ KERNTUNE=${KERNTUNE:-target/release/kerntune}
 [ -n "${KERNTUNE_PREBUILT:-}" ] || cargo build --release -q -p kerntune-engine --example auto_stop
 AUTO_STOP=${AUTO_STOP:-target/release/examples/auto_stop}
 strategies=default,random_sample,genetic_algorithm,diff_evo,pso,firefly_algorithm,simulated_annealing,basinhopping,greedy_ils,mls
-out=target/bench/search_quality
+out=${QUALITY_OUT:-target/bench/search_quality}
 mkdir -p "$out"
 start=$(date +%s)
 for set in $SETS; do
     mapfile -t files < <(python3 bench/landscapes.py --list "$set")
     for batch in $BATCHES; do
         "$KERNTUNE" compare-strategies "${files[@]}" --strategies "$strategies" --budgets 25,50,100,200,400 \
-            --seeds "$SEEDS" --batch "$batch" --json > "$out/${set}_batch$batch.json"
+            --seeds "$SEEDS" --first-seed "$FIRST_SEED" --batch "$batch" --json > "$out/${set}_batch$batch.json"
     done
-    SEEDS=$SEEDS "$AUTO_STOP" "${files[@]}" > "$out/${set}_autostop.jsonl"
+    [ "$AUTOSTOP" = 0 ] || SEEDS=$SEEDS FIRST_SEED=$FIRST_SEED "$AUTO_STOP" "${files[@]}" > "$out/${set}_autostop.jsonl"
 done
 echo "Ran in $(( $(date +%s) - start )) s." >&2
-python3 bench/search_quality_tables.py "$out" $SETS -- $BATCHES
+AUTOSTOP=$AUTOSTOP python3 bench/search_quality_tables.py "$out" $SETS -- $BATCHES

@@ -2,7 +2,8 @@
 """Prints the Markdown tables of bench/search_quality.sh from the JSON it wrote.
 
 Usage: search_quality_tables.py OUT_DIR SET... -- BATCH...
-With several sets, a last table pools their landscapes.
+With several sets, a last table pools their landscapes. AUTOSTOP=0: no tables of the runs
+without a budget.
 """
 import json
 import os
@@ -40,7 +41,8 @@ def comparison_tables(out, set_name, batch):
 
 def autostop_table(out, set_name):
     runs = [json.loads(line) for line in open(os.path.join(out, f"{set_name}_autostop.jsonl"))]
-    print(f"\n#### {set_name}: `default` without a budget (stops by itself), seeds 0..9\n")
+    seeds = sorted({r["seed"] for r in runs})
+    print(f"\n#### {set_name}: `default` without a budget (stops by itself), seeds {seeds[0]}..{seeds[-1]}\n")
     print("| landscape | configurations | evaluations used (median, min–max) | optimum / best (median, min) | stopped |")
     print("|---|---:|---:|---:|---|")
     for name in sorted({r["landscape"] for r in runs}):
@@ -91,7 +93,8 @@ def main():
         print(f"\n### {set_name} landscapes")
         for batch in batches:
             comparison_tables(out, set_name, batch)
-        autostop_table(out, set_name)
+        if os.environ.get("AUTOSTOP", "1") != "0":
+            autostop_table(out, set_name)
     if len(sets) > 1:
         pooled_table(out, sets, batches)
 
