@@ -3,15 +3,16 @@
 # held-out landscapes, one at a time and in batches of 16; and where a run without a budget
 # stops by itself.
 #
-# The landscapes come from the benchmark hub at a pinned commit (bench/landscapes.py, which
-# also says which set each belongs to; the rule is in docs/strategies.md). Per set and batch
-# size, `kerntune compare-strategies` runs `default` and every strategy named after one of
-# Kernel Tuner 1.5's (kerntune's own implementations; bayes_opt is left out, its Gaussian
-# process costs minutes per run at 400 evaluations) with seeds 0..9 at budgets 25, 50, 100,
-# 200 and 400. Score: the mean over landscapes of the median over seeds of optimum / best
-# found. Then `default` without a budget (the auto_stop example of kerntune-engine, which runs
-# what `kerntune simulate LANDSCAPE --seed S` runs, loading each landscape once), seeds 0..9 on
-# every landscape: the evaluations used when it stopped by itself, and optimum / best there.
+# The landscapes come from the benchmark hub at a pinned commit and from data/landscapes/h100
+# (bench/landscapes.py, which also says which set each belongs to; the rule is in
+# docs/strategies.md). Per set and batch size, `kerntune compare-strategies` runs `default` and
+# every strategy named after one of Kernel Tuner 1.5's (kerntune's own implementations;
+# bayes_opt is left out, its Gaussian process costs minutes per run at 400 evaluations) with
+# seeds 0..9 (SEEDS, FIRST_SEED) at budgets 25, 50, 100, 200 and 400. Score: the mean over
+# landscapes of the median over seeds of optimum / best found. Then `default` without a budget
+# (the auto_stop example of kerntune-engine, which runs what `kerntune simulate LANDSCAPE --seed
+# S` runs, loading each landscape once), the same seeds on every landscape: the evaluations used
+# when it stopped by itself, and optimum / best there.
 #
 # Usage: bash bench/search_quality.sh [--hub GIT_DIR]
 #        (GIT_DIR: a benchmark_hub clone or mirror; needed once, to extract the landscapes)
