@@ -37,7 +37,7 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
   same way before any strategy ran on them, in data/landscapes/h100/heldout_b/; held out.
 
 - fitting_h100b (eleventh session): five shapes of the same matmul and space with sizes that
-  are not multiples of 16, in data/landscapes/h100/fitting_b/; for choosing only.
+  are not all multiples of 16, in data/landscapes/h100/fitting_b/; for choosing only.
 
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
@@ -100,10 +100,9 @@ SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt",
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
 # The landscapes kerntune recorded itself, committed in the repository (not from the hub).
-RECORDED = {"heldout_h100": ROOT / "data" / "landscapes" / "h100" / "heldout",
-            "fitting_h100": ROOT / "data" / "landscapes" / "h100" / "fitting",
-            "heldout_h100b": ROOT / "data" / "landscapes" / "h100" / "heldout_b",
-            "fitting_h100b": ROOT / "data" / "landscapes" / "h100" / "fitting_b"}
+H100 = ROOT / "data" / "landscapes" / "h100"
+RECORDED = {"heldout_h100": H100 / "heldout", "fitting_h100": H100 / "fitting",
+            "heldout_h100b": H100 / "heldout_b", "fitting_h100b": H100 / "fitting_b"}
 
 
 def hub_dir(given):
