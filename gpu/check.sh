@@ -4,9 +4,10 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [first_batch] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
 # (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
-# shapes), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
+# shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
+# kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
 # default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed).
@@ -107,6 +108,11 @@ for stage in $stages; do
         echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"
         step record_landscapes python3 bench/record_landscapes.py ${LANDSCAPE_SHAPES:-}
         summary+=("$(sed -n '/=== recorded landscapes/,$p' "$OUT/record_landscapes.log")")
+        ;;
+    hub)
+        echo "=== landscapes: the benchmark hub's convolution script, run through kerntune (bench/record_hub_landscapes.py)"
+        step record_hub python3 bench/record_hub_landscapes.py "${HUB_DIR:-.hub/kernels}" ${HUB_VARIANTS:-}
+        summary+=("$(sed -n '/=== record_hub summary/,$p' "$OUT/record_hub.log")")
         ;;
     first_batch)
         echo "=== the order a first batch of 16 comes back in on the GPU, against the simulation's"
