@@ -39,12 +39,17 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
 - fitting_h100b (eleventh session): five shapes of the same matmul and space with sizes that
   are not all multiples of 16, in data/landscapes/h100/fitting_b/; for choosing only.
 
+- fitting_h100c (twelfth session): the hub's own convolution script (kernels/convolution_milo.py,
+  the kernel and space of the hub's convolution landscapes) run through kerntune on an H100
+  (bench/record_hub_landscapes.py) with its 15 x 15 filter and with 7 x 7 and 3 x 3, in
+  data/landscapes/h100/fitting_c/; assigned to fitting before any strategy ran on them.
+
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
                                                   # (fitting, heldout, fitting_extra, heldout_extra,
                                                   #  heldout_ktt, heldout_h100, fitting_h100, heldout_h100b,
-                                                  #  fitting_h100b)
+                                                  #  fitting_h100b, fitting_h100c)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
@@ -95,14 +100,14 @@ LANDSCAPES = [
     ("pnpoly_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_3090.json.gz", "25eb5b9ae861ed956e0488c86de813356f0610b6b8847d93811f1fd748080d4a"),
 ]
 
-SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b", "fitting_h100b"]
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b", "fitting_h100b", "fitting_h100c"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
 # The landscapes kerntune recorded itself, committed in the repository (not from the hub).
 H100 = ROOT / "data" / "landscapes" / "h100"
 RECORDED = {"heldout_h100": H100 / "heldout", "fitting_h100": H100 / "fitting",
-            "heldout_h100b": H100 / "heldout_b", "fitting_h100b": H100 / "fitting_b"}
+            "heldout_h100b": H100 / "heldout_b", "fitting_h100b": H100 / "fitting_b", "fitting_h100c": H100 / "fitting_c"}
 
 
 def hub_dir(given):
