@@ -464,6 +464,10 @@ class _Call:
         valid = entry["status"] in ("ok", "early_stopped")
         row["time"] = entry["time_ms"] if valid else error_of(entry["status"])
         row["times"] = entry["samples"]
+        if entry["status"] == "early_stopped":
+            # Timed fewer times than asked and clearly slower than the best: marked as in
+            # kerntune's own exports, so a replay of the cache knows it cannot win.
+            row["early_stopped"] = True
         if valid and row["time"] is None:
             # Measured by Kernel Tuner: its cache entry has the time.
             measured = cached.get(_kt_cache.key_of(row, list(self.params)), {})

@@ -67,8 +67,10 @@ def get_config_string(params: dict, keys: Optional[Sequence[str]] = None, units:
 
 
 def get_best_config(results: Sequence[dict], objective: str = "time", objective_higher_is_better: bool = False) -> Optional[dict]:
-    """The result with the best valid objective, or None when none is valid."""
-    valid = [r for r in results if _is_number(r.get(objective))]
+    """The result with the best valid objective, or None when none is valid. A result marked
+    ``early_stopped`` (timed fewer times than asked, clearly slower than the best then) is
+    never the best."""
+    valid = [r for r in results if _is_number(r.get(objective)) and not r.get("early_stopped")]
     if not valid:
         return None
     pick = max if objective_higher_is_better else min

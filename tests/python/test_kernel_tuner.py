@@ -263,6 +263,28 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
     assert isinstance(results[2]["time"], util.ErrorConfig)
 
 
+def test_a_configuration_stopped_early_is_marked_and_its_cache_entry_never_wins_a_replay(tmp_path):
+    from kerntune import _kt_cache
+    from kerntune._kernel_tuner import _Call
+
+    call = _Call("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]}, (None, None, None), None,
+                 None, 1e-6, 1e-5, None, None, None, None, None, None, 32, None, "time", str(tmp_path))
+    stopped = call._row({"config": {"block_size_x": 64}, "status": "early_stopped", "time_ms": 2.0,
+                         "samples": [2.0, 2.1], "objective": 2.0}, {})
+    timed = call._row({"config": {"block_size_x": 128}, "status": "ok", "time_ms": 1.0, "samples": [1.0] * 32,
+                       "objective": 1.0}, {})
+    assert stopped["early_stopped"] is True and stopped["times"] == [2.0, 2.1]
+    assert "early_stopped" not in timed
+    # A replay takes the mark: a stopped entry, however fast its two samples, is not the best.
+    path = str(tmp_path / "cache.json")
+    header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128]}, "objective": "time"}
+    _kt_cache.write(path, header, {"64": {**stopped, "time": 0.5}, "128": timed})
+    _, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]},
+                                  simulation_mode=True, cache=path, quiet=True)
+    assert env["best_config"]["block_size_x"] == 128
+
+
 def test_tuning_without_a_gpu_says_so(db):
     if os.path.exists("/dev/nvidia0"):
         pytest.skip("this machine has a GPU")
