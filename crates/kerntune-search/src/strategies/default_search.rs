@@ -71,6 +71,14 @@ options! {
         global_share: f64 = 0.3,
         /// Random configurations scored in a global step.
         random_candidates: usize = 500,
+        /// Random configurations scored in a global step once the run has stalled: past 100
+        /// observations, with no improvement beyond the noise in the second half of them
+        /// (0: `random_candidates` always). A model that has seen one basin ranks
+        /// the whole space by it, so its pick among 500 lands in that basin again; among a
+        /// few, it is nearly a random restart. 0 (the default): 10 helped the one fitting
+        /// landscape with a needle and cost the others (docs/strategies.md, "Twelfth
+        /// session").
+        explore_candidates: usize = 0,
         /// At the start of a run in batches, while fewer outcomes are back than `early_until`
         /// times the configurations in flight, each pick is the model's choice among this
         /// many random configurations instead of a local or global step. The first outcomes
@@ -96,6 +104,10 @@ options! {
         optima_after: usize = 1,
     }
 }
+
+/// Observations before which a run is never taken as stalled: the default budget, so runs of
+/// up to 100 evaluations search as before.
+const STALLED_AFTER: usize = 100;
 
 /// Observations up to which the forest is refitted to the whole history before every
 /// proposal. The comparison's budgets (25 to 200) all fall below it, so the searches that
@@ -224,9 +236,20 @@ impl DefaultSearch {
         None
     }
 
-    /// The model's pick among random unevaluated configurations.
-    fn global(&self, context: &mut Context<'_>, model: &Model<'_>, taken: &[ConfigId]) -> Option<ConfigId> {
-        self.sampled(context, model, taken, self.options.random_candidates)
+    /// The model's pick among random unevaluated configurations: `random_candidates` of
+    /// them, or `explore_candidates` once the run has `stalled`.
+    fn global(
+        &self,
+        context: &mut Context<'_>,
+        model: &Model<'_>,
+        taken: &[ConfigId],
+        stalled: bool,
+    ) -> Option<ConfigId> {
+        let count = match stalled && self.options.explore_candidates > 0 {
+            true => self.options.explore_candidates,
+            false => self.options.random_candidates,
+        };
+        self.sampled(context, model, taken, count)
     }
 
     /// The model's pick among `count` random unevaluated configurations.
@@ -284,6 +307,7 @@ impl Strategy for DefaultSearch {
         };
         let model = Model { forest: &fitted.forest, best };
         let optima = self.options.optima_after > 0 && history.len() >= self.improved_at + self.options.optima_after;
+        let stalled = history.len() >= STALLED_AFTER && history.len() >= 2 * self.improved_at;
         let early = self.options.early_candidates > 0
             && (history.len() as f64) < self.options.early_until * history.pending_count() as f64;
         let mut batch = Vec::with_capacity(n);
@@ -295,7 +319,7 @@ impl Strategy for DefaultSearch {
                     true => None,
                     false => self.local(context, &model, &ranked, &batch, optima),
                 };
-                local.or_else(|| self.global(context, &model, &batch))
+                local.or_else(|| self.global(context, &model, &batch, stalled))
             };
             match pick {
                 Some(id) => batch.push(id),
@@ -567,6 +591,51 @@ mod tests {
         assert!(neighbours.contains(&pick), "with 8 back and 8 in flight the pick climbs from the best");
     }
 
+    /// The picks of a run one at a time with seed `seed`: each pick is asked, scored by
+    /// `score` and told before the next.
+    fn picks_one_at_a_time(
+        space: &Space,
+        options: DefaultOptions,
+        seed: u64,
+        evaluations: usize,
+        score: impl Fn(ConfigId) -> f64,
+    ) -> Vec<ConfigId> {
+        let mut strategy = DefaultSearch::new(options);
+        let (mut rng, mut history) = (Rng::seeded(seed), History::new());
+        let mut asked = Vec::new();
+        for _ in 0..evaluations {
+            let mut context = Context { space, rng: &mut rng, history: &history, remaining: None };
+            let id = strategy.ask(&mut context, 1)[0];
+            let observation = Observation { id, score: Some(score(id)) };
+            history.start(id);
+            history.observe(observation);
+            let mut context = Context { space, rng: &mut rng, history: &history, remaining: None };
+            strategy.tell(&mut context, observation);
+            asked.push(id);
+        }
+        asked
+    }
+
+    #[test]
+    fn exploring_once_stalled_leaves_the_first_hundred_picks_alone_and_changes_later_ones() {
+        let ints = |name: &str, n: i64| Param::new(name, (0..n).map(Value::Int).collect()).expect("param");
+        let space = Space::new(vec![ints("a", 8), ints("b", 8), ints("c", 4)], &[] as &[&str]).expect("space");
+        // A rugged landscape: improvements soon become rare, so the run stalls.
+        let explored = |explore_candidates: usize| {
+            let options = DefaultOptions {
+                trees: 3,
+                random_candidates: 50,
+                adjacent: 10,
+                explore_candidates,
+                ..DefaultOptions::default()
+            };
+            picks_one_at_a_time(&space, options, 4, 200, |id| ((id.index() * 7_919) % 257) as f64)
+        };
+        let (shipped, exploring) = (explored(0), explored(3));
+        assert_eq!(shipped[..STALLED_AFTER], exploring[..STALLED_AFTER]);
+        assert_ne!(shipped, exploring, "a run that stalled past 100 evaluations explores");
+    }
+
     #[test]
     fn one_at_a_time_the_early_rule_changes_nothing() {
         let ints = |name: &str| Param::new(name, (0..6).map(Value::Int).collect()).expect("param");
@@ -579,21 +648,10 @@ mod tests {
                 early_candidates,
                 ..DefaultOptions::default()
             };
-            let mut strategy = DefaultSearch::new(options);
-            let (mut rng, mut history) = (Rng::seeded(3), History::new());
-            let mut asked = Vec::new();
-            for _ in 0..40 {
-                let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
-                let id = strategy.ask(&mut context, 1)[0];
+            picks_one_at_a_time(&space, options, 3, 40, |id| {
                 let [a, b, c] = space.indexes(id)[..] else { panic!("three parameters") };
-                let score = Some(((a * 7 + b * 3 + c * 5) % 11) as f64);
-                history.start(id);
-                history.observe(Observation { id, score });
-                let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
-                strategy.tell(&mut context, Observation { id, score });
-                asked.push(id);
-            }
-            asked
+                ((a * 7 + b * 3 + c * 5) % 11) as f64
+            })
         };
         assert_eq!(search(16), search(0));
     }
