@@ -10,8 +10,9 @@ runs this and never committed here (on the GPU machine, carry a git-ignored copy
 `.hub/kernels`). Each variant copies both files into a scratch folder, replaces
 `kernel_tuner` by `kerntune` in the script's import lines (`import kerntune as
 kernel_tuner`), and runs the script as its main guard does (`python3 convolution_milo.py
-CUDA NAME`): a brute force of the 4,362 configurations, 32 timed runs each, with a fresh
-results store. Variants:
+CUDA NAME`): a brute force of the 4,362 configurations (`iterations=32`; kerntune stops
+timing the clearly slower ones after two runs, marked `early_stopped`), with a fresh results
+store. Variants:
 
 - `f15`: the script as published (4096 x 4096 image, 15 x 15 filter);
 - `f7`, `f3`: the same with a 7 x 7 or 3 x 3 filter. The script's filter size is set in two
