@@ -42,7 +42,10 @@ print("KTREAL " + json.dumps({"name": name, "configurations": len(results), "val
 
 
 def switched(source: str) -> str:
-    """The script with `kernel_tuner` replaced by `kerntune` in its import lines only."""
+    """The script with `kernel_tuner` replaced by `kerntune` in its import lines only; a bare
+    `import kernel_tuner` becomes `import kerntune as kernel_tuner`, so the script's
+    `kernel_tuner.tune_kernel(...)` still names the module."""
+    source = re.sub(r"^(\s*)import kernel_tuner\s*$", r"\1import kerntune as kernel_tuner", source, flags=re.M)
     return re.sub(r"^(\s*(?:from|import)\s+)kernel_tuner\b", r"\1kerntune", source, flags=re.M)
 
 

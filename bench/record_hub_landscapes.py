@@ -7,9 +7,9 @@ hub's convolution landscapes (convolution_A100, convolution_W6600...), on anothe
 DIR holds the hub's `kernels/convolution_milo.py` and `kernels/convolution_milo.cu`
 (https://github.com/AutoTuningAssociation/benchmark_hub, MIT licence), fetched by whoever
 runs this and never committed here (on the GPU machine, carry a git-ignored copy such as
-`.hub/kernels`). Each variant copies both files into a scratch folder, replaces
-`kernel_tuner` by `kerntune` in the script's import lines (`import kerntune as
-kernel_tuner`), and runs the script as its main guard does (`python3 convolution_milo.py
+`.hub/kernels`). Each variant copies both files into a scratch folder, switches the
+script's imports to kerntune as bench/kt_real.py does (`import kerntune as kernel_tuner`),
+and runs the script as its main guard does (`python3 convolution_milo.py
 CUDA NAME`): a brute force of the 4,362 configurations (`iterations=32`; kerntune stops
 timing the clearly slower ones after two runs, marked `early_stopped`), with a fresh results
 store. Variants:
@@ -37,14 +37,15 @@ import sys
 import tempfile
 import time
 
+import kt_real  # bench/: the import switch of Kernel Tuner's own scripts
+
 OUT = os.environ.get("OUT", tempfile.gettempdir())
 VARIANTS = {"f15": 15, "f7": 7, "f3": 3}
 
 
 def switched(source: str, filter_size: int) -> str:
     """The script with its imports switched to kerntune and its filter set to `filter_size`."""
-    text = re.sub(r"^import kernel_tuner$", "import kerntune as kernel_tuner", source, flags=re.M)
-    text = re.sub(r"^from kernel_tuner\.", "from kerntune.", text, flags=re.M)
+    text = kt_real.switched(source)
     if filter_size != 15:
         text, lines = re.subn(r"^fw = fh = 15$", f"fw = fh = {filter_size}", text, flags=re.M)
         text, tunables = re.subn(r'^(\s*tune_params\["filter_(?:height|width)"\]) = \[15\]$',
