@@ -7,7 +7,8 @@
 //! ```sh
 //! cargo run --release -p kerntune-engine --example auto_stop -- LANDSCAPE...
 //! ```
-//! Environment: `SEEDS` (default 10), `FIRST_SEED` (default 0), `BATCH` (default 1).
+//! Environment: `SEEDS` (default 10), `FIRST_SEED` (default 0), `BATCH` (default 1), `OPTIONS`
+//! (`default`'s options, `NAME=VALUE,...` with JSON values; default none).
 
 use std::error::Error;
 use std::path::Path;
@@ -21,6 +22,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let env_number =
         |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let (seeds, first, batch) = (env_number("SEEDS", 10), env_number("FIRST_SEED", 0), env_number("BATCH", 1));
+    let mut options = serde_json::Map::new();
+    for pair in std::env::var("OPTIONS").unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').ok_or_else(|| format!("OPTIONS: {pair} is not NAME=VALUE"))?;
+        options.insert(name.to_string(), serde_json::from_str(value)?);
+    }
     for path in std::env::args().skip(1) {
         let name = Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or(&path);
         let name = name.trim_end_matches(".gz").trim_end_matches(".json");
@@ -31,7 +37,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             let mut backend = SimBackend::new(&landscape, &space)?.with_batch(batch as usize);
             let summary = Tuner {
                 space: &space,
-                strategy: build_strategy("default", &Default::default())?,
+                strategy: build_strategy("default", &options)?,
                 backend: &mut backend,
                 store: None,
                 reuse_stored: true,

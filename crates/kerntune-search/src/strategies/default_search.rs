@@ -15,7 +15,13 @@
 //!   top of another basin, even one below the plateau, gets its turn;
 //! - a *global* step (a share of the proposals) takes from random configurations of the
 //!   whole space, which lets the model jump to another basin when it believes one is
-//!   better, and keeps the search from circling a plateau.
+//!   better, and keeps the search from circling a plateau;
+//! - a *climb* (half of the proposals once a run of more than 100 observations has not
+//!   improved in its second half) starts from a random configuration and moves to its best
+//!   evaluated neighbour for as long as one beats it, trying the neighbours in the order the
+//!   model prefers; at the top it starts again. Best-first climbing keeps a stalled run
+//!   around its best basin, and a needle whose basin holds nothing good below its top is
+//!   found only by climbing into it, as multi-start local searches do.
 //!
 //! The forest is what makes this cheap in evaluations: it learns which parameters matter
 //! and that some regions fail, from the first few dozen outcomes. Nothing depends on the
@@ -79,6 +85,18 @@ options! {
         /// landscape with a needle and cost the others (docs/strategies.md, "Twelfth
         /// session").
         explore_candidates: usize = 0,
+        /// Once the run has stalled (as for `explore_candidates`), a share of the proposals
+        /// (`climb_share`) climb from a new start instead: the model's pick among this many
+        /// random configurations (1: a random one), climbed one parameter at a time, the
+        /// model choosing which neighbour to try first, until no neighbour beats it; then a
+        /// new start (0: never). Best-first climbing keeps a stalled run around its best
+        /// basin and misses a needle whose basin holds nothing good below its top. 1 and 0.5
+        /// were chosen on the 23 fitting landscapes (docs/strategies.md, "Thirteenth session").
+        climb_candidates: usize = 1,
+        /// Share of a stalled run's proposals that climb (`climb_candidates`); the others are
+        /// local and global steps as before.
+        #[range(min = 0.0, max = 1.0)]
+        climb_share: f64 = 0.5,
         /// At the start of a run in batches, while fewer outcomes are back than `early_until`
         /// times the configurations in flight, each pick is the model's choice among this
         /// many random configurations instead of a local or global step. The first outcomes
@@ -135,6 +153,8 @@ pub(crate) struct DefaultSearch {
     best_target: Option<f64>,
     /// Observations when the best last improved by more than the noise.
     improved_at: usize,
+    /// The head of the climb of a stalled run (`climb_candidates`).
+    climb: Option<ConfigId>,
 }
 
 /// A forest and what it was fitted to.
@@ -175,6 +195,7 @@ impl DefaultSearch {
             calibration: Calibration::default(),
             best_target: None,
             improved_at: 0,
+            climb: None,
         }
     }
 
@@ -234,6 +255,50 @@ impl DefaultSearch {
             return model.pick(space, candidates);
         }
         None
+    }
+
+    /// The next step of the climb of a stalled run: the model's pick among the unevaluated
+    /// neighbours of the climb's head, once the head has moved to its best evaluated
+    /// neighbour for as long as one beats it; or, where the head has no unevaluated
+    /// neighbour left (or failed), the start of a new climb; or none while the head is in
+    /// flight.
+    fn climb(
+        &self,
+        context: &mut Context<'_>,
+        model: &Model<'_>,
+        taken: &[ConfigId],
+        head: &mut Option<ConfigId>,
+    ) -> Option<ConfigId> {
+        let space = context.space;
+        let history = context.history;
+        let is_new = |id: &ConfigId| !history.is_known(*id) && !taken.contains(id);
+        while let Some(at) = *head {
+            // A head still in flight (in a batch) is not climbed from before its outcome is
+            // back: the pick is a local or global step instead. A failed head ends the climb.
+            let own = match history.score(at) {
+                Some(Some(score)) => score,
+                Some(None) => break,
+                None => return None,
+            };
+            let neighbours = space.neighbours(at, Neighbourhood::Hamming);
+            let better = neighbours
+                .iter()
+                .filter_map(|n| history.score(*n).flatten().map(|s| (*n, s)))
+                .filter(|(_, s)| *s < own)
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((next, _)) = better {
+                *head = Some(next);
+                continue;
+            }
+            let candidates: Vec<ConfigId> = neighbours.into_iter().filter(is_new).collect();
+            if candidates.is_empty() {
+                break;
+            }
+            return model.pick(space, candidates);
+        }
+        let start = self.sampled(context, model, taken, self.options.climb_candidates);
+        *head = start;
+        start
     }
 
     /// The model's pick among random unevaluated configurations: `random_candidates` of
@@ -310,22 +375,32 @@ impl Strategy for DefaultSearch {
         let stalled = history.len() >= STALLED_AFTER && history.len() >= 2 * self.improved_at;
         let early = self.options.early_candidates > 0
             && (history.len() as f64) < self.options.early_until * history.pending_count() as f64;
+        let mut head = self.climb;
         let mut batch = Vec::with_capacity(n);
         while batch.len() < n {
             let pick = if early {
                 self.sampled(context, &model, &batch, self.options.early_candidates)
             } else {
-                let local = match context.rng.chance(self.options.global_share) {
-                    true => None,
-                    false => self.local(context, &model, &ranked, &batch, optima),
+                let climbing =
+                    stalled && self.options.climb_candidates > 0 && context.rng.chance(self.options.climb_share);
+                let climbed = match climbing {
+                    true => self.climb(context, &model, &batch, &mut head),
+                    false => None,
                 };
-                local.or_else(|| self.global(context, &model, &batch, stalled))
+                climbed.or_else(|| {
+                    let local = match context.rng.chance(self.options.global_share) {
+                        true => None,
+                        false => self.local(context, &model, &ranked, &batch, optima),
+                    };
+                    local.or_else(|| self.global(context, &model, &batch, stalled))
+                })
             };
             match pick {
                 Some(id) => batch.push(id),
                 None => break,
             }
         }
+        self.climb = head;
         for id in &batch {
             let features = indexes(context.space, *id);
             self.calibration.proposed(*id, chance(&fitted.forest, &features, best, margin));
@@ -483,14 +558,29 @@ mod tests {
         assert!(fits < 350, "{fits} refits over {} evaluations", space.len());
     }
 
+    /// A space of two parameters of four values each.
+    fn four_by_four() -> Space {
+        let ints = |name: &str| Param::new(name, (0..4).map(Value::Int).collect()).expect("param");
+        Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space")
+    }
+
+    /// A forest of five trees fitted to all of `history` on `space`, with the best target.
+    fn small_forest(space: &Space, history: &History, rng: &mut Rng) -> (Forest, f64) {
+        let (ids, targets) = targets(history);
+        let features: Vec<Vec<u32>> = ids.iter().map(|id| indexes(space, *id)).collect();
+        let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
+        let shape = ForestShape { trees: 5, min_leaf: 1, feature_fraction: 1.0 };
+        let forest = Forest::fit(&features, &targets, &cardinality, shape, rng);
+        (forest, targets.iter().copied().fold(f64::INFINITY, f64::min))
+    }
+
     /// A plateau and a basin below it: the best (0, 0) has every neighbour evaluated, (1, 0)
     /// just behind it is one of those neighbours, and (3, 3) tops another basin at 2.0.
     /// Climbing from whatever is best next expands (1, 0); climbing from local optima skips
     /// it, beaten by its neighbour (0, 0), and expands (3, 3).
     #[test]
     fn once_stalled_local_steps_climb_from_local_optima_not_from_the_plateau() {
-        let ints = |name: &str| Param::new(name, (0..4).map(Value::Int).collect()).expect("param");
-        let space = Space::new(vec![ints("a"), ints("b")], &[] as &[&str]).expect("space");
+        let space = four_by_four();
         let at = |a: usize, b: usize| space.id_of(&[a, b]).expect("in the space");
         let mut history = History::new();
         let scored = [
@@ -508,12 +598,9 @@ mod tests {
             history.observe(Observation { id: at(a, b), score: Some(score) });
         }
         let ranked: Vec<ConfigId> = scored.iter().map(|((a, b), _)| at(*a, *b)).collect();
-        let (ids, targets) = targets(&history);
-        let features: Vec<Vec<u32>> = ids.iter().map(|id| indexes(&space, *id)).collect();
         let mut rng = Rng::seeded(3);
-        let shape = ForestShape { trees: 5, min_leaf: 1, feature_fraction: 1.0 };
-        let forest = Forest::fit(&features, &targets, &[4, 4], shape, &mut rng);
-        let model = Model { forest: &forest, best: targets.iter().copied().fold(f64::INFINITY, f64::min) };
+        let (forest, best) = small_forest(&space, &history, &mut rng);
+        let model = Model { forest: &forest, best };
         let strategy = DefaultSearch::new(DefaultOptions { adjacent: 0, ..DefaultOptions::default() });
         let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
         let plateau = [at(1, 1), at(1, 2)];
@@ -522,6 +609,49 @@ mod tests {
         assert!(plateau.contains(&pick), "climbing from the next best picked {}", space.describe(pick));
         let pick = strategy.local(&mut context, &model, &ranked, &[], true).expect("a pick");
         assert!(basin.contains(&pick), "climbing from local optima picked {}", space.describe(pick));
+    }
+
+    /// A 4 x 4 space: the climb's head (0, 0) is beaten by its evaluated neighbour (1, 0), so
+    /// the climb moves there and picks among (1, 0)'s unevaluated neighbours; once (1, 0)'s
+    /// neighbours are all evaluated and none beats it, or where the head failed, it starts
+    /// again away from the head.
+    #[test]
+    fn a_climb_moves_to_a_better_neighbour_and_starts_again_at_the_top() {
+        let space = four_by_four();
+        let at = |a: usize, b: usize| space.id_of(&[a, b]).expect("in the space");
+        let mut history = History::new();
+        for ((a, b), score) in [((0, 0), 2.0), ((1, 0), 1.5), ((0, 1), 3.0), ((3, 3), 1.0)] {
+            history.observe(Observation { id: at(a, b), score: Some(score) });
+        }
+        let mut rng = Rng::seeded(3);
+        let (forest, best) = small_forest(&space, &history, &mut rng);
+        let model = Model { forest: &forest, best };
+        let strategy = DefaultSearch::new(DefaultOptions { climb_candidates: 1, ..DefaultOptions::default() });
+        let step = |history: &History, head: &mut Option<ConfigId>, rng: &mut Rng| {
+            let mut context = Context { space: &space, rng, history, remaining: None };
+            strategy.climb(&mut context, &model, &[], head)
+        };
+        let mut head = Some(at(0, 0));
+        let pick = step(&history, &mut head, &mut rng).expect("a pick");
+        assert_eq!(head, Some(at(1, 0)), "the climb stayed at (0, 0)");
+        let climbed = [at(2, 0), at(3, 0), at(1, 1), at(1, 2), at(1, 3)];
+        assert!(climbed.contains(&pick), "picked {} from (1, 0)", space.describe(pick));
+        // Every neighbour of (1, 0) evaluated, none better: a new start.
+        for id in climbed {
+            history.observe(Observation { id, score: Some(4.0) });
+        }
+        let pick = step(&history, &mut head, &mut rng).expect("a pick");
+        assert_eq!(head, Some(pick));
+        assert!(!climbed.contains(&pick) && !history.is_known(pick), "a new start, not {}", space.describe(pick));
+        // Until the start's outcome is back, the climb waits (in a batch, the pick is another step).
+        history.start(pick);
+        assert_eq!(step(&history, &mut head, &mut rng), None);
+        assert_eq!(head, Some(pick));
+        // A failed head ends its climb too.
+        history.observe(Observation { id: pick, score: None });
+        let again = step(&history, &mut head, &mut rng).expect("a pick");
+        assert_eq!(head, Some(again));
+        assert!(!history.is_known(again), "started again from {}", space.describe(again));
     }
 
     #[test]
@@ -616,24 +746,28 @@ mod tests {
         asked
     }
 
-    #[test]
-    fn exploring_once_stalled_leaves_the_first_hundred_picks_alone_and_changes_later_ones() {
+    /// The picks of a run of 200 one at a time on a rugged landscape, where improvements soon
+    /// become rare and the run stalls, with `options` changed by `change`.
+    fn stalling_run(change: impl Fn(&mut DefaultOptions)) -> Vec<ConfigId> {
         let ints = |name: &str, n: i64| Param::new(name, (0..n).map(Value::Int).collect()).expect("param");
         let space = Space::new(vec![ints("a", 8), ints("b", 8), ints("c", 4)], &[] as &[&str]).expect("space");
-        // A rugged landscape: improvements soon become rare, so the run stalls.
-        let explored = |explore_candidates: usize| {
-            let options = DefaultOptions {
-                trees: 3,
-                random_candidates: 50,
-                adjacent: 10,
-                explore_candidates,
-                ..DefaultOptions::default()
-            };
-            picks_one_at_a_time(&space, options, 4, 200, |id| ((id.index() * 7_919) % 257) as f64)
-        };
-        let (shipped, exploring) = (explored(0), explored(3));
+        let mut options = DefaultOptions { trees: 3, random_candidates: 50, adjacent: 10, ..DefaultOptions::default() };
+        change(&mut options);
+        picks_one_at_a_time(&space, options, 4, 200, |id| ((id.index() * 7_919) % 257) as f64)
+    }
+
+    #[test]
+    fn exploring_once_stalled_leaves_the_first_hundred_picks_alone_and_changes_later_ones() {
+        let (shipped, exploring) = (stalling_run(|_| {}), stalling_run(|o| o.explore_candidates = 3));
         assert_eq!(shipped[..STALLED_AFTER], exploring[..STALLED_AFTER]);
         assert_ne!(shipped, exploring, "a run that stalled past 100 evaluations explores");
+    }
+
+    #[test]
+    fn climbing_once_stalled_leaves_the_first_hundred_picks_alone_and_changes_later_ones() {
+        let (plain, climbing) = (stalling_run(|o| o.climb_candidates = 0), stalling_run(|o| o.climb_candidates = 1));
+        assert_eq!(plain[..STALLED_AFTER], climbing[..STALLED_AFTER]);
+        assert_ne!(plain, climbing, "a run that stalled past 100 evaluations climbs");
     }
 
     #[test]
