@@ -44,12 +44,16 @@ The split (docs/strategies.md, "Fitting and held-out landscapes"):
   (bench/record_hub_landscapes.py) with its 15 x 15 filter and with 7 x 7 and 3 x 3, in
   data/landscapes/h100/fitting_c/; assigned to fitting before any strategy ran on them.
 
+- heldout_h100c (thirteenth session): the same script with an 11 x 11 and a 5 x 5 filter,
+  assigned to held out in the commit that added the variants, before they were recorded;
+  in data/landscapes/h100/heldout_c/.
+
 Usage:
     python3 bench/landscapes.py [--hub GIT_DIR]   # a clone (or bare mirror) of benchmark_hub
     python3 bench/landscapes.py --list fitting    # print the paths of one set (after extracting)
                                                   # (fitting, heldout, fitting_extra, heldout_extra,
                                                   #  heldout_ktt, heldout_h100, fitting_h100, heldout_h100b,
-                                                  #  fitting_h100b, fitting_h100c)
+                                                  #  fitting_h100b, fitting_h100c, heldout_h100c)
 
 Without --hub, $KERNTUNE_BENCHMARK_HUB is used, else the hub is cloned into target/.
 """
@@ -100,14 +104,15 @@ LANDSCAPES = [
     ("pnpoly_RTX_3090_ktt", "heldout_ktt", f"{KTT}/KTPnpolyOutput_3090.json.gz", "25eb5b9ae861ed956e0488c86de813356f0610b6b8847d93811f1fd748080d4a"),
 ]
 
-SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b", "fitting_h100b", "fitting_h100c"]
+SPLITS = ["fitting", "heldout", "fitting_extra", "heldout_extra", "heldout_ktt", "heldout_h100", "fitting_h100", "heldout_h100b", "fitting_h100b", "fitting_h100c", "heldout_h100c"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "landscapes"
 # The landscapes kerntune recorded itself, committed in the repository (not from the hub).
 H100 = ROOT / "data" / "landscapes" / "h100"
 RECORDED = {"heldout_h100": H100 / "heldout", "fitting_h100": H100 / "fitting",
-            "heldout_h100b": H100 / "heldout_b", "fitting_h100b": H100 / "fitting_b", "fitting_h100c": H100 / "fitting_c"}
+            "heldout_h100b": H100 / "heldout_b", "fitting_h100b": H100 / "fitting_b", "fitting_h100c": H100 / "fitting_c",
+            "heldout_h100c": H100 / "heldout_c"}
 
 
 def hub_dir(given):

@@ -15,7 +15,8 @@ timing the clearly slower ones after two runs, marked `early_stopped`), with a f
 store. Variants:
 
 - `f15`: the script as published (4096 x 4096 image, 15 x 15 filter);
-- `f7`, `f3`: the same with a 7 x 7 or 3 x 3 filter. The script's filter size is set in two
+- `f7`, `f3` (fitting_h100c), `f11`, `f5` (heldout_h100c): the same with a 7 x 7, 3 x 3,
+  11 x 11 or 5 x 5 filter. The script's filter size is set in two
   places, its `fw = fh = 15` and its `filter_height`/`filter_width` tunables, and only those
   lines change.
 
@@ -40,7 +41,7 @@ import time
 import kt_real  # bench/: the import switch of Kernel Tuner's own scripts
 
 OUT = os.environ.get("OUT", tempfile.gettempdir())
-VARIANTS = {"f15": 15, "f7": 7, "f3": 3}
+VARIANTS = {"f15": 15, "f7": 7, "f3": 3, "f11": 11, "f5": 5}
 
 
 def switched(source: str, filter_size: int) -> str:
