@@ -19,8 +19,8 @@
 # Env: SEEDS (default 10), FIRST_SEED (default 0), SETS (default "fitting heldout"; also
 # fitting_extra, heldout_extra, heldout_ktt, and fitting_h100, heldout_h100, heldout_h100b and
 # fitting_h100b, recorded by kerntune on an H100 and committed in data/landscapes/h100, and
-# fitting_h100c, the hub's convolution script run through kerntune on an H100), BATCHES
-# (default "1 16"), AUTOSTOP (default 1; 0 leaves out the runs without a budget), QUALITY_OUT
+# fitting_h100c and heldout_h100c, the hub's convolution script run through kerntune on an
+# H100), BATCHES (default "1 16"), AUTOSTOP (default 1; 0 leaves out the runs without a budget), QUALITY_OUT
 # (default target/bench/search_quality: where the JSON goes).
 # Runtime on 2 shared cores: see docs/strategies.md.
 set -euo pipefail

@@ -30,8 +30,11 @@ def comparison_tables(out, set_name, batch):
         best.append((top["budgets"][i]["score"], top["label"]))
     print("| *best of the others at that budget* | " + " | ".join(f"{s:.3f} ({l})" for s, l in best) + " |")
     default = by_label["default"]["budgets"]
+    # A score of 0 is a median run that found no configuration able to be its best (on
+    # landscapes where most are marked early_stopped): no ratio to print.
     print("| **default / best of the others** | " + " | ".join(
-        f"**{d['score'] / s:.3f}**" for d, (s, _) in zip(default, best)) + " |")
+        f"**{d['score'] / s:.3f}**" if s > 0 else "no ratio (both 0)" if d["score"] == 0 else "above (other 0)"
+        for d, (s, _) in zip(default, best)) + " |")
     print("\n`default` per landscape (median over seeds):\n")
     print("| landscape | " + " | ".join(str(b) for b in budgets) + " |")
     print("|---|" + "---:|" * len(budgets))

@@ -48,7 +48,7 @@ fn recorded_h100() -> Vec<PathBuf> {
 fn brute_force_reports_each_landscapes_minimum_valid_time() {
     let mut files = vec![PathBuf::from(repo("data/landscapes/pnpoly_RTX_3090.json.gz"))];
     let h100 = recorded_h100();
-    assert_eq!(h100.len(), 23, "{h100:?}");
+    assert_eq!(h100.len(), 25, "{h100:?}");
     files.extend(h100);
     files.extend(shared_landscapes().unwrap_or_default());
     for file in files {
