@@ -387,13 +387,12 @@ impl Strategy for DefaultSearch {
                     true => self.climb(context, &model, &batch, &mut head),
                     false => None,
                 };
-                climbed.or_else(|| {
-                    let local = match context.rng.chance(self.options.global_share) {
+                climbed
+                    .or_else(|| match context.rng.chance(self.options.global_share) {
                         true => None,
                         false => self.local(context, &model, &ranked, &batch, optima),
-                    };
-                    local.or_else(|| self.global(context, &model, &batch, stalled))
-                })
+                    })
+                    .or_else(|| self.global(context, &model, &batch, stalled))
             };
             match pick {
                 Some(id) => batch.push(id),
