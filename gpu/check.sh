@@ -4,13 +4,15 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
 # (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
-# default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed).
+# default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed);
+# tutorials (not in the default) needs Triton 3.6.0's tutorials in .tutorials or $TUTORIALS_DIR
+# (never committed; TUTORIAL_STAGES picks 03 08 06 09).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
@@ -65,6 +67,11 @@ for stage in $stages; do
         site kt || echo "note: .device/sites/kt.tar.xz is missing (gpu/prepare.sh): Kernel Tuner must be installed"
         step kt_examples env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_examples.py ${KT_EXAMPLES_ARGS:-}
         summary+=("$(sed -n '/=== kt_examples summary/,$p' "$OUT/kt_examples.log")")
+        ;;
+    tutorials)
+        echo "=== Triton's tutorials as published, the decorator renamed, against Triton's autotuner (bench/tutorials.py)"
+        step tutorials python3 bench/tutorials.py "${TUTORIALS_DIR:-.tutorials}" ${TUTORIAL_STAGES:-}
+        summary+=("$(sed -n '/=== tutorials summary/,$p' "$OUT/tutorials.log")")
         ;;
     kt_real)
         echo "=== Kernel Tuner's own example scripts with their imports switched (bench/kt_real.py)"

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Optional, Sequence
 from kerntune._errors import ArgumentError, ArgumentTypeError
 from kerntune._ranks import agree, lock_folder
 from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
-from kerntune._tune import Hooks, _config_key, _first_valid_config, jit_function, kernel_defaults, tune
+from kerntune._tune import Hooks, _first_valid_config, jit_function, kernel_defaults, tune
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "objective_higher_is_better", "timing",
@@ -68,7 +68,7 @@ class Autotuner:
         self.early_config_prune = prune.get("early_config_prune")
         config_hooks = {}
         if self.listed is not None:
-            config_hooks = {_config_key(row): hook for row, hook in zip(self.listed.rows, self.listed.hooks) if hook}
+            config_hooks = self.listed.config_hooks()
         self.hooks = Hooks(pre_hook, post_hook, config_hooks)
         # The search's settings, as attributes a caller may change before the first call.
         self.strategy = search.pop("strategy")

@@ -95,6 +95,10 @@ class Listed:
         self.rows = rows
         self.hooks = hooks
 
+    def config_hooks(self) -> dict:
+        """Each row's ``pre_hook``, under the row's ``config_key``."""
+        return {config_key(row): hook for row, hook in zip(self.rows, self.hooks) if hook}
+
 
 def listed(configs, defaults: Mapping[str, Any]) -> Listed:
     """The space of exactly ``configs``. A configuration that leaves out a constexpr the
@@ -145,6 +149,11 @@ def without_compilers_choice(config: Mapping[str, Any]) -> dict:
     """A configuration without the options at "the compiler's choice" (``maxnreg = 0``, an
     empty ``ptx_options``, ``acf = "none"``...), which a launch spells by leaving them out."""
     return {k: v for k, v in config.items() if not (k in COMPILERS_CHOICE and v == COMPILERS_CHOICE[k])}
+
+
+def config_key(config: Mapping[str, Any]) -> tuple:
+    """A configuration as a key that launches of it share, whatever its values' types."""
+    return tuple(sorted((k, repr(v)) for k, v in launch_options(config).items()))
 
 
 def launch_options(config: Mapping[str, Any]) -> dict:

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import sys
 import time
 
@@ -69,7 +70,71 @@ def stand_in(arg):
     kind = arg["kind"]
     if kind == "tensor":
         return _Tensor(arg["dtype"], arg["data_ptr"])
+    if kind == "tensordesc":
+        return descriptor(arg, arg["block_shape"])
     return arg.get("value")
+
+
+def descriptor(arg, block_shape):
+    """A host-side tensor descriptor over a stand-in tensor, with ``block_shape``. Built
+    without the checks of its constructor, which read a real tensor's element size."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    desc = TensorDescriptor.__new__(TensorDescriptor)
+    desc.base = _Tensor(arg["dtype"], arg["data_ptr"])
+    desc.shape = list(arg["shape"])
+    desc.strides = list(arg["strides"])
+    desc.block_shape = list(block_shape)
+    desc.padding = arg["padding"]
+    return desc
+
+
+#: Triton 3.6 numbers TMA element types on the device otherwise than the driver's
+#: ``CUtensorMapDataType`` for three of them (its launcher's conversion).
+TMA_HOST_TYPE = {8: 10, 9: 8, 10: 9}
+
+
+def _packed(fmt, value):
+    return {"kind": "value", "bytes": base64.b64encode(struct.pack(fmt, value)).decode()}
+
+
+def launch_params(arg_names, signature, setup_args, descriptors, tensordesc_meta):
+    """The compiled kernel's parameters before its scratch pointers, in Triton 3.6's launch
+    ABI: each argument that is not a constexpr, where a host-side tensor descriptor expands
+    to the TMA descriptor Triton lowered it to (or, where it did not, its base pointer, shape,
+    strides and padding flag), then its shape (i32) and strides (i64)."""
+    by_name = {a["name"]: a for a in setup_args}
+    meta = list(tensordesc_meta or [])
+    params = []
+    for index, name in enumerate(arg_names):
+        sig = signature[name]
+        if sig == "constexpr":
+            continue
+        if not (isinstance(sig, str) and sig.startswith("tensordesc")):
+            params.append({"kind": "arg", "index": index})
+            continue
+        arg = by_name[name]
+        shape, strides = list(arg["shape"]), list(arg["strides"])
+        block = list(descriptors.get(name, arg["block_shape"]))
+        info = meta.pop(0) if meta else None
+        if info is None:
+            params.append({"kind": "arg", "index": index})
+            params += [_packed("<q", v) for v in shape + strides]
+            params.append(_packed("<b", arg["padding"] == "nan"))
+        else:
+            if info.get("fp4_padded"):
+                shape[-1] *= 2
+            params.append({"kind": "tensor_map", "index": index, "map": {
+                "data_type": TMA_HOST_TYPE.get(info["elem_type"], info["elem_type"]),
+                "elem_size": info["elem_size"],
+                "shape": shape,
+                "strides": strides,
+                "block": list(info.get("block_size") or block),
+                "swizzle": info["swizzle"],
+                "nan_fill": arg["padding"] == "nan",
+            }})
+        params += [_packed("<i", v) for v in shape] + [_packed("<q", v) for v in strides]
+    return params
 
 
 def refuse_large_shared_memory(limit):
@@ -397,6 +462,7 @@ def main(setup_path):
     backend = make_backend(target)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
     stand_ins = {a["name"]: stand_in(a) for a in setup["args"]}
+    described = {a["name"]: a for a in setup["args"]}
     arg_names = [p.name for p in kernel.params]
     out = sys.stdout
     for line in sys.stdin:
@@ -407,6 +473,9 @@ def main(setup_path):
             kwargs.update(request["options"])
             call = dict(stand_ins)
             call.update({k: v for k, v in kwargs.items() if k in arg_names})
+            descriptors = request.get("descriptors") or {}
+            for name, block_shape in descriptors.items():
+                call[name] = descriptor(described[name], block_shape)
             options = {k: v for k, v in kwargs.items() if k not in arg_names}
             bound, specialization, opts = binder(**call, **options)
             parsed, signature, constexprs, attrs = kernel._pack_args(backend, options, bound, specialization, opts)
@@ -415,12 +484,12 @@ def main(setup_path):
                 compiled, reused = compile_sharing_front_ends(ASTSource(kernel, signature, constexprs, attrs), target,
                                                               parsed.__dict__, front_ends)
             metadata = compiled.metadata
-            passed = [i for i, name in enumerate(arg_names) if signature[name] != "constexpr"]
-            extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(passed)
+            params = launch_params(arg_names, signature, setup["args"], descriptors,
+                                   getattr(metadata, "tensordesc_meta", None))
+            extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(params)
             scratch_sizes = [metadata.global_scratch_size, metadata.profile_scratch_size]
             if extra < 0 or extra > len(scratch_sizes):
                 raise RuntimeError(f"the kernel has {extra} parameters beyond its arguments; this Triton's launch ABI is not known")
-            params = [{"kind": "arg", "index": i} for i in passed]
             params += [{"kind": "scratch", "bytes_per_program": scratch_sizes[k] or 0} for k in range(extra)]
             reply = {
                 "type": "compiled",

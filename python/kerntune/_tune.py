@@ -7,6 +7,7 @@ owns copies of the call's tensors and launches the cubins from Rust with Triton'
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune import _edges, _ptxas
-from kerntune._space import CONTROL_NAMES, OPTION_NAMES, launch_options, names_of, space_of
+from kerntune._space import CONTROL_NAMES, OPTION_NAMES, config_key, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
 _DTYPES = {
@@ -59,6 +60,29 @@ def jit_function(kernel):
 
 def _is_tensor(value) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "dtype") and hasattr(value, "element_size")
+
+
+def _is_descriptor(value) -> bool:
+    """A host-side TMA tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``)."""
+    return type(value).__name__ == "TensorDescriptor" and _is_tensor(getattr(value, "base", None))
+
+
+def _tensor_of(value):
+    """The tensor an argument holds: the tensor itself, a descriptor's base, else None."""
+    if _is_tensor(value):
+        return value
+    return value.base if _is_descriptor(value) else None
+
+
+def _with_tensor(value, tensor):
+    """``value`` holding ``tensor`` instead: the tensor, or a copy of the descriptor over it
+    (its block shape free to change, as a config's ``pre_hook`` changes it)."""
+    if not _is_descriptor(value):
+        return tensor
+    desc = copy.copy(value)
+    desc.base = tensor
+    desc.block_shape = list(value.block_shape)
+    return desc
 
 
 def _dtype_name(tensor) -> str:
@@ -163,7 +187,7 @@ AGREEING_CONFIGS = 2
 
 def _clones(call):
     """Copies of a call's tensors (the rest as given), and no check after a launch."""
-    return {k: (v.clone() if _is_tensor(v) else v) for k, v in call.items()}, None
+    return {k: (_with_tensor(v, _tensor_of(v).clone()) if _tensor_of(v) is not None else v) for k, v in call.items()}, None
 
 
 def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clones):
@@ -189,7 +213,8 @@ def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clo
         except Exception as error:  # try the next configuration
             errors.append(f"{config}: {type(error).__name__}: {error}")
             continue
-        changed = {k: copies[k] for k, v in call.items() if _is_tensor(v) and k not in reset_to_zero and not _same_bytes(copies[k], v)}
+        changed = {k: _tensor_of(copies[k]) for k, v in call.items()
+                   if _tensor_of(v) is not None and k not in reset_to_zero and not _same_bytes(_tensor_of(copies[k]), _tensor_of(v))}
         changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
         runs.append((config, changed))
     return runs, errors
@@ -200,7 +225,7 @@ def _agreement_check(fn, call, reset_to_zero, atol, rtol, where=""):
     import torch
 
     def unchanged(name):
-        return torch.zeros_like(call[name]) if name in reset_to_zero else call[name]
+        return torch.zeros_like(call[name]) if name in reset_to_zero else _tensor_of(call[name])
 
     def difference(name, actual, expected):
         tolerance = _default_tolerance(expected)
@@ -244,13 +269,14 @@ def _shuffled_inputs(call, outputs, reset_to_zero, number: int) -> dict:
 
     shuffled = {}
     for index, (name, value) in enumerate(call.items()):
-        if (_is_tensor(value) and value.is_floating_point() and name not in outputs and name not in reset_to_zero
-                and value.is_contiguous() and value.numel() > 1):
+        tensor = _tensor_of(value)
+        if (tensor is not None and tensor.is_floating_point() and name not in outputs and name not in reset_to_zero
+                and tensor.is_contiguous() and tensor.numel() > 1):
             # Drawn on the tensor's device (no permutation built on the host and copied over),
             # each tensor its own.
-            generator = torch.Generator(device=value.device).manual_seed(0x5EED + 1009 * number + index)
-            order = torch.randperm(value.numel(), generator=generator, device=value.device)
-            shuffled[name] = value.reshape(-1)[order].reshape(value.shape)
+            generator = torch.Generator(device=tensor.device).manual_seed(0x5EED + 1009 * number + index)
+            order = torch.randperm(tensor.numel(), generator=generator, device=tensor.device)
+            shuffled[name] = _with_tensor(value, tensor.reshape(-1)[order].reshape(tensor.shape))
     return shuffled
 
 
@@ -273,16 +299,16 @@ def _extra_sets(fn, grid, call, runs, reset_to_zero, hooks, atol, rtol, count, w
         _agreement_check(fn, data, reset_to_zero, atol, rtol,
                          f" on input set {number + 1} (the call's floating-point inputs shuffled)")(again)
         inputs = []
-        for name, tensor in shuffled.items():
+        for name, value in shuffled.items():
             path = os.path.join(workdir, f"{name}.set{number}.bin")
-            _write_tensor(tensor, path)
+            _write_tensor(_tensor_of(value), path)
             inputs.append([positions[name], path])
         expected = []
         for name in expected_names:
             path = os.path.join(workdir, f"{name}.set{number}.expected.bin")
             output = again[0][1].get(name)
             if output is None:  # this set's run left it as the call had it (zeroed, if reset)
-                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else call[name]
+                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else _tensor_of(call[name])
             _write_tensor(output, path)
             expected.append(path)
         sets.append({"inputs": inputs, "expected": expected})
@@ -336,12 +362,26 @@ def _default_tolerance(tensor) -> float:
     return 1e-2 if tensor.is_floating_point() else 0.0
 
 
+class _DType(str):
+    """A stand-in tensor's element type: its name, with the two facts a host-side
+    ``TensorDescriptor`` reads of a torch dtype."""
+
+    @property
+    def itemsize(self) -> int:
+        return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}.get(str(self), 1)
+
+    @property
+    def is_floating_point(self) -> bool:
+        return str(self).startswith(("float", "bfloat"))
+
+
 class Tensor:
     """A stand-in for a tensor argument when compiling without a GPU
-    (``kerntune.compile``): its element type, shape and address (for alignment)."""
+    (``kerntune.compile``): its element type, shape and address (for alignment). It can be
+    the base of a ``TensorDescriptor`` (``TensorDescriptor.from_tensor``), contiguous."""
 
     def __init__(self, dtype: str, shape: Sequence[int], data_ptr: int = 1 << 20):
-        self.dtype = dtype
+        self.dtype = _DType(dtype)
         self.shape = tuple(shape)
         self._data_ptr = data_ptr
 
@@ -349,7 +389,14 @@ class Tensor:
         return self._data_ptr
 
     def element_size(self) -> int:
-        return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}.get(self.dtype, 1)
+        return self.dtype.itemsize
+
+    def stride(self) -> tuple:
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.insert(0, step)
+            step *= extent
+        return tuple(strides)
 
 
 def kernel_defaults(fn) -> dict:
@@ -396,6 +443,15 @@ def _describe(fn, call, params, specialization):
         if kind == "constexpr":
             job_args.append({"kind": "constant", "name": p.name})
             describe.append({"name": p.name, "kind": "value", "value": value})
+        elif _is_descriptor(value):
+            base = value.base
+            dtype = _DTYPES.get(_dtype_name(base), "u8" if base.element_size() == 1 else None)
+            if dtype is None:
+                raise ArgumentTypeError(f"argument {p.name}: tensor descriptors over {base.dtype} are not supported yet")
+            job_args.append({"kind": "buffer", "name": p.name, "dtype": dtype, "len": 0, "file": "", "output": False})
+            describe.append({"name": p.name, "kind": "tensordesc", "dtype": _dtype_name(base), "data_ptr": base.data_ptr(),
+                             "shape": [int(n) for n in value.shape], "strides": [int(n) for n in value.strides],
+                             "block_shape": [int(n) for n in value.block_shape], "padding": value.padding})
         elif _is_tensor(value):
             dtype = _DTYPES.get(_dtype_name(value), "u8" if value.element_size() == 1 else None)
             if dtype is None:
@@ -536,7 +592,8 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, pt
             "shared_limit": shared_limit,
         }, f)
     problem = {
-        "args": {d["name"]: (f"{d['dtype']}{list(call[d['name']].shape)}" if d["kind"] == "tensor" else d.get("value")) for d in describe if d["kind"] != "tuned"},
+        "args": {d["name"]: (f"{d['dtype']}{list(_tensor_of(call[d['name']]).shape)}" if d["kind"] in ("tensor", "tensordesc")
+                             else d.get("value")) for d in describe if d["kind"] != "tuned"},
         "specialization": [list(s) for s in specialization if s[0] != "constexpr"],
     }
     identity = [fn.cache_key, triton.__version__, problem["specialization"]]
@@ -603,7 +660,9 @@ def compile(
             _through_ray(job, ray)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
-        text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db)
+        hooks = Hooks(config_hooks=listed.config_hooks() if listed is not None else None)
+        text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db,
+                                        _descriptor_blocks(call, list(params), hooks))
     return json.loads(text)
 
 
@@ -863,14 +922,18 @@ class Hooks:
         self.post_hook = post_hook
         self.config_hooks = config_hooks or {}
 
-    def around(self, launch, nargs: dict, config: Mapping[str, Any]):
-        if not (self.config_hooks or self.pre_hook or self.post_hook):
-            return launch()  # the common case, on every launch of a tuned kernel
-        config_hook = self.config_hooks.get(_config_key(config))
+    def before(self, nargs: dict, config: Mapping[str, Any]) -> None:
+        """The hooks that run before a launch of ``config``: its own, then the call's."""
+        config_hook = self.config_hooks.get(config_key(config))
         if config_hook is not None:
             config_hook(nargs)
         if self.pre_hook is not None:
             self.pre_hook(nargs)
+
+    def around(self, launch, nargs: dict, config: Mapping[str, Any]):
+        if not (self.config_hooks or self.pre_hook or self.post_hook):
+            return launch()  # the common case, on every launch of a tuned kernel
+        self.before(nargs, config)
         try:
             result = launch()
         except Exception as error:
@@ -882,8 +945,21 @@ class Hooks:
         return result
 
 
-def _config_key(config: Mapping[str, Any]) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in launch_options(config).items()))
+def _descriptor_blocks(call: Mapping[str, Any], names: Sequence[str], hooks: Hooks):
+    """For a call with host-side tensor descriptors, the function the run asks for each
+    configuration's block shapes (values in the order of ``names``; JSON ``{name: [dims]}``
+    back): the hooks that run before a launch set them, as Triton's tutorials do in a
+    config's ``pre_hook``, here on copies of the descriptors. None without descriptors."""
+    described = [name for name, value in call.items() if _is_descriptor(value)]
+    if not described:
+        return None
+
+    def blocks(values):
+        config = dict(zip(names, values))
+        nargs = {**call, **{name: _with_tensor(call[name], call[name].base) for name in described}, **config}
+        hooks.before(nargs, config)
+        return json.dumps({name: [int(n) for n in nargs[name].block_shape] for name in described})
+    return blocks
 
 
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
@@ -901,7 +977,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
-            value = call[entry["name"]]
+            value = _tensor_of(call[entry["name"]])
             entry["file"] = os.path.join(workdir, f"{entry['name']}.bin")
             entry["len"] = _storage_span(value)
             _write_tensor(value, entry["file"])
@@ -929,13 +1005,13 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
             raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
         outputs = dict(answer)
         for name in outputs:
-            if not _is_tensor(call.get(name)):
+            if _tensor_of(call.get(name)) is None:
                 raise ArgumentError(f"answer names '{name}', which is not a tensor argument of {fn.__name__}")
     if outputs:
         reference = []
         for name, expected in outputs.items():
             position = fn.arg_names.index(name)
-            tensor = call[name]
+            tensor = _tensor_of(call[name])
             if not tensor.is_contiguous():
                 raise ArgumentError(f"output {name} must be contiguous to be checked")
             job_args[position]["output"] = True
@@ -995,7 +1071,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         _bench_through_ray(job, search["ray"])
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
-        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet)
+        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet,
+                                     _descriptor_blocks(call, list(params), hooks))
     finally:
         if bar:
             bar.close()

@@ -19,10 +19,16 @@ use crate::job::{is_compilers_choice, is_control_option, JobError, TritonArg, Tr
 /// function or expression.
 pub type GridFn<'a> = Box<dyn Fn(&[Value]) -> Result<[u64; 3], String> + 'a>;
 
+/// The block shape of each host-side tensor descriptor argument under a configuration, by
+/// argument name (`[64, 64]`): what the user's `pre_hook` sets, which Triton compiles into
+/// the kernel's signature and the benchmark worker encodes into the descriptor.
+pub type DescriptorFn<'a> = Box<dyn Fn(&[Value]) -> Result<Map<String, serde_json::Value>, String> + 'a>;
+
 pub struct TritonLanguage<'a> {
     job: &'a TritonJob,
     params: Vec<Param>,
     grid: GridFn<'a>,
+    descriptors: Option<DescriptorFn<'a>>,
     timing: Timing,
     objective: Objective,
     objective_expression: Option<Formula>,
@@ -52,7 +58,13 @@ impl<'a> TritonLanguage<'a> {
         if objective_expression.as_ref().is_some_and(Formula::needs_energy) {
             timing.energy = EnergyMode::Require;
         }
-        Ok(TritonLanguage { job, timing, params, grid, objective, objective_expression })
+        Ok(TritonLanguage { job, timing, params, grid, descriptors: None, objective, objective_expression })
+    }
+
+    /// The kernel takes host-side tensor descriptors whose block shapes `descriptors` gives.
+    pub fn with_descriptors(mut self, descriptors: DescriptorFn<'a>) -> Self {
+        self.descriptors = Some(descriptors);
+        self
     }
 
     pub fn params(&self) -> &[Param] {
@@ -135,7 +147,11 @@ impl Language for TritonLanguage<'_> {
         if !words.is_empty() {
             options.insert("ptx_options".into(), words.join(" ").into());
         }
-        Ok(CompileJob::Triton { constexprs, options })
+        let descriptors = match &self.descriptors {
+            Some(blocks) => blocks(config)?,
+            None => Map::new(),
+        };
+        Ok(CompileJob::Triton { constexprs, options, descriptors })
     }
 
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {

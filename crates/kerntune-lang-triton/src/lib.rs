@@ -15,4 +15,4 @@ pub use job::{
     is_compilers_choice, is_control_option, option_default, ChosenPtxas, JobError, ObjectiveSpec, ReferenceOutput,
     TritonArg, TritonJob, OPTION_NAMES,
 };
-pub use language::{GridFn, TritonLanguage};
+pub use language::{DescriptorFn, GridFn, TritonLanguage};

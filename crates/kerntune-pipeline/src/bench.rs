@@ -18,7 +18,7 @@ use std::ffi::c_void;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-use kerntune_device::{fill, DType};
+use kerntune_device::{fill, DType, TensorMap};
 use kerntune_store::Status;
 
 use crate::error::FailureKind;
@@ -373,9 +373,10 @@ impl Worker {
         Ok(())
     }
 
-    /// The parameter pointers of a launch of `kernel`, and the scratch buffers (with their
-    /// pointer slots) that must live until it has run. Each pointer points at an 8-byte slot
-    /// holding the argument's value; cuLaunchKernel reads as many bytes as the parameter has.
+    /// The parameter pointers of a launch of `kernel`, and what they point at that must
+    /// live until it has run: scratch buffers, values and TMA descriptors. Each pointer
+    /// points at the argument's value (an argument's 8-byte slot holds a scalar or a device
+    /// address); cuLaunchKernel reads as many bytes as the parameter has.
     fn kernel_pointers(
         &mut self,
         context: &Context,
@@ -388,24 +389,32 @@ impl Worker {
             ));
         };
         let programs: u64 = kernel.geometry.grid.iter().map(|g| u64::from(*g)).product();
-        let mut scratch = Scratch { slots: Box::new([0u64; 8]), buffers: Vec::new() };
-        let mut used = 0;
+        let mut scratch = Scratch::default();
         let mut pointers = Vec::with_capacity(params.len());
         for param in params {
-            match param {
-                ParamSource::Arg { index } => pointers.push((&mut self.slots[*index] as *mut u64).cast::<c_void>()),
+            let pointer = match param {
+                ParamSource::Arg { index } => (&mut self.slots[*index] as *mut u64).cast::<c_void>(),
                 ParamSource::Scratch { bytes_per_program } => {
+                    let mut address = 0;
                     if *bytes_per_program > 0 {
                         let buffer = context.alloc((bytes_per_program * programs) as usize)?;
                         context.fill(&buffer, 0)?;
-                        scratch.slots[used] = buffer.pointer();
+                        address = buffer.pointer();
                         scratch.buffers.push(buffer);
                     }
-                    // The boxed slots do not move when `scratch` does.
-                    pointers.push((&mut scratch.slots[used] as *mut u64).cast::<c_void>());
-                    used += 1;
+                    scratch.hold(Held::Value(address))
                 }
-            }
+                ParamSource::Value { bytes } => {
+                    let mut value = [0u8; 8];
+                    let length = bytes.0.len().min(8);
+                    value[..length].copy_from_slice(&bytes.0[..length]);
+                    scratch.hold(Held::Value(u64::from_le_bytes(value)))
+                }
+                ParamSource::TensorMap { index, map } => {
+                    scratch.hold(Held::TensorMap(TensorMap::encode(map, self.slots[*index])?))
+                }
+            };
+            pointers.push(pointer);
         }
         Ok((pointers, scratch))
     }
@@ -771,11 +780,34 @@ struct Interleaving {
     seed: u64,
 }
 
-/// Scratch buffers of one launch and the slots that hold their pointers.
+/// What the parameters of one launch point at beyond the arguments' slots: scratch
+/// buffers, and the values and TMA descriptors passed by value, each boxed so that its
+/// address stays put while `Scratch` moves.
 #[derive(Default)]
 struct Scratch {
-    slots: Box<[u64; 8]>,
+    // Boxed: the vector moves its elements as it grows, and pointers to them are handed out.
+    #[allow(clippy::vec_box)]
+    held: Vec<Box<Held>>,
     buffers: Vec<DeviceBuffer>,
+}
+
+enum Held {
+    /// A scalar or a device address, little-endian in 8 bytes.
+    Value(u64),
+    TensorMap(TensorMap),
+}
+
+impl Scratch {
+    /// Keeps `value` until the launch and returns the parameter pointer to it.
+    fn hold(&mut self, value: Held) -> *mut c_void {
+        let mut boxed = Box::new(value);
+        let pointer = match boxed.as_mut() {
+            Held::Value(value) => (value as *mut u64).cast::<c_void>(),
+            Held::TensorMap(map) => map.as_mut_ptr(),
+        };
+        self.held.push(boxed);
+        pointer
+    }
 }
 
 fn launch_image(

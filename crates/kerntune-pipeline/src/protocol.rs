@@ -52,6 +52,13 @@ pub enum ParamSource {
     /// A device buffer of this many bytes per program (block) of the launch, zeroed; a
     /// null pointer when the size is 0 (Triton's global and profile scratch).
     Scratch { bytes_per_program: u64 },
+    /// A TMA descriptor (`CUtensorMap`, by value) over the buffer argument at `index`,
+    /// encoded by the benchmark worker over its own copy of the buffer: Triton's host-side
+    /// tensor descriptors.
+    TensorMap { index: usize, map: kerntune_device::TensorMapSpec },
+    /// A value fixed when the kernel was compiled, packed as the kernel receives it (at most
+    /// 8 bytes): the shapes and strides Triton passes beside a tensor descriptor.
+    Value { bytes: Bytes },
 }
 
 /// A compiled kernel ready to launch.
@@ -306,9 +313,14 @@ pub enum CompileJob {
     },
     /// A configuration of the Triton kernel the worker was started for: constexpr values
     /// and compile options (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`, `ptx_options`).
+    /// `descriptors`: the block shape of each host-side tensor descriptor argument, by
+    /// name, as the user's `pre_hook` sets it for this configuration (it is part of the
+    /// kernel's signature).
     Triton {
         constexprs: serde_json::Map<String, serde_json::Value>,
         options: serde_json::Map<String, serde_json::Value>,
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        descriptors: serde_json::Map<String, serde_json::Value>,
     },
 }
 
@@ -319,13 +331,13 @@ impl CompileJob {
     pub fn family(&self) -> Option<String> {
         match self {
             CompileJob::Cuda { .. } => None,
-            CompileJob::Triton { constexprs, options } => {
+            CompileJob::Triton { constexprs, options, descriptors } => {
                 let shared: serde_json::Map<_, _> = options
                     .iter()
                     .filter(|(name, _)| !matches!(name.as_str(), "num_warps" | "num_stages"))
                     .map(|(name, value)| (name.clone(), value.clone()))
                     .collect();
-                Some(serde_json::json!([constexprs, shared]).to_string())
+                Some(serde_json::json!([constexprs, shared, descriptors]).to_string())
             }
         }
     }

@@ -187,6 +187,7 @@ fn triton(id: u32, block: u32, warps: u32) -> CompileRequest {
         job: CompileJob::Triton {
             constexprs: constexprs.as_object().expect("an object").clone(),
             options: options.as_object().expect("an object").clone(),
+            descriptors: serde_json::Map::new(),
         },
     }
 }

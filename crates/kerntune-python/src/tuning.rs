@@ -186,8 +186,10 @@ pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo
 /// request's edge sizes through Triton (`None` when right there, else why not); it is
 /// asked of the best configurations after the search (see `kerntune_run::vetting`).
 /// Returns the run's summary as JSON.
+/// `descriptors`, where the kernel takes host-side tensor descriptors, maps a
+/// configuration to their block shapes (`{name: [rows, columns]}`).
 #[pyfunction]
-#[pyo3(signature = (job, request, grid, progress, vet = None))]
+#[pyo3(signature = (job, request, grid, progress, vet = None, descriptors = None))]
 pub fn tune_triton(
     py: Python<'_>,
     job: &str,
@@ -195,6 +197,7 @@ pub fn tune_triton(
     grid: Py<PyAny>,
     progress: Option<Py<PyAny>>,
     vet: Option<Py<PyAny>>,
+    descriptors: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let request: RunRequest = serde_json::from_str(request).map_err(errors::spec)?;
@@ -206,7 +209,10 @@ pub fn tune_triton(
         bench_workers: request.bench_workers.filter(|n| *n > 0),
     };
     let result = py.detach(|| -> PyResult<Json> {
-        let language = TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?;
+        let language = with_descriptors(
+            TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?,
+            descriptors.as_ref(),
+        );
         let space = job.space(language.params().to_vec()).map_err(errors::space)?;
         let tuning = Tuning {
             language: &language,
@@ -230,13 +236,14 @@ pub fn tune_triton(
 /// Compiles every configuration of a Triton job for `arch` with no GPU, keeping the cubins
 /// in `db` when given. Returns, per configuration, what the compile produced.
 #[pyfunction]
-#[pyo3(signature = (job, arch, compile_workers = None, db = None))]
+#[pyo3(signature = (job, arch, compile_workers = None, db = None, descriptors = None))]
 pub fn compile_triton(
     py: Python<'_>,
     job: &str,
     arch: &str,
     compile_workers: Option<usize>,
     db: Option<String>,
+    descriptors: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
@@ -244,7 +251,10 @@ pub fn compile_triton(
     let worker = job.worker(&job.compile_worker).map_err(errors::spec)?;
     let rows = py.detach(|| -> PyResult<Vec<Json>> {
         let store = db.map(|path| Store::open(std::path::Path::new(&path))).transpose().map_err(errors::store)?;
-        let language = TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?;
+        let language = with_descriptors(
+            TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?,
+            descriptors.as_ref(),
+        );
         let info = job.tuning_info("compile-only", params.clone(), Objective::time());
         let tuning = store.as_ref().map(|s| s.tuning(&info).map(|t| (s, t))).transpose().map_err(errors::store)?;
         let compile = CompileOnly {
@@ -304,16 +314,42 @@ fn triton_vet(check: &Py<PyAny>) -> VetFn<'_> {
     })
 }
 
+/// `language` with the front's descriptor block shapes, where the kernel has descriptors.
+fn with_descriptors<'a>(language: TritonLanguage<'a>, descriptors: Option<&'a Py<PyAny>>) -> TritonLanguage<'a> {
+    match descriptors {
+        Some(blocks) => language.with_descriptors(triton_descriptors(blocks)),
+        None => language,
+    }
+}
+
+/// Calls the front's function `f` of a configuration (its values, as a list), with the GIL;
+/// a failure is `failed` and Python's message.
+fn call_with_config(py: Python<'_>, f: &Py<PyAny>, config: &[Value], failed: &str) -> Result<Py<PyAny>, String> {
+    let values = config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
+    f.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| {
+        keep_interrupt(py, &e);
+        format!("{failed}: {e}")
+    })
+}
+
+/// The front's descriptor block shapes as the Triton language asks for them (taking the
+/// GIL): a configuration's values in, `{name: [dims]}` back.
+fn triton_descriptors(blocks: &Py<PyAny>) -> kerntune_lang_triton::DescriptorFn<'_> {
+    Box::new(move |config: &[Value]| -> Result<serde_json::Map<String, Json>, String> {
+        Python::attach(|py| {
+            let failed = "the pre_hook that sets the tensor descriptors' block shapes failed";
+            let answer = call_with_config(py, blocks, config, failed)?;
+            let text: String = answer.extract(py).map_err(|e| format!("descriptor block shapes: {e}"))?;
+            serde_json::from_str(&text).map_err(|e| format!("descriptor block shapes: {e}"))
+        })
+    })
+}
+
 /// The user's grid function as the Triton language calls it (taking the GIL).
 fn triton_grid(grid: &Py<PyAny>) -> kerntune_lang_triton::GridFn<'_> {
     Box::new(move |config: &[Value]| -> Result<[u64; 3], String> {
         Python::attach(|py| {
-            let values =
-                config.iter().map(|v| py_value(py, v)).collect::<PyResult<Vec<_>>>().map_err(|e| e.to_string())?;
-            let answer = grid.call1(py, (PyList::new(py, values).map_err(|e| e.to_string())?,)).map_err(|e| {
-                keep_interrupt(py, &e);
-                format!("the grid function failed: {e}")
-            })?;
+            let answer = call_with_config(py, grid, config, "the grid function failed")?;
             let dims: Vec<u64> =
                 answer.extract(py).map_err(|e| format!("the grid function must return up to 3 integers: {e}"))?;
             let mut grid = [1u64; 3];
