@@ -226,3 +226,43 @@ def test_free_names_follow_pythons_scoping():
 def test_a_kernel_source_python_cannot_analyse_is_one_line_naming_it():
     with pytest.raises(CaptureError, match=r"^broken cannot be read on its own: no binding for nonlocal 'x' found"):
         _free_names("broken", "def broken():\n    nonlocal x\n")
+
+
+# The tutorial's own shape on a GPU: its inputs are CUDA tensors in module globals `a` and
+# `b`, the kernel's locals reuse the names, and the decorator is kerntune's.
+GPU_SCRIPT_TAIL = textwrap.dedent('''
+    import torch
+    import kerntune
+
+    size = 512
+    torch.manual_seed(0)
+    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    tuned = kerntune.autotune(configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=4)
+                                       for m, n in ((32, 32), (64, 32), (64, 64))], key=["M", "N", "K"])(matmul_kernel)
+    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+    grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)
+    tuned[grid](a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    torch.testing.assert_close(c, torch.nn.functional.leaky_relu(a.float() @ b.float(), 0.01).half(), atol=1e-2, rtol=1e-2)
+    print("matches torch", tuned.best_config)
+''')
+
+
+@pytest.mark.gpu
+def test_the_tutorials_cuda_tensors_in_globals_named_like_the_kernels_locals_stay_home(tmp_path):
+    import os
+
+    path = tmp_path / "tutorial_shape.py"
+    path.write_text("import kerntune\n" + MATMUL_MODULE + GPU_SCRIPT_TAIL)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                         env=dict(os.environ, KERNTUNE_DB=str(tmp_path / "results.db")))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "matches torch" in out.stdout, out.stdout
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_reads_a_cuda_tensor_global_is_refused_naming_it(tmp_path, monkeypatch):
+    module = import_module(tmp_path, monkeypatch, "kerntune_test_reads_tensor", READS_AN_ARRAY.replace(
+        "table = np.arange(64, dtype=np.float32)", "import torch\ntable = torch.arange(64, device='cuda', dtype=torch.float32)"))
+    with pytest.raises(CaptureError, match=r"^reads_table reads 'table' \(Tensor\).*pass 'table' to reads_table as an argument$"):
+        capture(module.reads_table)
