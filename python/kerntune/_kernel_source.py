@@ -1,12 +1,14 @@
 """A ``@triton.jit`` kernel as data, so that compile workers rebuild it without running the
 user's program.
 
-``capture(fn)`` walks the kernel's source for the names it uses and records what each one
-is in the kernel's scope (its module globals and closure): other ``@triton.jit`` helpers and
-``@triton.constexpr_function`` functions by their source (captured the same way, so helpers
-defined in ``__main__``, in a notebook cell or inside a function travel too), modules by
-name, and values (``tl.constexpr``, dtypes, numbers, strings...) by pickle. ``rebuild``
-turns that back into a ``JITFunction`` in a fresh namespace.
+``capture(fn)`` asks Python's own scoping rules (``symtable``) which names the kernel's
+source reads from outside itself (a name it assigns anywhere is local, as in Python) and
+records what each one is in the kernel's scope (its closure cells, then its module
+globals): other ``@triton.jit`` helpers and ``@triton.constexpr_function`` functions by
+their source (captured the same way, so helpers defined in ``__main__``, in a notebook cell
+or inside a function travel too), modules by name, and values (``tl.constexpr``, dtypes,
+numbers, strings...) by pickle. Arrays and tensors never travel. ``rebuild`` turns that back
+into a ``JITFunction`` in a fresh namespace.
 
 Why not import the kernel's module in the worker: for a script with top-level code and no
 main guard, importing ``__main__`` again runs the whole program once per worker; a notebook
@@ -16,12 +18,13 @@ inside a function has no importable name. See docs/design-notes.md.
 
 from __future__ import annotations
 
-import ast
 import base64
 import builtins
 import importlib
 import linecache
+import numbers
 import pickle
+import symtable
 import types
 from typing import Any
 
@@ -68,9 +71,54 @@ def _jit_kinds():
     return JITFunction, ConstexprFunction
 
 
-def _used_names(source: str) -> set[str]:
-    """Every name the source reads or defines: a superset of the globals it needs."""
-    return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+def _free_names(name: str, source: str) -> set[str]:
+    """The names the function ``source`` (a single ``def``) reads from outside itself, by
+    Python's rules: its body's globals and those of anything nested in it, and what its
+    defaults and annotations read (they are evaluated where the function is defined).
+    Parameters, assigned names, loop, ``with`` and comprehension targets are local even
+    where a read comes first; a name of the enclosing function shows up as a global here,
+    since the source is analysed on its own, and ``_lookup`` finds it in the closure."""
+    try:
+        module = symtable.symtable(source, f"<{name}>", "exec")
+    except SyntaxError as error:
+        raise CaptureError(f"{name} cannot be read on its own: {error.msg} (line {error.lineno} of the function)") from None
+    found, tables = set(), [module]
+    while tables:
+        table = tables.pop()
+        found.update(s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced())
+        tables.extend(table.get_children())
+    return found
+
+
+_MISSING = object()
+
+
+def _lookup(fn, name: str) -> Any:
+    """What ``name`` is where ``fn`` runs: a closure cell shadows a module global, as in
+    Python. A cell still empty, or a name bound nowhere (a builtin), gives ``_MISSING``."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    if name in cells:
+        try:
+            return cells[name].cell_contents
+        except ValueError:
+            return _MISSING
+    return fn.__globals__.get(name, _MISSING)
+
+
+def _is_array(value: Any) -> bool:
+    """Whether ``value`` holds array data (a torch tensor, a numpy, CuPy or JAX array, or
+    anything else that offers its memory): such a global is the user's data, megabytes
+    that a kernel cannot read from its module anyway, so it must never be pickled into a
+    compile job. Numbers (numpy scalars included) and classes are not arrays."""
+    if isinstance(value, (type, numbers.Number)):
+        return False
+    for attribute in ("__cuda_array_interface__", "__array_interface__", "__array__", "__dlpack__", "data_ptr"):
+        try:
+            if hasattr(value, attribute):
+                return True
+        except Exception:  # the property exists but refuses this value (a device it does not serve)
+            return True
+    return False
 
 
 def _importable(module_name: str, qualname: str, value: Any) -> bool:
@@ -116,10 +164,10 @@ class _Capture:
                 "noinline": jit.noinline,
             }
         self.functions.append(entry)
-        scope = jit.get_capture_scope()
-        for name in sorted(_used_names(jit.src)):
-            if name in scope:
-                entry["scope"][name] = self.value(scope[name], name, jit)
+        for name in sorted(_free_names(jit.fn.__name__, jit.src)):
+            value = _lookup(jit.fn, name)
+            if value is not _MISSING:
+                entry["scope"][name] = self.value(value, name, jit)
         return number
 
     def value(self, value: Any, name: str, owner) -> dict:
@@ -132,6 +180,13 @@ class _Capture:
         inner = getattr(value, "fn", None)
         if isinstance(inner, kinds) and not isinstance(value, kinds):
             return {"function": self.function(inner)}  # a helper wrapped by a decorator
+        from triton.language import constexpr
+
+        if _is_array(value.value if isinstance(value, constexpr) else value):
+            raise CaptureError(
+                f"{owner.fn.__name__} reads '{name}' ({type(value).__name__}), an array from its module or closure; "
+                f"arrays are never sent to compile workers: pass '{name}' to {owner.fn.__name__} as an argument"
+            )
         module_name = getattr(value, "__module__", None)
         qualname = getattr(value, "__qualname__", None)
         if (callable(value) or isinstance(value, type)) and qualname is not None:
