@@ -103,14 +103,21 @@ class Autotuner:
         key += [str(v.dtype) for v in call.values() if hasattr(v, "dtype")]
         return tuple(key)
 
-    def prune_configs(self, call: Mapping[str, Any]) -> list[dict]:
+    def prune_configs(self, call: Mapping[str, Any], keywords: Optional[Mapping[str, Any]] = None) -> list[dict]:
         """The listed configurations after ``early_config_prune`` and ``perf_model``/``top_k``,
-        as Triton prunes them."""
+        as Triton prunes them: ``early_config_prune(configs, nargs, **kwargs)`` with the
+        positional arguments by name and the launch's keyword arguments (``keywords``, with
+        ``grid`` and ``warmup`` as Triton passes them; default: none, every argument in
+        ``call`` being positional)."""
         rows = list(self.listed.rows)
+        if keywords is None:
+            nargs, keywords = dict(call), {}
+        else:
+            nargs = {name: value for name, value in call.items() if name not in keywords}
         if self.early_config_prune is not None:
             configs = [as_config(row) for row in rows]
             by_config = {id(c): row for c, row in zip(configs, rows)}
-            kept = self.early_config_prune(configs, dict(call))
+            kept = self.early_config_prune(configs, nargs, **keywords)
             if not kept:
                 raise ArgumentError("early_config_prune returned no configuration; it must keep at least one")
             rows = [by_config[id(c)] if id(c) in by_config else _row_of(c) for c in kept]
@@ -125,14 +132,14 @@ class Autotuner:
                 rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
         return rows
 
-    def _config(self, key: tuple, call, grid) -> dict:
+    def _config(self, key: tuple, call, grid, keywords=None) -> dict:
         if key in self._best:
             return self._best[key]
         if os.environ.get("KERNTUNE_NO_TUNE") == "1":
             rows = self.listed.rows if self.listed is not None else _first_valid_config(self.table, self.restrictions, 1)
             config = rows[0]
         else:
-            space = {"params": self.table} if self.listed is None else {"configs": self.prune_configs(call)}
+            space = {"params": self.table} if self.listed is None else {"configs": self.prune_configs(call, keywords)}
 
             def tune_once():
                 result = tune(
@@ -156,7 +163,7 @@ class Autotuner:
     def run(self, *args, grid, warmup=False, **kwargs):
         call = dict(self.signature.bind_partial(*args, **kwargs).arguments)
         key = self._key(call)
-        config = self._config(key, call, grid)
+        config = self._config(key, call, grid, {**kwargs, "grid": grid, "warmup": warmup})
         self.best_config = self.cache[key]
         conflicts = set(kwargs) & set(config)
         if conflicts:

@@ -4,6 +4,7 @@ device machine)."""
 import subprocess
 import sys
 import time
+import warnings
 from collections import Counter
 
 import pytest
@@ -95,6 +96,27 @@ def test_a_wrong_configuration_is_caught_by_the_automatic_reference(db):
     assert result.best_objective == expected_best(result)["objective"], (result.finalists, result.results)
     assert result.best_config["BUGGY"] == 0
 
+
+
+def test_an_output_that_already_holds_the_result_is_still_found_and_checked(db):
+    """A benchmark that computes one product after another allocates each output with
+    torch.empty, often on the memory the last product was freed from: the output already
+    holds what the kernel writes, so no tensor changes when the reference runs. The kernel's
+    outputs are then found by filling each float tensor with NaN in turn, and checked."""
+    import torch
+    import triton
+
+    torch.manual_seed(0)
+    x = torch.randn(1 << 20, device="cuda")
+    y = x * 2  # what _scale_kernel computes, already in its output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kerntune.UncheckedOutputsWarning)
+        result = kerntune.tune(_scale_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()},
+                               lambda META: (triton.cdiv(META["n"], META["BLOCK"]),),
+                               {"BUGGY": [0, 1], "BLOCK": [256, 1024]}, strategy="brute_force", db=db, progress=False)
+    statuses = {(r["config"]["BLOCK"], r["config"]["BUGGY"]): r["status"] for r in result.results}
+    assert all(statuses[(b, 1)] == "invalid_output" for b in (256, 1024)), statuses
+    assert result.verified and result.best_config["BUGGY"] == 0
 
 
 def test_an_automatic_reference_from_configurations_that_disagree_is_refused(db):

@@ -195,6 +195,24 @@ def test_autotune_takes_tritons_whole_signature():
     assert [(c["BLOCK"], c["num_warps"]) for c in kept] == [(256, 4), (128, 4)]
 
 
+def test_early_config_prune_gets_the_launchs_keyword_arguments_as_tritons_does():
+    """Triton's tutorial 09 prunes on a flag given by keyword at the launch
+    (``kwargs["FLATTEN"]``): Triton passes the positional arguments by name and the keyword
+    ones (with ``grid`` and ``warmup``) as keywords."""
+    seen = {}
+
+    def early_config_prune(configs, named_args, **kwargs):
+        seen.update(named=sorted(named_args), keywords=sorted(kwargs))
+        return [c for c in configs if c.kwargs["BLOCK"] <= kwargs["LIMIT"]]
+
+    tuned = kerntune.autotune([triton.Config({"BLOCK": b}) for b in (64, 128, 256)], ["n"],
+                              prune_configs_by={"early_config_prune": early_config_prune})(_copy)
+    kept = tuned.prune_configs({"x_ptr": None, "y_ptr": None, "n": 4096, "LIMIT": 128},
+                               {"LIMIT": 128, "grid": (1,), "warmup": False})
+    assert seen == {"named": ["n", "x_ptr", "y_ptr"], "keywords": ["LIMIT", "grid", "warmup"]}
+    assert [c["BLOCK"] for c in kept] == [64, 128]
+
+
 def test_autotune_refuses_bad_arguments_when_it_decorates():
     with pytest.raises(TypeError, match="unexpected keyword arguments nonsense"):
         kerntune.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"], nonsense=1)
