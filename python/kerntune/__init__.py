@@ -22,7 +22,8 @@ from kerntune._kerntune import (
     __version__,
     default_db,
 )
-from kerntune._errors import ArgumentError, ArgumentTypeError, ReferenceDisagreementError, UncheckedOutputsWarning
+from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, ReferenceDisagreementError,
+                              UncheckedOutputsWarning)
 from kerntune._ranks import RankTuningError
 from kerntune._results import NoValidConfigError, TuneResult, report
 from kerntune._tune import Tensor, compile, tune
@@ -50,6 +51,7 @@ __all__ = [
     "Tensor",
     "TuneResult",
     "UncheckedOutputsWarning",
+    "KeyNameWarning",
     "autotune",
     "compile",
     "default_db",

@@ -26,7 +26,7 @@ import os
 import warnings
 from typing import Any, Mapping, Optional, Sequence
 
-from kerntune._errors import ArgumentError, ArgumentTypeError
+from kerntune._errors import ArgumentError, ArgumentTypeError, KeyNameWarning
 from kerntune._ranks import agree, lock_folder
 from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
 from kerntune._tune import Hooks, _first_valid_config, jit_function, kernel_defaults, tune
@@ -50,7 +50,11 @@ class Autotuner:
         self.keys = names_of(key, "key")
         missing = [k for k in self.keys if k not in self.arg_names]
         if missing:
-            raise ArgumentError(f"key names {missing}, which are not arguments of {self.jit.__name__} ({', '.join(self.arg_names)})")
+            # Triton's autotuner ignores such a name (tutorial 08 as published has one, a
+            # typo); so does kerntune, but it says so.
+            warnings.warn(f"key names {missing}, which are not arguments of {self.jit.__name__} "
+                          f"({', '.join(self.arg_names)}): ignored, as Triton ignores them", KeyNameWarning, stacklevel=3)
+            self.keys = [k for k in self.keys if k in self.arg_names]
         self.table, self.listed = space_of(params, configs, kernel_defaults(self.jit))
         self.restrictions = names_of(restrictions, "restrictions")
         self.reset_to_zero = names_of(reset_to_zero, "reset_to_zero")

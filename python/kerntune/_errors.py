@@ -23,6 +23,11 @@ class UncheckedOutputsWarning(UserWarning):
     """A tuning whose outputs are not checked: any configuration, right or wrong, can win."""
 
 
+class KeyNameWarning(UserWarning):
+    """``@kerntune.autotune(key=...)`` names something that is not an argument of the
+    kernel: ignored, as Triton's autotuner ignores it."""
+
+
 def warn_unchecked(kernel_name: str, why: str, remedy: str, stacklevel: int) -> None:
     """Says that ``kernel_name``'s outputs will not be checked, why, and how to check them
     (``stacklevel`` counts from the caller of this function)."""
