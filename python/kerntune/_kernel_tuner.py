@@ -510,7 +510,8 @@ class _Call:
             if key in OBSERVABLES and key not in self.observed:
                 why = f"; measure it with observers=[NVMLObserver(['{key}'])] (kerntune.observers.nvml)"
             elif key in OBSERVABLES:
-                why = "; NVML does not report it on this GPU"
+                why = ("; NVML does not report it on this GPU, or the store answered with a measurement "
+                       "taken without it (db= a fresh store measures again)")
             else:
                 why = f"; a result holds {', '.join(values)}"
             raise ArgumentError(f"metrics['{name}'] reads {key!r}, which the result of "
