@@ -335,8 +335,7 @@ fn device_cub_umbrella(cccl: &std::path::Path) -> (CString, CString) {
 /// Whether NVRTC's `log` says that a CCCL header could not be opened.
 fn misses_cccl(log: &str) -> bool {
     log.lines().any(|line| {
-        line.contains("cannot open source file")
-            && CCCL_FAMILIES.iter().any(|family| line.contains(&format!("\"{family}")))
+        line.contains("open source file") && CCCL_FAMILIES.iter().any(|family| line.contains(&format!("\"{family}")))
     })
 }
 
@@ -403,7 +402,9 @@ pub fn check_flags(flags: &[String]) -> Result<(), FlagsError> {
 mod tests {
     use super::*;
 
-    const MISSING: &str = "expdist.cu(2): catastrophic error: cannot open source file \"cub/cub.cuh\"\n";
+    // NVRTC 13.0's words.
+    const MISSING: &str =
+        "expdist.cu(2): catastrophic error: could not open source file \"cub/cub.cuh\" (no directories in search list)\n";
 
     #[test]
     fn a_missing_cub_header_leads_with_the_package_to_install_when_none_was_found() {
@@ -415,7 +416,7 @@ mod tests {
     #[test]
     fn no_hint_where_the_headers_were_found_or_another_file_is_missing() {
         assert_eq!(failure(MISSING, true), MISSING.trim());
-        let other = "k.cu(1): catastrophic error: cannot open source file \"mine.h\"";
+        let other = "k.cu(1): catastrophic error: could not open source file \"mine.h\"";
         assert_eq!(failure(other, false), other);
         assert_eq!(failure("  ", false), "NVRTC failed without a log");
     }
