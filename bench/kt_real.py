@@ -19,7 +19,7 @@ wall time and best configuration. Prints one JSON line per script; exits non-zer
 script fails or, with `--kernel-tuner`, a best configuration disagrees.
 
 A brute force that kerntune forecasts to be long (`kerntune.LongSearchWarning`: more than
-10,000 configurations, such as convolution's 2.75 M) is stopped at its forecast and
+10,000 configurations, such as convolution's 1.87 M valid ones) is stopped at its forecast and
 reported with the forecast's line, unless `--full` lets it run.
 
 `--kernel-tuner` also runs each script unswitched, under Kernel Tuner itself (it must be

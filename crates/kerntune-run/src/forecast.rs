@@ -1,7 +1,7 @@
 //! How long a long exhaustive search will take, said once near its start.
 //!
 //! Brute force over a large space (Kernel Tuner's default strategy: its convolution
-//! example has 2.75 million configurations) runs for days without a word. A [`Forecast`]
+//! example has 1.87 million valid configurations) runs for days without a word. A [`Forecast`]
 //! watches the search's first evaluations and gives one [`Pace`]: the configurations left
 //! and the time each took so far, measured, not guessed, since a configuration costs
 //! anything from milliseconds to seconds depending on the kernel and the machine. Fronts
