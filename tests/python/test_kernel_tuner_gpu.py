@@ -200,7 +200,7 @@ def test_a_kernel_including_cub_tunes_and_verifies(db):
 def test_a_long_brute_force_is_forecast_once_with_the_options_that_bound_it(db):
     import warnings
 
-    params = {"block_size_x": [32 * i for i in range(1, 33)], "copy": list(range(400))}  # 12,800 configurations
+    params = {"block_size_x": [32 * i for i in range(1, 33)], "variant": list(range(400))}  # 12,800 configurations
     with warnings.catch_warnings():
         # As an error, the warning also ends the run, so the test does not wait for 12,800.
         warnings.simplefilter("error", kerntune.LongSearchWarning)
