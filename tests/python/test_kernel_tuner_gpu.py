@@ -150,7 +150,8 @@ __global__ void vector_add(float *c, const float *a, const float *b, int n) {
 @pytest.mark.filterwarnings("ignore::kerntune.UncheckedOutputsWarning")
 def test_an_observers_energy_reaches_a_metric_function_on_every_row_early_stopped_ones_too(db):
     # Kernel Tuner's vector_add_observers: a function metric over nvml_energy, time the
-    # objective. Configurations 2000 times slower are stopped early and keep their energy.
+    # objective. Configurations of 2000 dependent steps an element, far slower than one step,
+    # are stopped early and keep their energy.
     from kerntune.observers.nvml import NVMLObserver
 
     n = 1 << 22
