@@ -11,6 +11,7 @@
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
 # SCHEDULE_TRITON=none leaves out the Triton kernels of the schedule stage. kt_real (not in the
 # default) needs Kernel Tuner's example scripts in .device/kt-real or $KT_REAL_DIR (never committed);
+# KT_REAL_ARGS="--kernel-tuner" also runs them under Kernel Tuner (.device/sites/kt.tar.xz) and compares the picks;
 # tutorials (not in the default) needs Triton 3.6.0's tutorials in .tutorials or $TUTORIALS_DIR
 # (never committed; TUTORIAL_STAGES picks 03 08 06 09).
 set -u -o pipefail
@@ -75,7 +76,8 @@ for stage in $stages; do
         ;;
     kt_real)
         echo "=== Kernel Tuner's own example scripts with their imports switched (bench/kt_real.py)"
-        step kt_real python3 bench/kt_real.py "${KT_REAL_DIR:-.device/kt-real}"
+        site kt || true  # Kernel Tuner itself only for KT_REAL_ARGS=--kernel-tuner
+        step kt_real env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_real.py "${KT_REAL_DIR:-.device/kt-real}" ${KT_REAL_ARGS:-}
         summary+=("$(grep -E '^\{' "$OUT/kt_real.log")")
         ;;
     autotune)

@@ -22,8 +22,8 @@ from kerntune._kerntune import (
     __version__,
     default_db,
 )
-from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, ReferenceDisagreementError,
-                              UncheckedOutputsWarning)
+from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, LongSearchWarning,
+                              ReferenceDisagreementError, UncheckedOutputsWarning)
 from kerntune._ranks import RankTuningError
 from kerntune._results import NoValidConfigError, TuneResult, report
 from kerntune._tune import Tensor, compile, tune
@@ -40,6 +40,7 @@ __all__ = [
     "ArgumentTypeError",
     "BackendError",
     "KerntuneError",
+    "LongSearchWarning",
     "NoGpuError",
     "NoValidConfigError",
     "RankTuningError",

@@ -28,6 +28,11 @@ class KeyNameWarning(UserWarning):
     kernel: ignored, as Triton's autotuner ignores it."""
 
 
+class LongSearchWarning(UserWarning):
+    """A brute force so large that it runs for hours or days: said once, early, with its
+    pace and the options that bound it."""
+
+
 def warn_unchecked(kernel_name: str, why: str, remedy: str, stacklevel: int) -> None:
     """Says that ``kernel_name``'s outputs will not be checked, why, and how to check them
     (``stacklevel`` counts from the caller of this function)."""

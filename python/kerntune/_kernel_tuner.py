@@ -274,8 +274,12 @@ class _Call:
             raise ArgumentTypeError("verify: give a function verify(answer, result, atol=None) -> bool")
         if answer is None:
             if verify is not None:
-                raise ArgumentError("verify needs answer: a list with the expected value of each output, None elsewhere")
-            return None, None
+                # Kernel Tuner's reading: without an answer every array may be an output, so
+                # each is restored before the checked run and handed to verify afterwards.
+                for index, argument in enumerate(self.arrays):
+                    if argument is not None:
+                        self.args[index].update(output=True, poison=False)
+            return None, verify
         if not isinstance(answer, (list, tuple)) or len(answer) != len(self.args):
             raise ArgumentError(f"answer: give a list of {len(self.args)} entries (one per argument, None for inputs)")
         if not isinstance(atol, (int, float)) or not isinstance(rtol, (int, float)):
@@ -486,14 +490,32 @@ class _Call:
         if valid:
             values = dict(row)
             for name, metric in self.metrics.items():
-                value = metric(values) if callable(metric) else evaluate(metric, values, f"metrics['{name}']")
-                row[name] = values[name] = value
+                row[name] = values[name] = self._metric(name, metric, values)
         row["status"] = entry["status"]
         # Input sets the outputs matched the reference on: 0 unchecked (or wrong), 1 the call's arrays.
         row["verified_sets"] = entry.get("verified_sets")
         if not valid:
             row["reason"] = entry["reason"]
         return row
+
+    def _metric(self, name, metric, values):
+        """One metric of a result; a function that reads a key the result lacks is one line
+        saying which, and why it is absent where kerntune knows."""
+        if not callable(metric):
+            return evaluate(metric, values, f"metrics['{name}']")
+        try:
+            return metric(values)
+        except KeyError as error:
+            key = error.args[0] if error.args else None
+            if key in OBSERVABLES and key not in self.observed:
+                why = f"; measure it with observers=[NVMLObserver(['{key}'])] (kerntune.observers.nvml)"
+            elif key in OBSERVABLES:
+                why = ("; NVML does not report it on this GPU, or the store answered with a measurement "
+                       "taken without it (db= a fresh store measures again)")
+            else:
+                why = f"; a result holds {', '.join(values)}"
+            raise ArgumentError(f"metrics['{name}'] reads {key!r}, which the result of "
+                                f"{get_config_string(values, list(self.params))} lacks{why}") from error
 
     def _write_cache(self, path, document, results, device_name):
         keys = list(self.params)

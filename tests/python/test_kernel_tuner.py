@@ -342,3 +342,92 @@ def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
     assert seen["atol"] == 1e-3 and seen["result"][1] is None and seen["result"][0].shape == (8,)
     np.zeros(8, np.float32).tofile(written)
     assert "returned False" in call._check([8], [(0, str(written))])
+
+
+def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(tmp_path):
+    # Kernel Tuner calls verify(None, result) then, with every array copied back.
+    from kerntune._kernel_tuner import _Call
+
+    c, a, b = np.zeros(16, np.float32), np.ones(16, np.float32), np.ones(16, np.float32)
+    seen = {}
+
+    def verify(answer, result, atol=None):
+        seen.update(answer=answer, result=result)
+        return np.allclose(result[0], result[1] + result[2])
+
+    call = _Call("vector_add", VECTOR_ADD, 16, [c, a, b, np.int32(16)], {"block_size_x": [16]}, (None, None, None),
+                 None, None, 1e-6, 0.0, verify, None, None, None, None, None, 7, None, "time", str(tmp_path))
+    assert [arg.get("output", False) for arg in call.args] == [True, True, True, False]
+    assert all(arg["poison"] is False for arg in call.args[:3]), "each array starts from its own contents"
+    files = []
+    for position, values in enumerate([np.full(16, 2.0, np.float32), a, b]):
+        path = tmp_path / f"{position}.bin"
+        values.tofile(path)
+        files.append((position, str(path)))
+    assert call._check([16], files) is None
+    assert seen["answer"] is None and seen["result"][3] is None and seen["result"][1].shape == (16,)
+    np.zeros(16, np.float32).tofile(files[0][1])
+    assert "returned False" in call._check([16], files)
+
+
+def energy_call(tmp_path, observers):
+    from kerntune._kernel_tuner import _Call
+    from kerntune.observers.nvml import observed_keys
+
+    n = 1 << 20
+    metrics = {"GFLOPS/W": lambda p: (n / 1e9) / p["nvml_energy"]}
+    return _Call("vector_add", VECTOR_ADD, n, vector_args(16), {"block_size_x": [128, 256]}, (None, None, None), None,
+                 None, 1e-6, 0.0, None, None, None, None, None, None, 7, metrics, "time", str(tmp_path),
+                 observed_keys(observers))
+
+
+def measured_entry(status, observables):
+    return {"config": {"block_size_x": 256}, "status": status, "time_ms": 0.5, "samples": [0.5, 0.6],
+            "costs": {}, "observables": observables, "verified_sets": 0}
+
+
+def test_an_early_stopped_row_carries_its_energy_to_the_users_metric(tmp_path):
+    from kerntune.observers.nvml import NVMLObserver
+
+    call = energy_call(tmp_path, [NVMLObserver(["nvml_energy", "temperature"])])
+    row = call._row(measured_entry("early_stopped", {"energy_J": 0.002, "temperature_C": 50}), {})
+    assert row["early_stopped"] and row["nvml_energy"] == 0.002 and row["temperature"] == 50
+    assert row["GFLOPS/W"] == pytest.approx((1 << 20) / 1e9 / 0.002)
+
+
+def test_a_metric_reading_an_absent_observable_says_which_and_why_in_one_line(tmp_path):
+    from kerntune.observers.nvml import NVMLObserver
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    unobserved = energy_call(tmp_path / "a", None)
+    with pytest.raises(kerntune.ArgumentError, match=r"metrics\['GFLOPS/W'\] reads 'nvml_energy'.*observers=\[NVMLObserver"):
+        unobserved._row(measured_entry("ok", {}), {})
+    unreported = energy_call(tmp_path / "b", [NVMLObserver(["nvml_energy"])])
+    with pytest.raises(kerntune.ArgumentError, match="block_size_x=256 lacks; NVML does not report it") as error:
+        unreported._row(measured_entry("ok", {}), {})
+    assert "\n" not in str(error.value)
+
+
+CUB_BLOCK_SUMS = """
+#include <cub/cub.cuh>
+extern "C" __global__ void block_sums(const double *x, double *out) {
+    typedef cub::BlockReduce<double, block_size_x> Reduce;
+    __shared__ typename Reduce::TempStorage storage;
+    double total = Reduce(storage).Sum(x[blockIdx.x * block_size_x + threadIdx.x]);
+    if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+
+
+def test_a_kernel_including_cubs_umbrella_header_compiles_with_the_cccl_wheel(db):
+    # As Kernel Tuner's expdist example does; NVRTC ships no CUB, the nvidia-cuda-cccl wheel does.
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("nvidia-cuda-cccl")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("pip install nvidia-cuda-cccl")
+    x, out = np.ones(1024, np.float64), np.zeros(8, np.float64)
+    rows, _ = compile_only(db, "block_sums", CUB_BLOCK_SUMS, 1024, [x, out], {"block_size_x": [128, 256]})
+    assert [r["status"] for r in rows] == ["compiled", "compiled"], rows[0].get("reason")

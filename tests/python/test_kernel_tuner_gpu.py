@@ -133,3 +133,84 @@ def test_an_nvml_observer_and_an_energy_metric_tune_as_in_kernel_tuners_energy_e
         assert 200 < row["core_freq"] < 4000 and row["mem_freq"] > 0 and 10 < row["temperature"] < 110, row
         assert row["GFLOPS/W"] == pytest.approx(n / 1e9 / row["nvml_energy"])
     assert env["best_config"]["GFLOPS/W"] == max(r["GFLOPS/W"] for r in results)
+
+
+SLOW_OR_FAST = """
+__global__ void vector_add(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) {
+        float x = a[i];
+        for (int k = 0; k < repeat; k++) x = x * 0.999f + b[i];
+        c[i] = x;
+    }
+}
+"""
+
+
+@pytest.mark.filterwarnings("ignore::kerntune.UncheckedOutputsWarning")
+def test_an_observers_energy_reaches_a_metric_function_on_every_row_early_stopped_ones_too(db):
+    # Kernel Tuner's vector_add_observers: a function metric over nvml_energy, time the
+    # objective. Configurations of 2000 dependent steps an element, far slower than one step,
+    # are stopped early and keep their energy.
+    from kerntune.observers.nvml import NVMLObserver
+
+    n = 1 << 22
+    metrics = {"GFLOPS/W": lambda p: (n / 1e9) / p["nvml_energy"]}
+    results, _ = kerntune.tune_kernel("vector_add", SLOW_OR_FAST, n, vector_args(n),
+                                      {"repeat": [1, 2000], "block_size_x": [128, 256, 512, 1024]},
+                                      observers=[NVMLObserver(["nvml_energy", "temperature"])], metrics=metrics,
+                                      db=db, quiet=True)
+    assert len(results) == 8 and all(r["status"] in ("ok", "early_stopped") for r in results), results
+    assert any(r.get("early_stopped") for r in results), "no configuration was stopped early"
+    for row in results:
+        assert row["nvml_energy"] > 0 and 10 < row["temperature"] < 110, row
+        assert row["GFLOPS/W"] == pytest.approx(n / 1e9 / row["nvml_energy"])
+    slow = [r["nvml_energy"] for r in results if r["repeat"] == 2000]
+    fast = [r["nvml_energy"] for r in results if r["repeat"] == 1]
+    assert min(slow) > max(fast), "the slow kernels' energy per launch is measured, not copied"
+
+
+def test_a_custom_verify_without_answer_gets_none_and_every_array(db):
+    n = 1 << 16
+    calls = []
+
+    def verify(answer, result, atol=None):
+        calls.append(answer)
+        return np.allclose(result[0], result[1] + result[2]) and result[3] is None
+
+    results, _ = kerntune.tune_kernel("vector_add", VECTOR_ADD, n, vector_args(n), {"block_size_x": [128, 256]},
+                                      verify=verify, db=db, quiet=True)
+    assert [r["status"] for r in results] == ["ok", "ok"] and calls == [None, None]
+    assert all(r["verified_sets"] == 1 for r in results)
+    with pytest.raises(kerntune.KerntuneError, match="verify"):
+        kerntune.tune_kernel("vector_add", VECTOR_ADD, n, vector_args(n), {"block_size_x": [128]},
+                             verify=lambda answer, result, atol=None: np.allclose(result[0], 0), db=db, quiet=True)
+
+
+def test_a_kernel_including_cub_tunes_and_verifies(db):
+    from test_kernel_tuner import CUB_BLOCK_SUMS
+
+    x = np.random.default_rng(1).random(1 << 12)
+    expected = x.reshape(-1, 256).sum(axis=1)
+    results, _ = kerntune.tune_kernel("block_sums", CUB_BLOCK_SUMS, x.size, [x, np.zeros(16)], {"block_size_x": [256]},
+                                      answer=[None, expected], atol=1e-9, db=db, quiet=True)
+    assert results[0]["status"] == "ok", results[0].get("reason")
+
+
+@pytest.mark.filterwarnings("ignore::kerntune.UncheckedOutputsWarning")
+def test_a_long_brute_force_is_forecast_once_with_the_options_that_bound_it(db):
+    import warnings
+
+    params = {"block_size_x": [32 * i for i in range(1, 33)], "variant": list(range(400))}  # 12,800 configurations
+    with warnings.catch_warnings():
+        # As an error, the warning also ends the run, so the test does not wait for 12,800.
+        warnings.simplefilter("error", kerntune.LongSearchWarning)
+        with pytest.raises(kerntune.LongSearchWarning) as warned:
+            kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), params, db=db, quiet=True)
+        # A bounded search is not forecast: here the warning would raise.
+        results, _ = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), params, db=db, quiet=True,
+                                          strategy_options={"max_fevals": 40})
+    line = str(warned.value)
+    assert line.startswith("brute force over 12800 configurations: ") and " s each (measured over the first 32)" in line
+    assert "max_fevals" in line and "time_limit" in line and "\n" not in line
+    assert len(results) == 40

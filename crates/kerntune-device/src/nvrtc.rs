@@ -42,6 +42,23 @@ pub fn nvrtc_available() -> bool {
     })
 }
 
+/// The import path of the `python3` on the PATH (with `$PYTHONPATH`, which the Python
+/// package sets for its workers), where NVIDIA's wheels put their files; read once.
+fn python_paths() -> &'static [std::path::PathBuf] {
+    static PATHS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PATHS.get_or_init(|| {
+        let script = "import sys\nfor p in sys.path: print(p)";
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map(|output| {
+                String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.is_empty()).map(Into::into).collect()
+            })
+            .unwrap_or_default()
+    })
+}
+
 fn candidates() -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<std::path::PathBuf> = Vec::new();
     let mut files: Vec<std::path::PathBuf> = std::env::var_os("KERNTUNE_NVRTC").map(Into::into).into_iter().collect();
@@ -54,12 +71,7 @@ fn candidates() -> Vec<std::path::PathBuf> {
         dirs.push(root.join("lib64"));
         dirs.push(root.join("lib"));
     }
-    let script = "import sys, os\nfor p in sys.path:\n    d = os.path.join(p, 'nvidia', 'cu13', 'lib')\n    if os.path.isdir(d): print(d)";
-    if let Ok(output) =
-        std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output()
-    {
-        dirs.extend(String::from_utf8_lossy(&output.stdout).lines().map(std::path::PathBuf::from));
-    }
+    dirs.extend(python_paths().iter().map(|p| p.join("nvidia").join("cu13").join("lib")).filter(|d| d.is_dir()));
     for dir in dirs {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             let mut found: Vec<_> = entries
@@ -134,8 +146,10 @@ fn compile_to(
     let expression = CString::new(name).map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
     let file = CString::new(format!("{}.cu", file_stem(name)))
         .map_err(|_| fail("the kernel name contains a NUL byte".into()))?;
+    let cccl = if includes_cccl(source.to_bytes()) { cccl_include_dir() } else { None };
+    let umbrella = cccl.as_deref().filter(|_| includes_cub_umbrella(source.to_bytes())).map(device_cub_umbrella);
     let program =
-        result::create_program(&source, Some(&file)).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
+        create_program(&source, &file, umbrella.as_ref()).map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
     // SAFETY: `program` is live (destroyed below on every path); the expression is
     // NUL-terminated and outlives the call.
     let added = unsafe { sys::nvrtcAddNameExpression(program, expression.as_ptr()) };
@@ -147,6 +161,9 @@ fn compile_to(
     let mut all_options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     if let Some(include) = cuda_include_dir() {
         all_options.push(format!("--include-path={include}"));
+    }
+    if let Some(include) = &cccl {
+        all_options.push(format!("--include-path={}", include.display()));
     }
     all_options.extend(options.iter().cloned());
     // SAFETY: `program` is live until destroy_program below, on every path.
@@ -167,9 +184,7 @@ fn compile_to(
             "the kernel name '{name}' names no __global__ function of the source (NVRTC: {})",
             log.lines().find(|l| l.contains(NAME_MAP)).unwrap_or_default().trim()
         )),
-        Err(_) => {
-            Err(if log.trim().is_empty() { "NVRTC failed without a log".to_string() } else { log.trim().to_string() })
-        }
+        Err(_) => Err(failure(&log, cccl.is_some())),
     };
     // SAFETY: destroyed exactly once.
     let _ = unsafe { result::destroy_program(program) };
@@ -178,6 +193,30 @@ fn compile_to(
         Ok((cubin, symbol)) => Ok(Compiled { cubin, symbol, log, seconds }),
         Err(message) => Err(CompileError { message, seconds }),
     }
+}
+
+/// A program of `source`, with `header` (its include name, its text) in place of the file
+/// of that name where one is given.
+fn create_program(
+    source: &CString,
+    file: &CString,
+    header: Option<&(CString, CString)>,
+) -> Result<sys::nvrtcProgram, sys::nvrtcResult> {
+    let Some((name, text)) = header else {
+        return result::create_program(source, Some(file)).map_err(|e| e.0);
+    };
+    let mut program = std::mem::MaybeUninit::uninit();
+    let (texts, names) = ([text.as_ptr()], [name.as_ptr()]);
+    // SAFETY: every pointer is NUL-terminated and outlives the call, which copies them;
+    // the arrays hold the one header announced.
+    let status = unsafe {
+        sys::nvrtcCreateProgram(program.as_mut_ptr(), source.as_ptr(), file.as_ptr(), 1, texts.as_ptr(), names.as_ptr())
+    };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(status);
+    }
+    // SAFETY: initialised by the successful call above.
+    Ok(unsafe { program.assume_init() })
 }
 
 /// # Safety
@@ -239,6 +278,90 @@ fn cuda_include_dir() -> Option<String> {
     candidates.map(|root| format!("{root}/include")).find(|dir| std::path::Path::new(dir).join("cuda_fp16.h").exists())
 }
 
+/// The first line of a compile error that needs NVIDIA's CCCL headers where none are found.
+pub const CCCL_HINT: &str = "no CUB/Thrust/libcu++ headers found (NVIDIA's CCCL, which NVRTC does not ship): pip install nvidia-cuda-cccl, or set CUDA_HOME to a CUDA toolkit";
+
+/// The header families of NVIDIA's CCCL, as a source includes them.
+const CCCL_FAMILIES: [&str; 4] = ["cub/", "thrust/", "cuda/", "nv/"];
+
+/// Whether `source` includes a CCCL header (`#include <cub/cub.cuh>`, `"thrust/..."`).
+fn includes_cccl(source: &[u8]) -> bool {
+    String::from_utf8_lossy(source).lines().any(|line| {
+        let line = line.trim_start();
+        line.strip_prefix('#').is_some_and(|rest| rest.trim_start().starts_with("include"))
+            && CCCL_FAMILIES
+                .iter()
+                .any(|family| line.contains(&format!("<{family}")) || line.contains(&format!("\"{family}")))
+    })
+}
+
+/// Why a compile failed, from NVRTC's `log`: the log, after a hint where it misses a CCCL
+/// header and none was found.
+fn failure(log: &str, cccl_found: bool) -> String {
+    match log.trim() {
+        "" => "NVRTC failed without a log".to_string(),
+        log if !cccl_found && misses_cccl(log) => format!("{CCCL_HINT}\n{log}"),
+        log => log.to_string(),
+    }
+}
+
+/// Whether `source` includes CUB's umbrella header, `cub/cub.cuh`.
+fn includes_cub_umbrella(source: &[u8]) -> bool {
+    String::from_utf8_lossy(source).lines().any(|line| {
+        line.trim_start().starts_with('#') && (line.contains("<cub/cub.cuh>") || line.contains("\"cub/cub.cuh\""))
+    })
+}
+
+/// The CUB headers NVRTC can compile, as one header named `cub/cub.cuh`. CUB's own
+/// umbrella also brings its device-wide algorithms, whose host functions NVRTC rejects
+/// (newer CCCL refuses it under NVRTC outright), so kernels written for nvcc, such as
+/// Kernel Tuner's expdist example, would not compile. The block-, warp- and thread-level
+/// headers are what a kernel can use; they are listed from the installed CCCL.
+fn device_cub_umbrella(cccl: &std::path::Path) -> (CString, CString) {
+    let mut includes = Vec::new();
+    for level in ["block", "warp", "thread"] {
+        let Ok(entries) = std::fs::read_dir(cccl.join("cub").join(level)) else { continue };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".cuh"))
+            .collect();
+        names.sort();
+        includes.extend(names.into_iter().map(|name| format!("#include <cub/{level}/{name}>")));
+    }
+    let text = CString::new(includes.join("\n")).unwrap_or_default();
+    (c"cub/cub.cuh".to_owned(), text)
+}
+
+/// Whether NVRTC's `log` says that a CCCL header could not be opened.
+fn misses_cccl(log: &str) -> bool {
+    log.lines().any(|line| {
+        line.contains("open source file") && CCCL_FAMILIES.iter().any(|family| line.contains(&format!("\"{family}")))
+    })
+}
+
+/// The folder that holds `cub/cub.cuh` (and Thrust, libcu++) for NVRTC: a CUDA toolkit's
+/// (`include/cccl` from CUDA 13 on, `include` before), else the `nvidia-cuda-cccl`
+/// wheel's of the Python on the PATH (`nvidia/cu13/include/cccl`, or
+/// `nvidia/cuda_cccl/include` for CUDA 12's `nvidia-cuda-cccl-cu12`). Looked up once.
+pub fn cccl_include_dir() -> Option<std::path::PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let toolkits = ["CUDA_HOME", "CUDA_PATH"]
+                .iter()
+                .filter_map(std::env::var_os)
+                .map(std::path::PathBuf::from)
+                .chain(["/usr/local/cuda".into()])
+                .flat_map(|root| [root.join("include").join("cccl"), root.join("include")]);
+            let wheels = python_paths().iter().flat_map(|site| {
+                let nvidia = site.join("nvidia");
+                [nvidia.join("cu13").join("include").join("cccl"), nvidia.join("cuda_cccl").join("include")]
+            });
+            toolkits.chain(wheels).find(|dir| dir.join("cub").join("cub.cuh").is_file())
+        })
+        .clone()
+}
+
 /// The version of the NVRTC library (and of the ptxas inside it).
 pub fn version() -> Option<(i32, i32)> {
     if !nvrtc_available() {
@@ -272,5 +395,37 @@ pub fn check_flags(flags: &[String]) -> Result<(), FlagsError> {
         Some(found) if found >= (13, 3) => Ok(()),
         Some((major, minor)) => Err(FlagsError::TooOld { major, minor }),
         None => Err(FlagsError::NotInstalled),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // NVRTC 13.0's words.
+    const MISSING: &str =
+        "expdist.cu(2): catastrophic error: could not open source file \"cub/cub.cuh\" (no directories in search list)\n";
+
+    #[test]
+    fn a_missing_cub_header_leads_with_the_package_to_install_when_none_was_found() {
+        let message = failure(MISSING, false);
+        assert_eq!(message.lines().next(), Some(CCCL_HINT));
+        assert!(message.contains("cub/cub.cuh"), "{message}");
+    }
+
+    #[test]
+    fn no_hint_where_the_headers_were_found_or_another_file_is_missing() {
+        assert_eq!(failure(MISSING, true), MISSING.trim());
+        let other = "k.cu(1): catastrophic error: could not open source file \"mine.h\"";
+        assert_eq!(failure(other, false), other);
+        assert_eq!(failure("  ", false), "NVRTC failed without a log");
+    }
+
+    #[test]
+    fn only_includes_of_cccl_families_ask_for_its_folder() {
+        assert!(includes_cccl(b"#include <cub/cub.cuh>\n__global__ void k() {}"));
+        assert!(includes_cccl(b"  #  include \"thrust/reduce.h\""));
+        assert!(includes_cccl(b"#include <cuda/std/atomic>"));
+        assert!(!includes_cccl(b"#include <cuda_fp16.h>\n// see <cub/cub.cuh>"));
     }
 }

@@ -79,3 +79,25 @@ fn ptxas_flags_without_an_acf_file_need_no_particular_nvrtc_and_an_old_one_is_na
     let old = FlagsError::TooOld { major: 12, minor: 8 }.to_string();
     assert!(old.starts_with("ACF files (--apply-controls) need ptxas 13.3 or newer; this NVRTC is 12.8"), "{old}");
 }
+
+#[test]
+fn a_kernel_that_includes_cub_compiles_with_cccl_headers_found_on_the_machine() {
+    if !nvrtc() {
+        return;
+    }
+    // CI installs nvidia-cuda-cccl beside nvidia-cuda-nvrtc: there the headers must be found.
+    if kerntune_device::nvrtc::cccl_include_dir().is_none() {
+        assert!(std::env::var_os("KERNTUNE_REQUIRE_NVRTC").is_none(), "no CCCL headers (pip install nvidia-cuda-cccl)");
+        eprintln!("skipped: no CCCL headers (pip install nvidia-cuda-cccl)");
+        return;
+    }
+    let source = r#"#include <cub/cub.cuh>
+    __global__ void block_sum(const float *x, float *out) {
+        typedef cub::BlockReduce<float, 128> Reduce;
+        __shared__ typename Reduce::TempStorage storage;
+        float total = Reduce(storage).Sum(x[blockIdx.x * 128 + threadIdx.x]);
+        if (threadIdx.x == 0) out[blockIdx.x] = total;
+    }"#;
+    let compiled = compile(source, "block_sum", &[], "sm_90").unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(holds(&compiled.cubin, &compiled.symbol));
+}

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::errors;
-use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, run, worker_command, WITHOUT_GPU};
+use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, run, worker_command, LongSearch, WITHOUT_GPU};
 
 /// What `kerntune.tune_kernel` asks for, as JSON.
 #[derive(Debug, Deserialize)]
@@ -141,7 +141,13 @@ pub fn tune_kernel_tuner(
             Some(cache) => import_cache(&prepared.store, prepared.tuning_id, cache).map_err(errors::store),
             None => Ok(()),
         };
-        run(tuning, None, &import)
+        // The warning points at the user's tune_kernel call: the extension is called by
+        // _Call.tune, which tune_kernel calls.
+        let long_search = LongSearch {
+            bounds: "bound it with strategy_options={'max_fevals': N} or {'time_limit': seconds}, or a strategy such as strategy='default' (which stops by itself)",
+            stacklevel: 3,
+        };
+        run(tuning, None, &import, Some(&long_search))
     })?;
     Ok(result.to_string())
 }

@@ -17,7 +17,7 @@ use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
 use kerntune_run::vetting::{Unvetted, VetFn, Vetting};
-use kerntune_run::{report, CompileOnly, CompileReport, Devices, Prepared, Progress, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, CompileReport, Devices, Forecast, Prepared, Progress, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
 use pyo3::prelude::*;
@@ -105,17 +105,29 @@ pub(crate) fn py_value(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
     })
 }
 
+/// How a front warns of a long brute force ([`Forecast`]): its words for what bounds a
+/// search, and the frame of the caller's stack the warning names (1: the caller of the
+/// extension function).
+pub(crate) struct LongSearch {
+    pub bounds: &'static str,
+    pub stacklevel: i32,
+}
+
 /// Runs one tuning through the run facade with Python's Ctrl-C and progress callback.
 /// Called with the GIL released.
 /// `before_search` runs once the pre-flight checks have passed (the store is open).
+/// With `long_search`, a long brute force is forecast in a `kerntune.LongSearchWarning`;
+/// where warnings are errors, that error ends the run.
 pub(crate) fn run(
     tuning: Tuning<'_>,
     progress: Option<&Py<PyAny>>,
     before_search: &dyn Fn(&Prepared<'_>) -> PyResult<()>,
+    long_search: Option<&LongSearch>,
 ) -> PyResult<Json> {
     let space_len = tuning.space.len();
     let prepared = tuning.prepare().map_err(errors::run)?;
     before_search(&prepared)?;
+    let mut forecast = long_search.and_then(|_| Forecast::of(&prepared.search, space_len));
     // Ctrl-C: Python runs its signal handlers when asked, on this (the main) thread, and
     // the tuner asks about every 0.1 s. Python may also run them inside any Python code the
     // run calls (a grid function, a destructor) and lose the KeyboardInterrupt there, so a
@@ -137,7 +149,14 @@ pub(crate) fn run(
     };
     let total = prepared.search.budget.max_fevals.unwrap_or(space_len).min(space_len);
     let mut on_progress = |event: Progress<'_>| {
-        let (Some(progress), Progress::Search(Event::Evaluated { point, .. })) = (progress, event) else { return };
+        let Progress::Search(event) = event else { return };
+        let pace = forecast.as_mut().and_then(|forecast| forecast.on_event(&event));
+        if let (Some(pace), Some(long_search)) = (pace, long_search) {
+            if let Err(error) = warn_long_search(&pace.line(long_search.bounds), long_search.stacklevel) {
+                interruption.borrow_mut().get_or_insert(error);
+            }
+        }
+        let (Some(progress), Event::Evaluated { point, .. }) = (progress, event) else { return };
         // A failing progress callback must not end the run; Ctrl-C must.
         Python::attach(|py| {
             if let Err(error) = progress.call1(py, (point.feval, total, point.best)) {
@@ -161,6 +180,14 @@ pub(crate) fn run(
         out["schedule"]["cubin"] = serde_json::to_value(Bytes(cubin)).map_err(errors::backend)?;
     }
     Ok(out)
+}
+
+/// Warns `line` as a `kerntune.LongSearchWarning`, pointing at frame `stacklevel`.
+fn warn_long_search(line: &str, stacklevel: i32) -> PyResult<()> {
+    Python::attach(|py| {
+        let category = py.import("kerntune._errors")?.getattr("LongSearchWarning")?;
+        PyErr::warn(py, &category, &std::ffi::CString::new(line)?, stacklevel)
+    })
 }
 
 /// The properties of GPU `device`, as JSON.
@@ -228,7 +255,7 @@ pub fn tune_triton(
             without_gpu: WITHOUT_GPU,
             vetting: vet.as_ref().map(|check| Vetting { sizes: request.edge_sizes.clone(), check: triton_vet(check) }),
         };
-        run(tuning, progress.as_ref(), &|_| Ok(()))
+        run(tuning, progress.as_ref(), &|_| Ok(()), None)
     })?;
     Ok(result.to_string())
 }

@@ -11,11 +11,13 @@
 //! - [`CompileOnly`] compiles every configuration for an architecture with no GPU, keeping
 //!   the cubins in the store and resuming where an earlier run stopped.
 //! - [`Simulation`] replays a recorded landscape as if it were a device.
+//! - [`Forecast`] gives the pace of a long brute force, for fronts to say how long it takes.
 //! - [`report`] turns summaries into the text and the JSON the fronts print.
 
 mod compile_only;
 mod devices;
 mod error;
+mod forecast;
 mod gpu;
 pub mod report;
 mod simulate;
@@ -25,6 +27,7 @@ pub mod vetting;
 pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
 pub use devices::Devices;
 pub use error::RunError;
+pub use forecast::{duration_words, Forecast, Pace, LONG_SEARCH};
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use simulate::{Simulation, SimulationSummary};
 pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSummary};

@@ -50,12 +50,14 @@ impl Worker {
         result: &mut EvaluateResult,
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(), Ended> {
-        self.sample(context, request, launch, pointers, result, waiting)?;
-        if self.timing.energy == EnergyMode::Off {
-            return Ok(());
-        }
-        if self.gauge.is_none() {
-            return Ok(());
+        let sampled = self.sample(context, request, launch, pointers, result, waiting);
+        // A configuration stopped early still gets its energy block: whoever asked for
+        // energy reads it on every result (Kernel Tuner's observers measure every
+        // configuration, and users' metrics divide by it), and the block's figures are a
+        // measurement of their own, not an extrapolation of the few samples.
+        let failed = sampled.as_ref().is_err_and(|ended| ended.status != Status::EarlyStopped);
+        if failed || self.timing.energy == EnergyMode::Off || self.gauge.is_none() {
+            return sampled;
         }
         self.ensure_events(context, QUEUED_BATCHES)
             .map_err(|e| Ended::cuda(FailureKind::Device, "creating events", e))?;
@@ -68,7 +70,7 @@ impl Worker {
         context.synchronize().map_err(|e| Ended::cuda(FailureKind::LaunchFailed, "running", e))?;
         result.energy = measured?;
         result.benchmark_s += clock.elapsed().as_secs_f64();
-        Ok(())
+        sampled
     }
 
     /// Samples the kernel `launch` runs into `result`, after settling the clocks if this is
