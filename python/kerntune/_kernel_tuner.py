@@ -66,6 +66,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     or ``"all"``: the benchmark workers run on that many of the cluster's GPUs, one each,
     shipped the arguments' files; with ``verify``, the outputs it reads are written where
     they run, so those nodes share this machine's file system) are ``kerntune.tune``'s.
+    Ctrl-C, tuning or compiling, raises ``KeyboardInterrupt`` within a fraction of a second
+    and keeps in ``db`` what was measured or compiled: the same call resumes from there.
     """
     started = time.perf_counter()
     _start_log(kernel_name, log)

@@ -664,9 +664,11 @@ def compile(
     ``kerntune.Tensor`` stand-ins instead of tensors. The space is ``params`` (with
     ``restrictions``) or ``configs`` (a list of ``triton.Config``). Returns one entry per configuration
     (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
-    memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins are
-    kept in the results store. A compile that outlasts ``compile_timeout`` seconds fails that
-    configuration; by default the limit is 60 s, and once 16 compiles succeeded, 4 times the
+    memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins and
+    failures are kept in the results store as each compile ends, and a second call answers
+    from it what it holds (``from_store``) and compiles only the rest. Ctrl-C stops within a
+    fraction of a second and raises ``KeyboardInterrupt``, keeping what was compiled. A
+    compile that outlasts ``compile_timeout`` seconds fails that configuration; by default the limit is 60 s, and once 16 compiles succeeded, 4 times the
     90th percentile of the run's compile times (at least 10 s). ``ptxas`` (a path, or
     ``"pip"`` for the nvidia-cuda-nvcc wheel's) assembles instead of Triton's own; compiler
     controls (``acf``, ``opt_level`` parameters,
@@ -685,6 +687,9 @@ def compile(
             _through_ray(job, ray)
         if compile_timeout is not None:
             job["timing"] = {"compile_timeout": f"{compile_timeout}s"}
+        # The limit decides which configurations are refused: under another, the store's
+        # answers are not this call's.
+        job["problem"]["shared_limit"] = shared_limit
         hooks = Hooks(config_hooks=listed.config_hooks() if listed is not None else None)
         text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db,
                                         _descriptor_blocks(call, list(params), hooks))
@@ -797,8 +802,9 @@ def tune(
     unless ``objective_higher_is_better=True`` (rates such as ``TFLOP/s`` go up by default).
     ``timing={"graph": True}`` times each sample as a CUDA graph of many launches, for
     kernels of a few microseconds; ``timing={"energy": True}`` measures energy and power
-    with every configuration whatever the objective. Ctrl-C stops within a fraction of a second, keeping
-    every recorded result (evaluations still in flight are dropped). ``fresh=True`` measures everything again instead of answering from the
+    with every configuration whatever the objective. Ctrl-C stops within a fraction of a second and
+    raises ``KeyboardInterrupt``, keeping every recorded result (evaluations still in flight are
+    dropped; the same call resumes). ``fresh=True`` measures everything again instead of answering from the
     store (the new results replace the stored ones).
 
     ``progress`` (default True) shows the count and the best so far while the run goes: on a

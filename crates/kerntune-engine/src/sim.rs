@@ -6,7 +6,7 @@
 //! the GPU pipeline keeps its compile pool busy: each starts when a slot frees, finishes
 //! its recorded cost later, and evaluations are told back in the order they finish.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kerntune_space::{ConfigId, Space};
 use kerntune_store::{Evaluation, Landscape};
@@ -25,6 +25,8 @@ pub struct SimBackend<'a> {
     clock: Duration,
     /// Replay the recorded costs in real time, this many times faster.
     realtime_speed: Option<f64>,
+    /// In real time, when the wait for the next evaluation began (at `clock`).
+    waiting_since: Option<Instant>,
 }
 
 impl<'a> SimBackend<'a> {
@@ -49,6 +51,7 @@ impl<'a> SimBackend<'a> {
             batch: 1,
             clock: Duration::ZERO,
             realtime_speed: None,
+            waiting_since: None,
         })
     }
 
@@ -94,16 +97,35 @@ impl Backend for SimBackend<'_> {
     /// The evaluation that finishes first (the earliest submitted among equals); the clock
     /// moves to its finish.
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
+        loop {
+            if let Some(finished) = self.next_within(Duration::from_secs(3600))? {
+                return Ok(finished);
+            }
+        }
+    }
+
+    /// In real time, sleeps no longer than `patience` at once, so that a front can stop a
+    /// replay of evaluations that were recorded as taking seconds each.
+    fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
         let first = (0..self.in_flight.len())
             .min_by_key(|i| (self.in_flight[*i].0, self.in_flight[*i].1))
             .ok_or_else(|| BackendError::Other("nothing is being evaluated".into()))?;
-        let (finish, _, id) = self.in_flight.remove(first);
-        let waited = finish.saturating_sub(self.clock);
-        self.clock = self.clock.max(finish);
+        let finish = self.in_flight[first].0;
         if let Some(speed) = self.realtime_speed {
-            std::thread::sleep(waited.div_f64(speed));
+            let since = *self.waiting_since.get_or_insert_with(Instant::now);
+            let due = since + finish.saturating_sub(self.clock).div_f64(speed);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due.duration_since(now).min(patience));
+                if Instant::now() < due {
+                    return Ok(None);
+                }
+            }
+            self.waiting_since = None;
         }
-        Ok((id, self.evaluation(id)))
+        let (_, _, id) = self.in_flight.remove(first);
+        self.clock = self.clock.max(finish);
+        Ok(Some((id, self.evaluation(id))))
     }
 
     fn elapsed(&self) -> Duration {

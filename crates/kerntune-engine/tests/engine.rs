@@ -457,6 +457,38 @@ fn failures_that_differ_or_a_configuration_that_works_do_not_stop_a_run() {
     assert!(invalid.evaluations > 30 + 11, "{}", invalid.evaluations);
 }
 
+/// In real time, a replay waits out each evaluation's recorded cost, but no longer than
+/// the caller's patience at once (issue 37: Ctrl-C waited for the whole evaluation).
+#[test]
+fn a_realtime_replay_gives_up_waiting_after_the_patience_asked_and_delivers_on_time() {
+    let landscape = landscape("convolution_A100.json.gz");
+    let space = landscape.space().expect("space");
+    let id = space.ids().next().expect("a configuration");
+    let mut probe = SimBackend::new(&landscape, &space).expect("backend");
+    probe.submit(id).expect("submits");
+    probe.next().expect("evaluates");
+    let cost = probe.elapsed();
+    assert!(cost > Duration::from_secs(1), "{cost:?}: the first evaluation's recorded cost");
+
+    // Replayed in 2 s of real time, asked every 0.1 s.
+    let speed = cost.as_secs_f64() / 2.0;
+    let mut backend = SimBackend::new(&landscape, &space).expect("backend").with_realtime_speed(speed);
+    backend.submit(id).expect("submits");
+    let started = std::time::Instant::now();
+    let first = backend.next_within(Duration::from_millis(100)).expect("waits");
+    assert!(first.is_none(), "nothing before its time");
+    assert!(started.elapsed() >= Duration::from_millis(100), "{:?}", started.elapsed());
+    assert_eq!(backend.elapsed(), Duration::ZERO, "the clock waits for the evaluation");
+    let (finished, _) = loop {
+        if let Some(finished) = backend.next_within(Duration::from_millis(100)).expect("waits") {
+            break finished;
+        }
+    };
+    assert_eq!(finished, id);
+    assert!(started.elapsed() >= Duration::from_secs(2), "{:?}: on time, not early", started.elapsed());
+    assert_eq!(backend.elapsed(), cost);
+}
+
 /// Simulated time of a batch: every evaluation starts when a slot frees and finishes its
 /// recorded cost later, so N at a time end sooner than one at a time, by at most N times.
 #[test]

@@ -341,8 +341,12 @@ impl CompilePool {
     }
 }
 
+/// How long [`compile_all`] waits for a worker before it asks `stop` again: a compile can
+/// take a minute, and Ctrl-C must not wait for it.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
 /// Compiles every request through the pool, handing each outcome to `on_outcome` as it
-/// arrives, until all are done or `stop` returns true.
+/// arrives, until all are done or `stop` returns true (asked at least every [`STOP_POLL`]).
 pub fn compile_all(
     pool: &mut CompilePool,
     hub: &Hub,
@@ -357,13 +361,15 @@ pub fn compile_all(
         for outcome in pool.dispatch(hub) {
             on_outcome(outcome)?;
         }
-        match hub.next(pool.deadline()) {
+        let poll = Instant::now() + STOP_POLL;
+        match hub.next(Some(pool.deadline().map_or(poll, |deadline| deadline.min(poll)))) {
             Some(line) if pool.owns(line.origin) => {
                 if let Some(outcome) = pool.handle(line, hub) {
                     on_outcome(outcome)?;
                 }
             }
             Some(_) => {}
+            // Past no compile's limit when only the poll ran out: `expire` then fails none.
             None => {
                 for outcome in pool.expire(hub) {
                     on_outcome(outcome)?;

@@ -128,32 +128,15 @@ pub(crate) fn run(
     let prepared = tuning.prepare().map_err(errors::run)?;
     before_search(&prepared)?;
     let mut forecast = long_search.and_then(|_| Forecast::of(&prepared.search, space_len));
-    // Ctrl-C: Python runs its signal handlers when asked, on this (the main) thread, and
-    // the tuner asks about every 0.1 s. Python may also run them inside any Python code the
-    // run calls (a grid function, a destructor) and lose the KeyboardInterrupt there, so a
-    // handler of our own, chained before Python's, keeps a flag that cannot be lost.
-    let signalled = Arc::new(AtomicBool::new(false));
-    let registration = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&signalled)).ok();
-    let interruption: RefCell<Option<PyErr>> = RefCell::new(None);
-    let interrupted = || {
-        if interruption.borrow().is_none() {
-            match Python::attach(|py| py.check_signals()) {
-                Err(error) => *interruption.borrow_mut() = Some(error),
-                Ok(()) if signalled.load(Ordering::SeqCst) => {
-                    *interruption.borrow_mut() = Some(pyo3::exceptions::PyKeyboardInterrupt::new_err(()));
-                }
-                Ok(()) => {}
-            }
-        }
-        interruption.borrow().is_some()
-    };
+    let interruption = Interruption::watch();
+    let interrupted = || interruption.requested();
     let total = prepared.search.budget.max_fevals.unwrap_or(space_len).min(space_len);
     let mut on_progress = |event: Progress<'_>| {
         let Progress::Search(event) = event else { return };
         let pace = forecast.as_mut().and_then(|forecast| forecast.on_event(&event));
         if let (Some(pace), Some(long_search)) = (pace, long_search) {
             if let Err(error) = warn_long_search(&pace.line(long_search.bounds), long_search.stacklevel) {
-                interruption.borrow_mut().get_or_insert(error);
+                interruption.stop_with(error);
             }
         }
         let (Some(progress), Event::Evaluated { point, .. }) = (progress, event) else { return };
@@ -165,13 +148,7 @@ pub(crate) fn run(
         });
     };
     let summary = prepared.run(&mut on_progress, &interrupted);
-    // A Ctrl-C that a callback caught after the run's last check (one that stopped the
-    // edge-size check) is still the answer, ahead of the error it caused.
-    interrupted();
-    if let Some(registration) = registration {
-        signal_hook::low_level::unregister(registration);
-    }
-    if let Some(error) = interruption.into_inner() {
+    if let Some(error) = interruption.into_error() {
         return Err(error);
     }
     let summary = summary.map_err(errors::run)?;
@@ -261,7 +238,8 @@ pub fn tune_triton(
 }
 
 /// Compiles every configuration of a Triton job for `arch` with no GPU, keeping the cubins
-/// in `db` when given. Returns, per configuration, what the compile produced.
+/// in `db` when given and answering from it what an earlier call kept there. Returns, per
+/// configuration, what the compile produced.
 #[pyfunction]
 #[pyo3(signature = (job, arch, compile_workers = None, db = None, descriptors = None))]
 pub fn compile_triton(
@@ -282,7 +260,7 @@ pub fn compile_triton(
             TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?,
             descriptors.as_ref(),
         );
-        let info = job.tuning_info("compile-only", params.clone(), Objective::time());
+        let info = job.tuning_info(&format!("compile-only {arch}"), params.clone(), Objective::time());
         let tuning = store.as_ref().map(|s| s.tuning(&info).map(|t| (s, t))).transpose().map_err(errors::store)?;
         let compile = CompileOnly {
             language: &language,
@@ -291,7 +269,7 @@ pub fn compile_triton(
             worker,
             compile_workers,
             store: tuning,
-            resume: false,
+            resume: true,
         };
         let report = compile_interruptibly(&compile)?;
         Ok(report.configs.iter().map(report::compiled_json).collect())
@@ -299,12 +277,70 @@ pub fn compile_triton(
     Ok(Json::Array(rows).to_string())
 }
 
-/// Runs a compile-only run; Ctrl-C stops it and is raised once the pool has stopped.
+/// Runs a compile-only run; Ctrl-C stops it and is raised once the pool has stopped, what
+/// was compiled being in the store already.
 pub(crate) fn compile_interruptibly(compile: &CompileOnly<'_>) -> PyResult<CompileReport> {
-    let stop = || Python::attach(|py| py.check_signals().is_err());
-    let report = compile.run(&mut |_| {}, &stop).map_err(errors::run)?;
-    Python::attach(|py| py.check_signals())?;
-    Ok(report)
+    let interruption = Interruption::watch();
+    let report = compile.run(&mut |_| {}, &|| interruption.requested());
+    if let Some(error) = interruption.into_error() {
+        return Err(error);
+    }
+    report.map_err(errors::run)
+}
+
+/// Ctrl-C during a run that holds no GIL. Python runs its signal handlers when asked, on
+/// this (the main) thread, and a run asks about every 0.1 s. Python may also run them
+/// inside any Python code the run calls (a grid function, a destructor) and lose the
+/// KeyboardInterrupt there, so a handler of our own, chained before Python's, keeps a flag
+/// that cannot be lost.
+struct Interruption {
+    signalled: Arc<AtomicBool>,
+    registration: Option<signal_hook::SigId>,
+    /// What to raise instead of the run's answer, once known.
+    error: RefCell<Option<PyErr>>,
+}
+
+impl Interruption {
+    fn watch() -> Interruption {
+        let signalled = Arc::new(AtomicBool::new(false));
+        let registration = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&signalled)).ok();
+        Interruption { signalled, registration, error: RefCell::new(None) }
+    }
+
+    /// Whether the run must stop; takes the GIL to let Python's handlers run.
+    fn requested(&self) -> bool {
+        if self.error.borrow().is_none() {
+            match Python::attach(|py| py.check_signals()) {
+                Err(error) => *self.error.borrow_mut() = Some(error),
+                Ok(()) if self.signalled.load(Ordering::SeqCst) => {
+                    *self.error.borrow_mut() = Some(pyo3::exceptions::PyKeyboardInterrupt::new_err(()));
+                }
+                Ok(()) => {}
+            }
+        }
+        self.error.borrow().is_some()
+    }
+
+    /// Stops the run with `error` (unless it already stops with another).
+    fn stop_with(&self, error: PyErr) {
+        self.error.borrow_mut().get_or_insert(error);
+    }
+
+    /// The error to raise instead of the run's answer. Asks once more: a Ctrl-C that a
+    /// callback caught after the run's last check (one that stopped the edge-size check) is
+    /// still the answer, ahead of the error it caused.
+    fn into_error(self) -> Option<PyErr> {
+        self.requested();
+        self.error.borrow_mut().take()
+    }
+}
+
+impl Drop for Interruption {
+    fn drop(&mut self) {
+        if let Some(registration) = self.registration.take() {
+            signal_hook::low_level::unregister(registration);
+        }
+    }
 }
 
 /// Python runs pending signal handlers whenever it runs code, so Ctrl-C can surface as a

@@ -45,8 +45,8 @@ pub struct CompiledConfig {
 
 #[derive(Debug, Clone)]
 pub enum Compilation {
-    /// Compiled now: the cubin, and what the compiler says of launching it. From the store,
-    /// the cubin stays there and only the symbol is known.
+    /// The cubin, and what the compiler says of launching it (a binary an older version
+    /// stored has no `launch`).
     Compiled {
         cubin: Option<Vec<u8>>,
         symbol: Option<String>,
@@ -114,7 +114,13 @@ impl CompileOnly<'_> {
         let ids: Vec<ConfigId> = self.space.ids().collect();
         let mut slots: Vec<Option<CompiledConfig>> = vec![None; ids.len()];
         let mut requests = Vec::new();
+        let workers = self.compile_workers.unwrap_or_else(default_compile_workers).max(1);
         for (index, id) in ids.iter().enumerate() {
+            // Building a job can call the front's own code (Kernel Tuner's conventions in
+            // Python) for every configuration of a large space: Ctrl-C must not wait for it.
+            if stop() {
+                return Ok(finished(slots, clock, 0.0, workers, true));
+            }
             let config = self.space.config_json(*id);
             if let Some(outcome) = known.get(&config_key(&config)) {
                 let done = CompiledConfig { id: *id, config, outcome: outcome.clone(), seconds: 0.0, from_store: true };
@@ -130,6 +136,9 @@ impl CompileOnly<'_> {
                     }
                     requests.push(CompileRequest { id: index as u32, job });
                 }
+                // Ctrl-C may have ended the front's code with an error that is not the
+                // configuration's: it is not kept as the configuration's outcome.
+                Err(_) if stop() => return Ok(finished(slots, clock, 0.0, workers, true)),
                 Err(reason) => {
                     let failed = Compilation::Failed { status: Status::InvalidConfig, reason };
                     let done = self.keep(*id, config, failed, 0.0)?;
@@ -138,7 +147,6 @@ impl CompileOnly<'_> {
                 }
             }
         }
-        let workers = self.compile_workers.unwrap_or_else(default_compile_workers).max(1);
         let hub = Hub::default();
         let limit = CompileLimit::new(self.language.compile_timeout(), self.language.compile_timeout_adapts());
         let mut pool =
@@ -169,13 +177,7 @@ impl CompileOnly<'_> {
             Ok(())
         };
         compile_all(&mut pool, &hub, requests, &mut record, stop).map_err(RunError::Compile)?;
-        Ok(CompileReport {
-            configs: slots.into_iter().flatten().collect(),
-            wall_s: clock.elapsed().as_secs_f64(),
-            compile_s,
-            workers,
-            interrupted: stop(),
-        })
+        Ok(finished(slots, clock, compile_s, workers, stop()))
     }
 
     /// Outcomes the store holds for this tuning, by configuration.
@@ -189,7 +191,9 @@ impl CompileOnly<'_> {
         for artifact in store.artifacts(tuning, "cubin")? {
             let provenance: Json = serde_json::from_str(&artifact.provenance).unwrap_or(Json::Null);
             let symbol = provenance.get("symbol").and_then(Json::as_str).map(str::to_string);
-            known.insert(config_key(&artifact.config), Compilation::Compiled { cubin: None, symbol, launch: None });
+            let launch = provenance.get("launch").and_then(|launch| serde_json::from_value(launch.clone()).ok());
+            let compiled = Compilation::Compiled { cubin: Some(artifact.data), symbol, launch };
+            known.insert(config_key(&artifact.config), compiled);
         }
         Ok(known)
     }
@@ -204,8 +208,9 @@ impl CompileOnly<'_> {
     ) -> Result<CompiledConfig, RunError> {
         if let Some((store, tuning)) = self.store {
             match &outcome {
-                Compilation::Compiled { cubin: Some(cubin), symbol, .. } => {
-                    let provenance = json!({"symbol": symbol, "arch": self.arch, "seconds": seconds});
+                Compilation::Compiled { cubin: Some(cubin), symbol, launch } => {
+                    // With the launch, a resumed run answers as fully as the run that compiled.
+                    let provenance = json!({"symbol": symbol, "arch": self.arch, "seconds": seconds, "launch": launch});
                     store.save_artifact(tuning, &config, "cubin", cubin, &provenance.to_string())?;
                 }
                 Compilation::Compiled { cubin: None, .. } => {}
@@ -219,8 +224,132 @@ impl CompileOnly<'_> {
     }
 }
 
+/// The report of the configurations done so far, in the order of the space.
+fn finished(
+    slots: Vec<Option<CompiledConfig>>,
+    clock: Instant,
+    compile_s: f64,
+    workers: usize,
+    interrupted: bool,
+) -> CompileReport {
+    CompileReport {
+        configs: slots.into_iter().flatten().collect(),
+        wall_s: clock.elapsed().as_secs_f64(),
+        compile_s,
+        workers,
+        interrupted,
+    }
+}
+
 impl std::fmt::Debug for CompileOnly<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompileOnly").field("kernel", &self.language.kernel_name()).field("arch", &self.arch).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use kerntune_pipeline::pool::Binary;
+    use kerntune_pipeline::protocol::{KernelImage, Setup};
+    use kerntune_space::params_from_json;
+    use kerntune_store::{Objective, TuningInfo};
+    use serde_json::json;
+
+    use super::*;
+
+    /// A language that refuses every configuration, as Kernel Tuner's conventions do when
+    /// the user's Python raises; `on_refusal` runs first (it may raise the interrupt).
+    struct Refusing<'a> {
+        on_refusal: &'a dyn Fn(),
+    }
+
+    impl Language for Refusing<'_> {
+        fn kernel_name(&self) -> &str {
+            "k"
+        }
+
+        fn tuning_info(&self, device: &str) -> TuningInfo {
+            TuningInfo {
+                kernel: "k".into(),
+                kernel_name: "k".into(),
+                device: device.into(),
+                problem: "{}".into(),
+                params: Vec::new(),
+                objective: Objective::time(),
+            }
+        }
+
+        fn verified_sets(&self) -> u32 {
+            0
+        }
+
+        fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
+            (self.on_refusal)();
+            Err("the instance function raised".into())
+        }
+
+        fn kernel_image(&self, _config: &[Value], _binary: Binary) -> Result<KernelImage, String> {
+            Err("never launched".into())
+        }
+
+        fn objective(&self, _config: &[Value], time_ms: f64, _metrics: &Map<String, Json>) -> Result<f64, String> {
+            Ok(time_ms)
+        }
+
+        fn early_stop_applies(&self) -> bool {
+            true
+        }
+
+        fn setup(
+            &self,
+            _device: &DeviceInfo,
+            _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
+        ) -> Result<Setup, String> {
+            Err("never set up".into())
+        }
+
+        fn launch_timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+
+        fn compile_timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+    }
+
+    /// Compiles a space of 3 with `language`, stopping when `stop` says; returns the report
+    /// and the failures the store kept.
+    fn compile(language: &dyn Language, stop: &dyn Fn() -> bool) -> (CompileReport, usize) {
+        let Json::Object(params) = json!({"a": [1, 2, 3]}) else { unreachable!() };
+        let space = Space::new::<&str>(params_from_json(&params).expect("params"), &[]).expect("space");
+        let store = Store::in_memory().expect("store");
+        let tuning = store.tuning(&language.tuning_info("compile-only sm_90")).expect("tuning");
+        let compile = CompileOnly {
+            language,
+            space: &space,
+            arch: "sm_90",
+            worker: WorkerCommand::from_argv(&["true".to_string()], Vec::new()).expect("a command"),
+            compile_workers: Some(1),
+            store: Some((&store, tuning)),
+            resume: true,
+        };
+        let report = compile.run(&mut |_| {}, stop).expect("runs");
+        (report, store.evaluations(tuning).expect("reads").len())
+    }
+
+    #[test]
+    fn a_refusal_caused_by_the_interrupt_is_not_kept_as_the_configurations_outcome() {
+        let (report, kept) = compile(&Refusing { on_refusal: &|| {} }, &|| false);
+        assert_eq!((report.configs.len(), kept), (3, 3), "a refusal of its own is kept as invalid");
+        assert!(!report.interrupted);
+
+        let interrupted = Cell::new(false);
+        let language = Refusing { on_refusal: &|| interrupted.set(true) };
+        let (report, kept) = compile(&language, &|| interrupted.get());
+        assert!(report.interrupted);
+        assert_eq!((report.configs.len(), kept), (0, 0), "nothing is known of the configuration");
     }
 }

@@ -173,14 +173,14 @@ impl Prepared<'_> {
             compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
-        if let Some(vetting) = request.vetting.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
+        if let Some(vetting) = request.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
             let failed = run
                 .vet(vetting, space, count, within)
                 .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
-        if let Some(retime) = request.retime.as_ref().filter(|_| run.stop != StopReason::Interrupted) {
+        if let Some(retime) = request.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             // Times rank configurations only when the objective is the time, or a function
             // of it that no parameter changes.
             let measured_now = run.evaluations > run.from_store;
@@ -193,17 +193,25 @@ impl Prepared<'_> {
             }
         }
         drop(warm);
-        if let (Some(schedule), Some(best)) = (&request.schedule, &run.best) {
-            if run.stop != StopReason::Interrupted {
-                on_progress(Progress::Schedule(schedule));
-                let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
-                let stage =
-                    ScheduleStage { language, device: &run.device, options: &options, store: &store, tuning_id };
-                run.schedule = Some(stage.run(&values, &best.config, schedule)?.0);
-            }
+        let schedule = request.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        if let (Some(schedule), Some(best)) = (schedule, &run.best) {
+            on_progress(Progress::Schedule(schedule));
+            let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
+            let stage = ScheduleStage { language, device: &run.device, options: &options, store: &store, tuning_id };
+            run.schedule = Some(stage.run(&values, &best.config, schedule)?.0);
         }
         Ok(run)
     }
+}
+
+/// Whether the run was interrupted, in the search or since. A Ctrl-C after the search skips
+/// the stages left (the edge-size check, the finalists, the schedule stage) instead of
+/// running them to their end first; what the search measured is in the store already.
+fn interrupted(run: &mut RunSummary, interrupt: &dyn Fn() -> bool) -> bool {
+    if run.stop != StopReason::Interrupted && interrupt() {
+        run.stop = StopReason::Interrupted;
+    }
+    run.stop == StopReason::Interrupted
 }
 
 /// Times the search's best few again (see `kerntune_pipeline::finalists`) and, when one of
