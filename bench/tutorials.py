@@ -2,7 +2,7 @@
 and nothing else, against the same files run through Triton's autotuner: the test of "a
 Triton user renames the decorator in the script they copied".
 
-    python3 bench/tutorials.py DIR [STAGE ...]     # stages: 03 08 06 09 (default: all)
+    python3 bench/tutorials.py DIR [STAGE ...]     # stages: 03 08 06 09 02 05 (default: all)
 
 DIR holds Triton 3.6.0's `python/tutorials/*.py`, fetched by whoever runs this: they are
 Triton's code and are never committed here (on the GPU machine, carry a git-ignored copy
@@ -20,6 +20,12 @@ with a fresh results store and a fresh Triton cache, so every first call compile
   wall time, the output checked against torch, and the chosen kernel's time (do_bench). The
   summary gives per-round ratios kerntune / Triton (median, min, max). 09 also times
   cuBLAS (`torch.matmul`) interleaved with the tuned kernel in the same process.
+- 02, 05: the tutorials that hand-pick their launch parameters (02's `num_warps` and
+  `num_stages`, 05's block sizes, warps and backward group size). Their `@triton.jit`
+  kernels are taken from the file alone (its imports and kernel definitions, none of its
+  top-level code, which runs a benchmark), tuned with `kerntune.tune` over those parameters,
+  and the pick timed against the tutorial's hand-picked values, interleaved (do_bench,
+  median of per-round ratios).
 
 Prints a summary after `=== tutorials summary`; exits non-zero when a run fails.
 """
@@ -37,7 +43,9 @@ ROUNDS = int(os.environ.get("TUTORIAL_ROUNDS", "2"))
 TIMEOUT_S = int(os.environ.get("TUTORIAL_TIMEOUT_S", "420"))
 
 FILES = {
+    "02": "02-fused-softmax.py",
     "03": "03-matrix-multiplication.py",
+    "05": "05-layer-norm.py",
     "06": "06-fused-attention.py",
     "08": "08-grouped-gemm.py",
     "09": "09-persistent-matmul.py",
@@ -81,6 +89,121 @@ for name in ("matmul_tma", "matmul_tma_persistent", "matmul_descriptor_persisten
            cublas_ratio=statistics.median(rounds))
 ''',
 }
+
+# The tutorials whose launch parameters are hand-picked: their kernels tuned with
+# kerntune.tune, in a child that imports `kernels` (the file's imports and @triton.jit
+# functions only) and prints one HANDPICKED line per case.
+HANDPICKED = {
+    "02": r'''
+import torch, triton, kerntune, statistics
+for rows, cols in [(1823, 781), (4096, 4096)]:
+    torch.manual_seed(0)
+    x = torch.randn(rows, cols, device="cuda")
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(cols)
+    args = {"output_ptr": y, "input_ptr": x, "input_row_stride": x.stride(0), "output_row_stride": y.stride(0),
+            "n_rows": rows, "n_cols": cols, "BLOCK_SIZE": block}
+    hand = {"num_warps": 8, "num_stages": 4 if torch.cuda.get_device_properties(0).shared_memory_per_block_optin > 200000 else 2}
+    result = kerntune.tune(kernels.softmax_kernel, args, (rows,), {"num_warps": [1, 2, 4, 8, 16], "num_stages": [1, 2, 3, 4]},
+                           answer={"output_ptr": torch.softmax(x, dim=1)}, strategy="brute_force", progress=False)
+    launch = lambda config: kernels.softmax_kernel[(rows,)](y, x, x.stride(0), y.stride(0), rows, cols, BLOCK_SIZE=block, **config)
+    compare(f"02 softmax {rows}x{cols} fp32, num_warps and num_stages", result, hand, launch)
+''',
+    "05": r'''
+import torch, triton, kerntune
+M, N = 4096, 8192
+torch.manual_seed(0)
+x = torch.randn(M, N, device="cuda", dtype=torch.float16)
+w = torch.rand(N, device="cuda", dtype=torch.float16)
+b = torch.rand(N, device="cuda", dtype=torch.float16)
+y = torch.empty_like(x)
+mean = torch.empty(M, device="cuda", dtype=torch.float32)
+rstd = torch.empty(M, device="cuda", dtype=torch.float32)
+expected = torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)
+args = {"X": x, "Y": y, "W": w, "B": b, "Mean": mean, "Rstd": rstd, "stride": x.stride(0), "N": N, "eps": 1e-5}
+hand_block = min(65536 // x.element_size(), triton.next_power_of_2(N))
+hand = {"BLOCK_SIZE": hand_block, "num_warps": min(max(hand_block // 256, 1), 8)}
+result = kerntune.tune(kernels._layer_norm_fwd_fused, args, (M,),
+                       {"BLOCK_SIZE": [512, 1024, 2048, 4096, 8192, 16384, 32768], "num_warps": [1, 2, 4, 8, 16]},
+                       answer={"Y": expected}, strategy="brute_force", progress=False)
+launch = lambda config: kernels._layer_norm_fwd_fused[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, 1e-5, **config)
+compare(f"05 layer norm forward {M}x{N} fp16, BLOCK_SIZE and num_warps", result, hand, launch)
+
+# The backward's dx kernel: GROUP_SIZE_M rows share one partial sum of dw and db, under a lock.
+kernels._layer_norm_fwd_fused[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, 1e-5, **hand)
+dy = torch.randn_like(x)
+xr = x.float().requires_grad_()
+torch.nn.functional.layer_norm(xr, (N,), w.float(), b.float(), 1e-5).backward(dy.float())
+largest = 256
+partial = lambda: torch.zeros(largest, N, device="cuda", dtype=x.dtype)
+dx = torch.empty_like(x)
+dw, db, locks = partial(), partial(), torch.zeros(2 * largest, device="cuda", dtype=torch.int32)
+args = {"DX": dx, "DY": dy, "DW": dw, "DB": db, "X": x, "W": w, "Mean": mean, "Rstd": rstd, "Lock": locks,
+        "stride": x.stride(0), "N": N, "BLOCK_SIZE_N": hand_block}
+hand = {"GROUP_SIZE_M": 96, "num_warps": min(max(hand_block // 256, 1), 8)}
+result = kerntune.tune(kernels._layer_norm_bwd_dx_fused, args, (M,),
+                       {"GROUP_SIZE_M": [16, 32, 64, 96, 128, 256], "num_warps": [4, 8, 16]},
+                       answer={"DX": xr.grad.to(x.dtype)}, reset_to_zero=["DW", "DB", "Lock"], atol=5e-2,
+                       strategy="brute_force", progress=False)
+def launch(config):
+    dw.zero_(); db.zero_(); locks.zero_()
+    kernels._layer_norm_bwd_dx_fused[(M,)](dx, dy, dw, db, x, w, mean, rstd, locks, x.stride(0), N,
+                                            BLOCK_SIZE_N=hand_block, **config)
+compare(f"05 layer norm backward dx {M}x{N} fp16, GROUP_SIZE_M and num_warps", result, hand, launch)
+''',
+}
+
+HANDPICKED_CHILD = r'''
+import importlib, json, statistics, sys
+import triton
+from kerntune._space import launch_options
+sys.path.insert(0, sys.argv[1])
+kernels = importlib.import_module("kernels")
+
+def compare(label, result, hand, launch):
+    picked = launch_options(result.best_config)
+    rounds = []
+    for _ in range(7):
+        ours = triton.testing.do_bench(lambda: launch(picked))
+        theirs = triton.testing.do_bench(lambda: launch(hand))
+        rounds.append(theirs / ours)
+    print("HANDPICKED " + json.dumps({"label": label, "picked": picked, "hand": hand, "speedup": statistics.median(rounds),
+                                      "low": min(rounds), "high": max(rounds), "evaluations": len(result.results),
+                                      "verified": result.verified}), flush=True)
+'''
+
+
+def kernels_only(text: str) -> str:
+    """A tutorial's imports and ``@triton.jit`` functions, none of its other top-level code."""
+    import ast
+
+    tree = ast.parse(text)
+    keep = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            or (isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list))]
+    lines = text.splitlines()
+    first = lambda node: min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return "\n\n".join("\n".join(lines[first(node) - 1:node.end_lineno]) for node in keep) + "\n"
+
+
+def handpicked(source_dir, stage):
+    scratch = tempfile.mkdtemp(prefix=f"tutorial-{stage}-kernels-")
+    try:
+        with open(os.path.join(source_dir, FILES[stage])) as f:
+            text = f.read()
+        with open(os.path.join(scratch, "kernels.py"), "w") as f:
+            f.write(kernels_only(text))
+        child = os.path.join(scratch, "child.py")
+        with open(child, "w") as f:
+            f.write(HANDPICKED_CHILD + HANDPICKED[stage])
+        code, out = run([sys.executable, child, scratch], scratch, f"{stage} kernels tuned with kerntune.tune")
+        rows = [json.loads(line[len("HANDPICKED "):]) for line in out.splitlines() if line.startswith("HANDPICKED ")]
+        lines = [f"{r['label']}: kerntune picked {r['picked']} against the tutorial's {r['hand']}: "
+                 f"{r['speedup']:.3f}x ({r['low']:.3f}-{r['high']:.3f}) over 7 interleaved rounds, "
+                 f"{r['evaluations']} evaluations, verified {r['verified']}" for r in rows]
+        return lines, code == 0 and bool(rows)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
 
 CHILD = r'''
 import json, os, runpy, statistics, sys, time
@@ -185,12 +308,13 @@ def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     source_dir = sys.argv[1]
-    stages = sys.argv[2:] or ["03", "08", "06", "09"]
+    stages = sys.argv[2:] or ["03", "08", "06", "09", "02", "05"]
     summary, failed = [], []
     for stage in stages:
         if stage not in FILES:
             raise SystemExit(f"unknown stage {stage}: choose among {', '.join(FILES)}")
-        lines, ok = (whole_file if stage in SUCCESS else entry_points)(source_dir, stage)
+        runner = whole_file if stage in SUCCESS else handpicked if stage in HANDPICKED else entry_points
+        lines, ok = runner(source_dir, stage)
         summary += lines
         if not ok:
             failed.append(stage)

@@ -4,6 +4,7 @@
 # them there), the packed packages of the controls and scale stages in .device/sites (carry
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
+# PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
 # Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
 # (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
@@ -87,7 +88,7 @@ for stage in $stages; do
         ;;
     pytest)
         echo "=== Python GPU tests"
-        step pytest python3 -m pytest -q -rs -p no:cacheprovider tests/python ${PYTEST_ARGS:-}
+        step pytest python3 -m pytest -q -rs -p no:cacheprovider ${PYTEST_FILES:-tests/python} ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-}
         summary+=("python tests: $(tail -1 "$OUT/pytest.log")")
         ;;
     triton)

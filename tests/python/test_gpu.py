@@ -119,6 +119,24 @@ def test_an_output_that_already_holds_the_result_is_still_found_and_checked(db):
     assert result.verified and result.best_config["BUGGY"] == 0
 
 
+def test_configurations_tritons_compiler_rejects_are_skipped_as_references_and_recorded(db):
+    """Without an answer, the reference comes from the first configurations that run
+    through Triton; one Triton cannot compile (here a static assertion, in Triton's
+    tutorial 06 its own pass manager) is skipped there, and the run goes on and records it
+    failed with Triton's message."""
+    import torch
+    import triton
+
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    configs = [triton.Config({"BLOCK": b}) for b in (64, 256, 512, 1024)]
+    result = kerntune.tune(_picky_kernel, {"x_ptr": x, "y_ptr": y, "n": x.numel()},
+                           lambda META: (triton.cdiv(META["n"], META["BLOCK"]),), configs=configs, db=db, progress=False)
+    by_block = {r["config"]["BLOCK"]: r for r in result.results}
+    assert by_block[64]["status"] == "compile_failed" and "BLOCK must be at least 128" in by_block[64]["reason"], by_block[64]
+    assert result.verified and result.best_config["BLOCK"] != 64
+
+
 def test_an_automatic_reference_from_configurations_that_disagree_is_refused(db):
     """Without an answer, a wrong configuration among the first that run through Triton
     cannot become the standard: the call raises, naming both configurations."""
@@ -176,6 +194,12 @@ try:
         x = tl.load(x_ptr + offs, mask=offs < n)
         y = x * 2.0 + (1.0 if BUGGY else 0.0)
         tl.store(y_ptr + offs, y, mask=offs < n)
+
+    @triton.jit
+    def _picky_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        tl.static_assert(BLOCK >= 128, "BLOCK must be at least 128")
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 except ImportError:  # collected without triton: the module's tests are skipped anyway
     pass
 
