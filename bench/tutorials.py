@@ -2,7 +2,7 @@
 and nothing else, against the same files run through Triton's autotuner: the test of "a
 Triton user renames the decorator in the script they copied".
 
-    python3 bench/tutorials.py DIR [STAGE ...]     # stages: 03 08 06 09 02 05 (default: all)
+    python3 bench/tutorials.py DIR [STAGE ...]     # stages: 03 08 06 09 02 05 09wide (default: all)
 
 DIR holds Triton 3.6.0's `python/tutorials/*.py`, fetched by whoever runs this: they are
 Triton's code and are never committed here (on the GPU machine, carry a git-ignored copy
@@ -20,6 +20,12 @@ with a fresh results store and a fresh Triton cache, so every first call compile
   wall time, the output checked against torch, and the chosen kernel's time (do_bench). The
   summary gives per-round ratios kerntune / Triton (median, min, max). 09 also times
   cuBLAS (`torch.matmul`) interleaved with the tuned kernel in the same process.
+- 09wide: tutorial 09's persistent TMA kernel (`matmul_kernel_tma_persistent`, its own
+  pre_hook setting the descriptors' blocks) tuned by `kerntune.tune` over a space wider than
+  the tutorial's 48 configurations (block sizes 64-256, BLOCK_SIZE_K 32-128, GROUP_SIZE_M
+  1-16, 2-5 stages, 4 or 8 warps, epilogue subtiling: 1,728 configurations) with the default
+  strategy and a time limit (TUTORIAL_WIDE_S, default 90 s), then timed against cuBLAS
+  (`torch.matmul`) over 15 interleaved rounds (do_bench each): median per-round ratio.
 - 02, 05: the tutorials that hand-pick their launch parameters (02's `num_warps` and
   `num_stages`, 05's block sizes, warps and backward group size). Their `@triton.jit`
   kernels are taken from the file alone (its imports and kernel definitions, none of its
@@ -43,6 +49,7 @@ ROUNDS = int(os.environ.get("TUTORIAL_ROUNDS", "2"))
 TIMEOUT_S = int(os.environ.get("TUTORIAL_TIMEOUT_S", "420"))
 
 FILES = {
+    "09wide": "09-persistent-matmul.py",
     "02": "02-fused-softmax.py",
     "03": "03-matrix-multiplication.py",
     "05": "05-layer-norm.py",
@@ -152,6 +159,64 @@ def launch(config):
 compare(f"05 layer norm backward dx {M}x{N} fp16, GROUP_SIZE_M and num_warps", result, hand, launch)
 ''',
 }
+
+WIDE = r'''
+import runpy, statistics, sys, time, torch, triton, kerntune
+from triton.tools.tensor_descriptor import TensorDescriptor
+from kerntune._space import launch_options
+ns = runpy.run_path(sys.argv[2], run_name="tutorial")
+hook, kernel = ns["matmul_tma_set_block_size_hook"], ns["matmul_kernel_tma_persistent"]
+jit = kerntune._tune.jit_function(kernel)
+for size in [int(n) for n in os.environ.get("TUTORIAL_WIDE_SIZES", "4096").split()]:
+    M = N = K = size
+    torch.manual_seed(0)
+    a = torch.randn((M, K), dtype=torch.float16, device="cuda")
+    b = torch.randn((N, K), dtype=torch.float16, device="cuda")
+    c = torch.empty((M, N), dtype=torch.float16, device="cuda")
+    sms = torch.cuda.get_device_properties("cuda").multi_processor_count
+    descs = {name: TensorDescriptor.from_tensor(t, [1, 1]) for name, t in (("a_desc", a), ("b_desc", b), ("c_desc", c))}
+    args = {**descs, "M": M, "N": N, "K": K, "FP8_OUTPUT": False, "NUM_SMS": sms, "WARP_SPECIALIZE": False}
+    grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"])),)
+    configs = [triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g, "EPILOGUE_SUBTILE": sub},
+                             num_stages=s, num_warps=w, pre_hook=hook)
+               for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 128) for g in (1, 4, 8, 16)
+               for s in (2, 3, 4, 5) for w in (4, 8) for sub in (True, False)]
+    started = time.perf_counter()
+    result = kerntune.tune(kernel, args, grid, configs=configs, answer={"c_desc": a @ b.T},
+                           time_limit=float(os.environ.get("TUTORIAL_WIDE_S", "90")), progress=False)
+    wall = time.perf_counter() - started
+    best = launch_options(result.best_config)
+
+    def ours():
+        nargs = {**descs, **best}
+        hook(nargs)
+        jit[grid](*descs.values(), M, N, K, FP8_OUTPUT=False, NUM_SMS=sms, WARP_SPECIALIZE=False, **best)
+
+    ours()
+    error = (c.float() - (a @ b.T).float()).abs().max().item()
+    rounds = [triton.testing.do_bench(lambda: a @ b.T) / triton.testing.do_bench(ours) for _ in range(15)]
+    print("WIDE " + json.dumps({"size": size, "evaluations": len(result.results), "wall_s": wall, "best": best,
+                                "cublas_over_ours": statistics.median(rounds), "low": min(rounds), "high": max(rounds),
+                                "max_error": error}), flush=True)
+'''
+
+
+def wide(source_dir, stage):
+    scratch = tempfile.mkdtemp(prefix="tutorial-09wide-")
+    try:
+        path = prepare(source_dir, stage, "triton", scratch)
+        child = os.path.join(scratch, "child.py")
+        with open(child, "w") as f:
+            f.write("import json, os\n" + WIDE)
+        code, out = run([sys.executable, child, scratch, path], scratch, "09 persistent TMA kernel, a wider space")
+        rows = [json.loads(line[len("WIDE "):]) for line in out.splitlines() if line.startswith("WIDE ")]
+        lines = [f"09wide fp16 {r['size']}^3: {r['evaluations']} evaluations in {r['wall_s']:.0f} s, best {r['best']}; "
+                 f"cuBLAS time / kernel time {r['cublas_over_ours']:.3f} ({r['low']:.3f}-{r['high']:.3f}) over 15 "
+                 f"interleaved rounds; max error {r['max_error']:.3g}" for r in rows]
+        return lines, code == 0 and bool(rows) and all(r["max_error"] < 1.0 for r in rows)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
 
 HANDPICKED_CHILD = r'''
 import importlib, json, statistics, sys
@@ -313,7 +378,8 @@ def main():
     for stage in stages:
         if stage not in FILES:
             raise SystemExit(f"unknown stage {stage}: choose among {', '.join(FILES)}")
-        runner = whole_file if stage in SUCCESS else handpicked if stage in HANDPICKED else entry_points
+        runner = (whole_file if stage in SUCCESS else handpicked if stage in HANDPICKED else wide if stage == "09wide"
+                  else entry_points)
         lines, ok = runner(source_dir, stage)
         summary += lines
         if not ok:
