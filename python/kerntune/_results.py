@@ -50,6 +50,9 @@ class TuneResult:
     #: The finalists timed again after the search (their configurations, the search's best
     #: first, and the interleaved ratios with the A/A control and the verdict), else None.
     finalists: Optional[dict] = None
+    #: Why the finalists could not be timed again (a kernel that hung or crashed there);
+    #: the search's best stands. None when they were, or when there were none.
+    finalists_failed: Optional[str] = None
     #: The schedule stage's report (``tune(..., schedule=True)``), else None.
     schedule: Optional[dict] = None
     #: Whether every configuration's outputs were checked against a reference.
@@ -109,6 +112,7 @@ class TuneResult:
             verified_sizes=data.get("verified_sizes", []),
             edge_checked=data.get("edge_checked"),
             finalists=data.get("finalists"),
+            finalists_failed=data.get("finalists_failed"),
             schedule=data.get("schedule"),
             tuning=data.get("tuning"),
             compiler=data.get("compiler"),

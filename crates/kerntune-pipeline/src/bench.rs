@@ -698,8 +698,10 @@ impl Worker {
             let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, kernels[0]).map_err(text)?;
             let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, kernels[1]).map_err(text)?;
             let pointers = [&mut pointers_a, &mut pointers_b];
-            // The first launch of each after loading is not timed.
+            // The first launch of each after loading is not timed. Every launch finds the
+            // `reset_to_zero` buffers at zero, as in the search (zeroed before the start event).
             for k in 0..2 {
+                self.reset_buffers(context).map_err(text)?;
                 launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
             }
             let mut done = 0;
@@ -708,6 +710,7 @@ impl Worker {
                 for round in 0..count {
                     let first = (done as usize + round) % 2;
                     for k in [first, 1 - first] {
+                        self.reset_buffers(context).map_err(text)?;
                         self.flush(context).map_err(text)?;
                         let (start, stop) = &self.events[2 * round + k];
                         start.record(context).map_err(text)?;

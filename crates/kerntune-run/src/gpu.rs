@@ -231,7 +231,15 @@ fn retime_finalists(
     }
     let values: Vec<Vec<Value>> =
         contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
-    let report = retime_configs(language, &values, &run.device, options, retime, warm)?;
+    // A finalist that hangs or crashes when timed again (a kernel whose atomics behave
+    // otherwise in back-to-back launches) costs the re-timing, never the search's answer.
+    let report = match retime_configs(language, &values, &run.device, options, retime, warm) {
+        Ok(report) => report,
+        Err(error) => {
+            run.finalists_failed = Some(error.to_string());
+            return Ok(());
+        }
+    };
     if report.winner != 0 {
         run.replace_best(&contenders[report.winner], space);
     }

@@ -65,6 +65,10 @@ pub struct RunSummary {
     pub results: Vec<ResultRow>,
     /// The search's best few timed again against each other (see `finalists`).
     pub finalists: Option<Finalists>,
+    /// Why the finalists could not be timed again (a kernel that hung or crashed there):
+    /// the search's best stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalists_failed: Option<String>,
     pub schedule: Option<ScheduleReport>,
     /// The compiler the user chose (`ptxas 13.3.73 (PATH)`), where one was.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,6 +306,7 @@ impl RunSummary {
             schedule: None,
             compiler: facts.compiler,
             pareto: None,
+            finalists_failed: None,
         }
     }
 }

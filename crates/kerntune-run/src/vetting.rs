@@ -199,6 +199,7 @@ mod tests {
             schedule: None,
             compiler: None,
             pareto: None,
+            finalists_failed: None,
         }
     }
 

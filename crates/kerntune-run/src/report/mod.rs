@@ -253,6 +253,9 @@ pub fn tuning_text(run: &RunSummary) -> String {
     if let Some(finalists) = &run.finalists {
         out.push_str(&finalists_text(finalists));
     }
+    if let Some(why) = &run.finalists_failed {
+        out.push_str(&format!("The finalists could not be timed again ({why}); the search's best stands.\n"));
+    }
     if let Some(pareto) = &run.pareto {
         out.push_str(&pareto_text(pareto));
     }
