@@ -27,8 +27,9 @@ pub struct CompileError {
 
 /// Whether libnvrtc can be loaded on this machine. Besides the loader's search path, it
 /// looks in `$KERNTUNE_NVRTC` (the library file), the toolkit (`$CUDA_HOME`,
-/// `/usr/local/cuda`) and the `nvidia-cuda-nvrtc` wheel of any Python on the PATH, and
-/// preloads the first it finds, so that the later load by name finds it already there.
+/// `/usr/local/cuda`) and the `nvidia-cuda-nvrtc` wheel of the Python environment kerntune
+/// is installed in ([`crate::wheels`]), and preloads the first it finds, so that the later
+/// load by name finds it already there.
 pub fn nvrtc_available() -> bool {
     static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FOUND.get_or_init(|| {
@@ -54,12 +55,7 @@ fn candidates() -> Vec<std::path::PathBuf> {
         dirs.push(root.join("lib64"));
         dirs.push(root.join("lib"));
     }
-    let script = "import sys, os\nfor p in sys.path:\n    d = os.path.join(p, 'nvidia', 'cu13', 'lib')\n    if os.path.isdir(d): print(d)";
-    if let Ok(output) =
-        std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output()
-    {
-        dirs.extend(String::from_utf8_lossy(&output.stdout).lines().map(std::path::PathBuf::from));
-    }
+    dirs.extend(crate::wheels::wheel_paths("nvidia/cu13/lib"));
     for dir in dirs {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             let mut found: Vec<_> = entries
