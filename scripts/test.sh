@@ -28,6 +28,10 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # --show-output keeps what passing tests printed, so that their skip notes can be counted.
 cargo test --workspace -- --show-output 2>&1 | tee "$logs/cargo.log"
+# The Python tests that drive the CLI take the binary cargo just built, wherever
+# CARGO_TARGET_DIR put it.
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+export KERNTUNE_BIN=${KERNTUNE_BIN:-$target/debug/kerntune}
 python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$logs/pytest.log"
 # A Rust test's captured output follows a "---- NAME stdout ----" line.

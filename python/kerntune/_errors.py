@@ -77,6 +77,30 @@ def check_strategy(strategy, default: str) -> str:
     return strategy
 
 
+def check_search(strategy, strategy_options, default: str, kernel_tuner: bool = False, **limits) -> None:
+    """Checks the search settings as the tuning will read them (the rules are Rust's): the
+    strategy's name and options, ``max_fevals``, ``time_limit``, ``target``. Called before
+    anything is compiled or a GPU probed. ``kernel_tuner``: Kernel Tuner's
+    ``strategy_options`` also hold ``max_fevals`` and ``time_limit``."""
+    import json
+
+    from kerntune import _kerntune
+
+    if strategy_options is not None and not isinstance(strategy_options, dict):
+        raise ArgumentTypeError("strategy_options: give a dict such as {'max_fevals': 100}")
+    options = dict(strategy_options or {})
+    if kernel_tuner:
+        for name in ("max_fevals", "time_limit"):
+            if name in options:
+                limits[name] = options.pop(name)
+    search = {"strategy": check_strategy(strategy, default), "strategy_options": options,
+              **{name: value for name, value in limits.items() if value is not None}}
+    try:
+        _kerntune.check_search(json.dumps(search, default=str), default)
+    except KerntuneError as error:
+        raise ArgumentError(str(error)) from None
+
+
 def check_arch(arch) -> int:
     """``arch``: an NVIDIA architecture, ``sm_90`` (or ``sm_90a``, ``90``); its number."""
     digits = str(arch).strip().removeprefix("sm_").rstrip("af")

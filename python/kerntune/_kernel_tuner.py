@@ -25,7 +25,8 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._errors import ArgumentError, ArgumentTypeError, check_arch, check_device, check_strategy, warn_unchecked
+from kerntune._errors import (ArgumentError, ArgumentTypeError, check_arch, check_device, check_search, check_strategy,
+                              warn_unchecked)
 from kerntune._results import NoValidConfigError
 from kerntune.observers.nvml import OBSERVABLES, check_tunables, observed_keys
 from kerntune.util import error_of, get_best_config, get_config_string
@@ -72,6 +73,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     started = time.perf_counter()
     _start_log(kernel_name, log)
     _check_unsupported(lang, objectives, texmem_args, compiler, strategy)
+    check_search(strategy, strategy_options, "brute_force", kernel_tuner=True)
     observed = observed_keys(observers)
     check_tunables(tune_params if isinstance(tune_params, dict) else {})
     params = _tune_params(tune_params)

@@ -57,7 +57,8 @@ def resolve(choice: Optional[str]) -> Optional[dict]:
     if choice == PIP:
         path = pip_ptxas()
         if path is None:
-            raise ArgumentError("ptxas=\"pip\": this Python has no nvidia-cuda-nvcc package (pip install 'nvidia-cuda-nvcc==13.3.*')")
+            raise ArgumentError(f"ptxas=\"pip\": this Python has no nvidia-cuda-nvcc package ({sys.executable} -m pip "
+                                "install 'nvidia-cuda-nvcc==13.3.*')")
     elif os.sep not in choice and not os.path.exists(choice):
         path = shutil.which(choice)
         if path is None:

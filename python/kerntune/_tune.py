@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kerntune import _kerntune
 from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device, check_devices,
-                              check_strategy, warn_unchecked)
+                              check_search, check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune import _edges, _ptxas
@@ -393,7 +393,9 @@ class _DType(str):
 
     @property
     def itemsize(self) -> int:
-        return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}.get(str(self), 1)
+        from triton._utils import BITWIDTH_DICT
+
+        return max(BITWIDTH_DICT[str(self)] // 8, 1)
 
     @property
     def is_floating_point(self) -> bool:
@@ -406,6 +408,13 @@ class Tensor:
     the base of a ``TensorDescriptor`` (``TensorDescriptor.from_tensor``), contiguous."""
 
     def __init__(self, dtype: str, shape: Sequence[int], data_ptr: int = 1 << 20):
+        # Triton's own table of element types: a name it lacks would fail inside Triton
+        # (a KeyError) at the first compile.
+        from triton._utils import BITWIDTH_DICT
+
+        if not isinstance(dtype, str) or BITWIDTH_DICT.get(dtype, 0) == 0:
+            raise ArgumentError(f"Tensor dtype {dtype!r} is not an element type Triton knows; give a torch dtype's "
+                                f"name: {', '.join(_DTYPES)}, or another of Triton's (int8, float8_e4m3fn...)")
         self.dtype = _DType(dtype)
         self.shape = tuple(shape)
         self._data_ptr = data_ptr
@@ -848,6 +857,7 @@ def tune(
     if devices is not None and device is not None:
         raise ArgumentError("give device= or devices=, not both")
     strategy = check_strategy(strategy, "default")
+    check_search(strategy, strategy_options, "default", max_fevals=max_fevals, time_limit=time_limit, target=target)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     restore_value = names_of(restore_value, "restore_value")

@@ -1,7 +1,12 @@
-"""Shared fixtures: the examples' folder on the import path, and a results database per test."""
+"""Shared fixtures: the examples' folder on the import path, a results database per test,
+and two guards: the suite's default results store is a temporary one (the user's
+``~/.cache/kerntune`` is never read or written, and a run that writes it fails), and no test
+opens a network connection (one that tries is skipped, naming the host, and fails in CI)."""
 
 import os
+import socket
 import sys
+import tempfile
 
 import pytest
 
@@ -36,3 +41,94 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def db(tmp_path):
     return str(tmp_path / "results.db")
+
+
+def _users_store_folder() -> str:
+    """Where ``Store::default_path`` puts the user's store when ``KERNTUNE_DB`` is unset."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "kerntune")
+
+
+def _snapshot(folder: str) -> dict:
+    if not os.path.isdir(folder):
+        return {}
+    return {entry.name: (entry.stat().st_mtime_ns, entry.stat().st_size) for entry in os.scandir(folder)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_default_store():
+    """Every call that names no ``db`` (and every process the tests start) writes a store of
+    the session's own; after the session the user's store folder must be as it was."""
+    users = _users_store_folder()
+    before = _snapshot(users)
+    folder = tempfile.mkdtemp(prefix="kerntune-tests-")
+    previous = os.environ.get("KERNTUNE_DB")
+    os.environ["KERNTUNE_DB"] = os.path.join(folder, "default.db")
+    yield os.environ["KERNTUNE_DB"]
+    if previous is None:
+        del os.environ["KERNTUNE_DB"]
+    else:
+        os.environ["KERNTUNE_DB"] = previous
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    after = _snapshot(users)
+    if after != before:
+        changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+        pytest.fail(f"the tests wrote the user's results store: {users} ({', '.join(changed)} changed)")
+
+
+def _local_name(host) -> bool:
+    if host is None:
+        return True
+    host = host.decode() if isinstance(host, bytes) else str(host)
+    if host in ("localhost", "", socket.gethostname()):
+        return True
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host.split("%")[0])
+        return True  # a numeric address: resolving it asks no one
+    except OSError:
+        return False
+
+
+def _local_address(family, host) -> bool:
+    """Loopback, or an address of this machine (Ray's own services listen on those):
+    binding to it succeeds only when it is one of this machine's."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+        return True
+    except OSError:
+        return False
+
+
+def _refuse_network(what: str):
+    message = f"needs the network ({what}): the tests never open a network connection"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_network():
+    """Resolving a remote name or connecting a stream socket to another machine skips the
+    test (fails it in CI, where ``CI`` is set), from the first fixture on (module fixtures
+    included). pytest's skip is not an ``Exception``, so a library's ``except Exception``
+    does not swallow it."""
+    resolve, connect = socket.getaddrinfo, socket.socket.connect
+
+    def guarded_getaddrinfo(host, port, *args, **kwargs):
+        if not _local_name(host):
+            _refuse_network(f"{host}:{port}")
+        return resolve(host, port, *args, **kwargs)
+
+    def guarded_connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and self.type == socket.SOCK_STREAM:
+            if not _local_address(self.family, address[0]):
+                _refuse_network(f"{address[0]}:{address[1]}")
+        return connect(self, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+        patch.setattr(socket.socket, "connect", guarded_connect)
+        yield

@@ -97,8 +97,8 @@ pub struct SpaceArgs {
     pub max_memory: Option<kerntune_space::MemoryCap>,
     /// Print N random valid configurations, one JSON object a line, drawn by rejection
     /// without enumerating the space (so for spaces of any size).
-    #[arg(long, value_name = "N")]
-    pub sample: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
     /// Seed for --sample.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -204,7 +204,8 @@ pub struct TuneArgs {
     pub compile_workers: Option<usize>,
     /// Run the compile workers as actors of the Ray cluster at this address (`auto`,
     /// HOST:PORT), on any of its nodes; needs `pip install 'kerntune[ray]'` in the Python
-    /// named by $KERNTUNE_PYTHON (default python3). Give --compile-workers: the default
+    /// named by $KERNTUNE_PYTHON (default: the python3 beside kerntune, else python3 on the
+    /// PATH). Give --compile-workers: the default
     /// counts this machine's cores only.
     #[arg(long, value_name = "ADDRESS")]
     pub ray: Option<String>,
@@ -220,8 +221,9 @@ pub struct TuneArgs {
     /// Then let CompileIQ search ptxas ACF files for the best configuration, each candidate
     /// compiled, checked and timed like any configuration, the fastest kept only if it beats
     /// the best without one by more than an A/A control's noise. Needs [compiler] ptxas in the
-    /// spec and `pip install compileiq` in the Python named by $KERNTUNE_PYTHON (default
-    /// python3), which runs `python -m kerntune.controls`.
+    /// spec and `pip install compileiq` in the Python named by $KERNTUNE_PYTHON (default: the
+    /// python3 beside kerntune, else python3 on the PATH), which runs `python -m
+    /// kerntune.controls`.
     #[arg(long, value_enum, value_name = "SEARCH", conflicts_with_all = ["dry_run", "compile_only"])]
     pub controls: Option<ControlsSearch>,
     /// Candidate ACF files for --controls.

@@ -247,11 +247,7 @@ fn space_counts_the_shipped_space_files() {
 fn space_too_large_for_memory_is_refused_with_its_estimate_and_exit_1() {
     let dir = tempfile::tempdir().expect("temp dir");
     let huge = dir.path().join("huge.json");
-    let values: Vec<u32> = (1..=20).collect();
-    let tune_params: serde_json::Map<String, Json> =
-        (0..12).map(|p| (format!("p{p}"), serde_json::json!(values))).collect();
-    let spec = serde_json::json!({"tune_params": tune_params, "restrictions": ["p0 + p1 <= 21"]});
-    std::fs::write(&huge, spec.to_string()).expect("write");
+    grid_space(&huge, 12, 20, &["p0 + p1 <= 21"]);
     let clock = Instant::now();
     let output = Command::new(common::kerntune_binary())
         .args(["space", &huge.display().to_string()])
@@ -291,6 +287,23 @@ fn space_too_large_for_memory_is_refused_with_its_estimate_and_exit_1() {
         .collect();
     assert_eq!(lines.len(), 5);
     assert!(lines.iter().all(|c| c["p0"].as_i64().expect("int") + c["p1"].as_i64().expect("int") <= 21));
+}
+
+/// What a command that failed printed: one line, `error: ...`, and exit code 1.
+fn one_line_error(output: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.trim_end().lines().count() == 1, "{stderr}");
+    stderr
+}
+
+/// A space file of `params` parameters `p0, p1, ...`, each taking the values 1 to `values`.
+fn grid_space(path: &Path, params: usize, values: u32, restrictions: &[&str]) {
+    let values: Vec<u32> = (1..=values).collect();
+    let tune_params: serde_json::Map<String, Json> =
+        (0..params).map(|p| (format!("p{p}"), serde_json::json!(values))).collect();
+    let spec = serde_json::json!({"tune_params": tune_params, "restrictions": restrictions});
+    std::fs::write(path, spec.to_string()).expect("write");
 }
 
 fn stored_rows(db: &Path) -> usize {
@@ -638,4 +651,111 @@ fn results_show_the_measured_values_of_an_imported_energy_cache() {
     let header = text.lines().find(|l| l.contains("energy_J")).unwrap_or_else(|| panic!("{text}"));
     assert!(header.contains("power_W"), "{text}");
     assert!(text.contains("0.4000") && text.contains("400.0"), "{text}");
+}
+
+/// The vector_add example's spec with `edit` applied to its text, written into `dir`.
+fn edited_vector_add(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> String {
+    let text = std::fs::read_to_string(repo("examples/cuda/vector_add/spec.toml")).expect("the example");
+    let source = repo("examples/cuda/vector_add/vector_add.cu");
+    let text = text.replace("source = \"vector_add.cu\"", &format!("source = {source:?}"));
+    let path = dir.join(name);
+    std::fs::write(&path, edit(text)).expect("write");
+    path.display().to_string()
+}
+
+/// Issue 37, item 3: what the user wrote is checked before anything is built, compiled or
+/// probed, in every mode of `tune` (a dry run accepted what a tuning run would refuse),
+/// and each mistake is one line naming it, exit 1.
+#[test]
+fn issue_37_every_mode_refuses_what_the_user_got_wrong_before_any_work() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = edited_vector_add(dir.path(), "spec.toml", |t| t);
+    let unknown_in_spec =
+        edited_vector_add(dir.path(), "strategy.toml", |t| format!("{t}\n[search]\nstrategy = \"nosuch\"\n"));
+    let raising = edited_vector_add(dir.path(), "raising.toml", |t| {
+        t.replace("[kernel]", "restrictions = [\"block_size_x / 0 > 1\"]\n\n[kernel]")
+    });
+    let zero = edited_vector_add(dir.path(), "zero.toml", |t| t.replace("n = 50_000_000", "n = 0"));
+    let db = dir.path().join("results.db").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["tune", &spec, "--dry-run", "--strategy", "nosuch"], "unknown strategy 'nosuch' (available: "),
+        (vec!["tune", &spec, "--compile-only", "--strategy", "nosuch", "--db", &db], "unknown strategy 'nosuch'"),
+        (vec!["tune", &spec, "--strategy", "nosuch", "--db", &db], "unknown strategy 'nosuch'"),
+        (vec!["tune", &unknown_in_spec, "--dry-run"], "unknown strategy 'nosuch'"),
+        (vec!["tune", &spec, "--dry-run", "--option", "trees=0"], "options of strategy 'default': trees must be at least 1"),
+        (
+            vec!["tune", &raising, "--dry-run"],
+            "no configuration satisfies the restrictions: 'block_size_x / 0 > 1' raises for every configuration (on the first: division by zero)",
+        ),
+        (vec!["tune", &zero, "--dry-run"], "no configuration can be launched (the first, block_size_x=64 tile=1: problem size 'n' of axis x is 0; a problem size is at least 1)"),
+        (vec!["tune", &spec, "--dry-run", "--arch", "sm_xx"], "--arch \"sm_xx\" is not an NVIDIA architecture"),
+    ];
+    for (args, expected) in cases {
+        let stderr = one_line_error(&kerntune(&args));
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new(&db).exists(), "nothing was stored: the mistakes were found first");
+}
+
+/// Issue 37: numbers out of range are usage mistakes (exit 2) that say what is accepted;
+/// a negative `--max-fevals` is a value, not an unknown flag.
+#[test]
+fn issue_37_a_negative_budget_and_an_empty_sample_are_usage_mistakes_that_say_what_is_accepted() {
+    let space = repo("data/spaces/triton_matmul_wide.json");
+    for (args, expected) in [
+        (
+            &["simulate", "--max-fevals", "-5"][..],
+            "invalid value '-5' for '--max-fevals <MAX_FEVALS>': give a whole number of evaluations, 0 or more (0: no limit)",
+        ),
+        (&["simulate", "--max-fevals", "ten"], "give a whole number of evaluations"),
+        (&["space", &space, "--sample", "0"], "invalid value '0' for '--sample <N>': 0 is not in 1.."),
+    ] {
+        let output = kerntune(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 37, item 4: a results database that cannot be opened says why, in the system's
+/// words, instead of SQLite's "Error code 14".
+#[test]
+fn issue_37_a_db_that_cannot_be_opened_says_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let folder = dir.path().display().to_string();
+    let directory = format!("error: results database {folder}: is a directory; name a file in it");
+    let cases = [
+        (vec!["simulate", "--max-fevals", "3", "--db", &folder], directory.clone()),
+        (vec!["results", &folder], directory),
+        (
+            vec!["simulate", "--max-fevals", "3", "--db", "/proc/kt.db"],
+            "error: results database /proc/kt.db: cannot be opened for writing: no such file or directory".into(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = kerntune(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end(), expected, "{args:?}");
+    }
+}
+
+/// Issue 37, item 3: a cap raised past what the machine can give (as the refusal's hint
+/// suggests) is an error when the allocation fails, not an abort with a backtrace.
+#[test]
+fn issue_37_a_space_the_machine_cannot_hold_under_a_raised_cap_is_an_error_not_an_abort() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let big = dir.path().join("big.json");
+    grid_space(&big, 9, 10, &[]);
+    // 10^9 configurations, 8 GB of keys, under a 300 MB address space.
+    let output = Command::new("sh")
+        .args(["-c", "ulimit -v 300000 && exec \"$0\" space \"$1\""])
+        .arg(kerntune_binary())
+        .arg(&big)
+        .env("KERNTUNE_SPACE_MEMORY", "100G")
+        .output()
+        .expect("sh runs");
+    let stderr = one_line_error(&output);
+    assert!(stderr.contains("does not fit in this machine's memory"), "{stderr}");
+    assert!(stderr.contains("--sample N") && stderr.contains("KERNTUNE_SPACE_MEMORY"), "{stderr}");
 }

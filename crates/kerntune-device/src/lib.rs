@@ -3,6 +3,7 @@
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
 //! the CPU, and [`ptxas`] assembles PTX with a ptxas the user chose; [`data`] makes the host contents of buffers (element types, seeded fills);
+//! [`wheels`] finds NVIDIA's pip wheels in the Python environment kerntune is installed in;
 //! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`tensor_map`]
 //! encodes Hopper's TMA descriptors over device buffers; [`nvml`] reads
 //! clocks, temperature, power and throttle reasons. The driver, NVRTC and NVML are loaded
@@ -18,6 +19,7 @@ pub mod ptxas;
 mod target;
 pub mod tensor_map;
 pub mod verify;
+pub mod wheels;
 
 pub use data::{f16_to_f32, f32_to_bf16, f32_to_f16, fill, scalar_bytes, DType, Init};
 pub use driver::{driver_available, DeviceInfo, FunctionAttributes};

@@ -27,8 +27,9 @@ pub struct CompileError {
 
 /// Whether libnvrtc can be loaded on this machine. Besides the loader's search path, it
 /// looks in `$KERNTUNE_NVRTC` (the library file), the toolkit (`$CUDA_HOME`,
-/// `/usr/local/cuda`) and the `nvidia-cuda-nvrtc` wheel of any Python on the PATH, and
-/// preloads the first it finds, so that the later load by name finds it already there.
+/// `/usr/local/cuda`) and the `nvidia-cuda-nvrtc` wheel of the Python environment kerntune
+/// is installed in ([`crate::wheels`]), and preloads the first it finds, so that the later
+/// load by name finds it already there.
 pub fn nvrtc_available() -> bool {
     static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FOUND.get_or_init(|| {
@@ -39,23 +40,6 @@ pub fn nvrtc_available() -> bool {
         candidates().iter().any(|path| preload(path))
             // SAFETY: as above, now that a copy may be loaded.
             && unsafe { sys::is_culib_present() }
-    })
-}
-
-/// The import path of the `python3` on the PATH (with `$PYTHONPATH`, which the Python
-/// package sets for its workers), where NVIDIA's wheels put their files; read once.
-fn python_paths() -> &'static [std::path::PathBuf] {
-    static PATHS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
-    PATHS.get_or_init(|| {
-        let script = "import sys\nfor p in sys.path: print(p)";
-        std::process::Command::new("python3")
-            .args(["-c", script])
-            .stderr(std::process::Stdio::null())
-            .output()
-            .map(|output| {
-                String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.is_empty()).map(Into::into).collect()
-            })
-            .unwrap_or_default()
     })
 }
 
@@ -71,7 +55,7 @@ fn candidates() -> Vec<std::path::PathBuf> {
         dirs.push(root.join("lib64"));
         dirs.push(root.join("lib"));
     }
-    dirs.extend(python_paths().iter().map(|p| p.join("nvidia").join("cu13").join("lib")).filter(|d| d.is_dir()));
+    dirs.extend(crate::wheels::wheel_paths("nvidia/cu13/lib"));
     for dir in dirs {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             let mut found: Vec<_> = entries
@@ -353,10 +337,9 @@ pub fn cccl_include_dir() -> Option<std::path::PathBuf> {
                 .map(std::path::PathBuf::from)
                 .chain(["/usr/local/cuda".into()])
                 .flat_map(|root| [root.join("include").join("cccl"), root.join("include")]);
-            let wheels = python_paths().iter().flat_map(|site| {
-                let nvidia = site.join("nvidia");
-                [nvidia.join("cu13").join("include").join("cccl"), nvidia.join("cuda_cccl").join("include")]
-            });
+            let wheels = ["nvidia/cu13/include/cccl", "nvidia/cuda_cccl/include"]
+                .into_iter()
+                .flat_map(crate::wheels::wheel_paths);
             toolkits.chain(wheels).find(|dir| dir.join("cub").join("cub.cuh").is_file())
         })
         .clone()

@@ -31,11 +31,12 @@ impl Ptxas {
     pub fn resolve(choice: &str, base: &Path) -> Result<Ptxas, PtxasError> {
         let path = if choice == PIP {
             pip_ptxas().ok_or_else(|| {
-                PtxasError(
-                    "ptxas = \"pip\": no Python on the PATH has the nvidia-cuda-nvcc package \
-                     (pip install 'nvidia-cuda-nvcc==13.3.*')"
-                        .into(),
-                )
+                PtxasError(format!(
+                    "ptxas = \"pip\": the Python environment kerntune runs from ({}) has no nvidia-cuda-nvcc \
+                     package: {}",
+                    crate::wheels::python().display(),
+                    crate::wheels::install_hint("nvidia-cuda-nvcc==13.3.*")
+                ))
             })?
         } else if !choice.contains('/') && !base.join(choice).exists() {
             on_path(choice).ok_or_else(|| PtxasError(format!("ptxas = \"{choice}\": not found on the PATH")))?
@@ -156,14 +157,10 @@ fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|p| p.is_file())
 }
 
-/// `nvidia/cu*/bin/ptxas` in the import path of `python3` on the PATH (the wheel of
+/// `nvidia/cu*/bin/ptxas` of the Python environment kerntune runs from (the wheel of
 /// `nvidia-cuda-nvcc`), the newest CUDA first.
 fn pip_ptxas() -> Option<PathBuf> {
-    let script = "import sys, os, glob\n\
-                  for p in sys.path:\n    \
-                  for f in sorted(glob.glob(os.path.join(p, 'nvidia', 'cu*', 'bin', 'ptxas')), reverse=True): print(f)";
-    let output = Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output().ok()?;
-    String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).find(|p| p.is_file())
+    crate::wheels::wheel_paths("nvidia/cu*/bin/ptxas").into_iter().find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ pub struct SearchOptions {
     /// Stop after this many distinct configurations (failed ones count). Default: none for
     /// `default`, which stops by itself when more evaluations are unlikely to pay; the whole
     /// space for brute_force; 100 for the others. 0 means no limit.
-    #[cfg_attr(feature = "clap", arg(long))]
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true, value_parser = parse_max_fevals))]
+    #[serde(deserialize_with = "max_fevals_of")]
     pub max_fevals: Option<usize>,
     /// Stop after this much tuning time, e.g. 90s, 5m, 1h30m.
     #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION"))]
@@ -116,6 +117,23 @@ impl SearchOptions {
         };
         let budget = Budget { max_fevals, time_limit: self.time_limit.map(|t| t.0), target: self.target, auto_stop };
         Ok(Search { strategy_name, strategy, budget, seed: self.seed.unwrap_or(0) })
+    }
+}
+
+/// A `max_fevals` as text (`--max-fevals`): a whole number, 0 or more. Negative numbers
+/// reach this parser, so that `-5` is refused as a value, not taken for an unknown flag.
+pub fn parse_max_fevals(text: &str) -> Result<usize, String> {
+    text.trim().parse().map_err(|_| "give a whole number of evaluations, 0 or more (0: no limit)".to_string())
+}
+
+/// `max_fevals` in a spec file or from Python, refused as the CLI refuses it, naming the
+/// setting (serde's own message for -1 names neither the setting nor what it accepts).
+fn max_fevals_of<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
+    match Option::<Json>::deserialize(deserializer)? {
+        None | Some(Json::Null) => Ok(None),
+        Some(value) => parse_max_fevals(&value.to_string())
+            .map(Some)
+            .map_err(|why| serde::de::Error::custom(format!("max_fevals = {value}: {why}"))),
     }
 }
 
@@ -248,5 +266,20 @@ mod tests {
             StrategyOption { name: "popsize".into(), value: Json::from(20) }
         );
         assert!("popsize".parse::<StrategyOption>().is_err());
+    }
+
+    #[test]
+    fn a_negative_or_fractional_max_fevals_is_refused_naming_the_setting() {
+        for bad in ["-1", "2.5", "\"ten\""] {
+            let error = serde_json::from_str::<SearchOptions>(&format!(r#"{{"max_fevals": {bad}}}"#)).unwrap_err();
+            assert!(error.to_string().starts_with(&format!("max_fevals = {bad}: give a whole number")), "{error}");
+        }
+        assert!(parse_max_fevals("-5").unwrap_err().contains("0 or more"));
+        let zero: SearchOptions = serde_json::from_str(r#"{"max_fevals": 0}"#).expect("parses");
+        assert_eq!(zero.max_fevals, Some(0));
+        let none: SearchOptions = serde_json::from_str(r#"{"max_fevals": null}"#).expect("parses");
+        let error = serde_json::from_value::<SearchOptions>(serde_json::json!({"max_fevals": -1})).unwrap_err();
+        assert!(error.to_string().starts_with("max_fevals = -1: give a whole number"), "{error}");
+        assert_eq!(none.max_fevals, None);
     }
 }

@@ -291,9 +291,11 @@ impl Language for CudaLanguage<'_> {
 
     fn preflight(&self) -> Result<(), String> {
         if !kerntune_device::nvrtc_available() {
-            return Err("NVRTC (libnvrtc, from the CUDA toolkit) is not installed: kerntune compiles CUDA C with it \
-                 (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit)"
-                .into());
+            return Err(format!(
+                "NVRTC (libnvrtc) is not installed: kerntune compiles CUDA C with it; {} (or set KERNTUNE_NVRTC to \
+                 a libnvrtc.so, or install the CUDA toolkit)",
+                kerntune_device::wheels::install_hint("nvidia-cuda-nvrtc")
+            ));
         }
         if let Some(ptxas) = &self.spec.ptxas {
             ptxas.check().map_err(|e| format!("[compiler] {e}"))?;

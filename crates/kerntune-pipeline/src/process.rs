@@ -195,7 +195,9 @@ pub struct RayRelay {
 
 impl RayRelay {
     pub fn new(address: impl Into<String>) -> RayRelay {
-        let python = std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| "python3".into());
+        // Default: the Python of the environment kerntune is installed in.
+        let python = std::env::var("KERNTUNE_PYTHON")
+            .unwrap_or_else(|_| kerntune_device::wheels::python().display().to_string());
         RayRelay { address: address.into(), python }
     }
 

@@ -79,6 +79,11 @@ fn triton_options() -> String {
 #[pymodule]
 fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    // NVIDIA's wheels (NVRTC, ptxas) are looked up in the environment of this Python.
+    let executable: String = m.py().import("sys")?.getattr("executable")?.extract()?;
+    if !executable.is_empty() {
+        kerntune_device::wheels::set_host_python(executable.into());
+    }
     m.add_function(wrap_pyfunction!(run_bench_worker, m)?)?;
     m.add_function(wrap_pyfunction!(run_compile_worker, m)?)?;
     m.add_function(wrap_pyfunction!(default_db, m)?)?;
@@ -88,6 +93,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -167,6 +167,16 @@ fn warn_long_search(line: &str, stacklevel: i32) -> PyResult<()> {
     })
 }
 
+/// Checks search settings (JSON of [`SearchOptions`]) as a tuning would read them, with
+/// `default_strategy` where none is named, so that Python refuses a bad strategy, option or
+/// budget before any GPU is probed or anything compiled.
+#[pyfunction]
+pub fn check_search(search: &str, default_strategy: &str) -> PyResult<()> {
+    let search: Json = serde_json::from_str(search).map_err(errors::spec)?;
+    let search: SearchOptions = serde_json::from_value(search).map_err(errors::spec)?;
+    search.resolve(default_strategy).map(|_| ()).map_err(errors::strategy)
+}
+
 /// The properties of GPU `device`, as JSON.
 #[pyfunction]
 pub fn device_info(device: usize) -> PyResult<String> {

@@ -89,6 +89,12 @@ impl<'a> Tuning<'a> {
     /// language's tools, a non-empty space, the search settings, the store.
     pub fn prepare(self) -> Result<Prepared<'a>, RunError> {
         let clock = Instant::now();
+        // What the user wrote is checked before what the machine has: a misspelt strategy
+        // is named as such on a machine without a GPU too.
+        if self.space.is_empty() {
+            return Err(RunError::EmptySpace);
+        }
+        let search = self.search.resolve(self.default_strategy)?;
         if !driver_available() {
             return Err(RunError::NoGpu(format!(
                 "no NVIDIA driver on this machine: tuning needs a GPU. {}",
@@ -98,10 +104,6 @@ impl<'a> Tuning<'a> {
         let devices = self.devices.probe()?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
-        if self.space.is_empty() {
-            return Err(RunError::EmptySpace);
-        }
-        let search = self.search.resolve(self.default_strategy)?;
         let store = Store::open(&self.db)?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;

@@ -77,9 +77,13 @@ pub(crate) fn valid_keys(
         keys: Vec::new(),
         max_keys: usize::try_from(cap.max_configs()).unwrap_or(usize::MAX),
         over_cap: false,
+        out_of_memory: false,
         progress,
     };
     walk.visit(0, 0);
+    if walk.out_of_memory {
+        return Err(SpaceError::OutOfMemory { configs: walk.keys.len() });
+    }
     if walk.over_cap {
         return Err(SpaceError::MemoryCapReached { configs: walk.keys.len(), cap });
     }
@@ -185,6 +189,9 @@ struct Walk<'a> {
     /// The walk stops, setting `over_cap`, rather than keep more keys than this.
     max_keys: usize,
     over_cap: bool,
+    /// The machine refused to grow `keys`: the cap was raised past what it can give, and
+    /// an abort would lose the user's one-line answer.
+    out_of_memory: bool,
     progress: &'a mut dyn FnMut(f64),
 }
 
@@ -193,6 +200,10 @@ impl Walk<'_> {
         if depth == self.order.len() {
             if self.keys.len() == self.max_keys {
                 self.over_cap = true;
+            } else if self.keys.len() == self.keys.capacity()
+                && self.keys.try_reserve(self.keys.len().max(1024)).is_err()
+            {
+                self.out_of_memory = true;
             } else {
                 self.keys.push(key);
             }
@@ -200,7 +211,7 @@ impl Walk<'_> {
         }
         let p = self.order[depth];
         for index in 0..self.params[p].len() {
-            if self.over_cap {
+            if self.over_cap || self.out_of_memory {
                 return;
             }
             self.current[p] = index;

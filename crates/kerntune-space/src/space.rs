@@ -7,12 +7,13 @@
 //! lexicographic order of the declared parameters. A bucket directory over the keys makes
 //! config→id lookup constant time on average.
 
+use std::collections::TryReserveError;
 use std::fmt;
 
 use serde_json::{Map, Value as Json};
 
 use crate::enumerate::{sample_valid, valid_keys};
-use crate::memory::{MemoryCap, SpaceEstimate, MEMORY_CAP_VARIABLE};
+use crate::memory::{MemoryCap, SpaceEstimate, BYTES_PER_CONFIG, MEMORY_CAP_VARIABLE};
 use crate::{Expression, Param, ParseError, Rng, Value};
 
 /// A configuration's position in its [`Space`].
@@ -66,6 +67,15 @@ pub enum SpaceError {
          or raise the cap ({MEMORY_CAP_VARIABLE}=4G)"
     )]
     MemoryCapReached { configs: usize, cap: MemoryCap },
+    /// The machine refused the memory the configurations need, under the cap (a cap raised
+    /// past what the machine, or its `ulimit -v`, can give).
+    #[error(
+        "the space does not fit in this machine's memory: room for {configs} valid configurations \
+         ({BYTES_PER_CONFIG} bytes each) could not be allocated; tighten the restrictions, draw \
+         configurations by sampling instead (`kerntune space FILE --sample N`), or lower the cap \
+         ({MEMORY_CAP_VARIABLE}) to what the machine has"
+    )]
+    OutOfMemory { configs: usize },
     /// Rejection sampling gave up: the restrictions keep too small a share of the product.
     #[error(
         "only {found} of {attempts} random configurations satisfy the restrictions, short of the {wanted} asked \
@@ -120,7 +130,8 @@ impl Space {
         let strides = strides_of(&params)?;
         let restrictions = parse_restrictions(&params, restrictions)?;
         let mut keys = valid_keys(&params, &restrictions, &strides, cap, progress)?;
-        radix_sort(&mut keys);
+        let configs = keys.len();
+        radix_sort(&mut keys).map_err(|_| SpaceError::OutOfMemory { configs })?;
         Space::from_sorted_keys(params, restrictions, strides, keys)
     }
 
@@ -160,7 +171,8 @@ impl Space {
             }
             keys.push(config.iter().zip(&strides).map(|(i, s)| *i as u64 * s).sum());
         }
-        radix_sort(&mut keys);
+        let configs = keys.len();
+        radix_sort(&mut keys).map_err(|_| SpaceError::OutOfMemory { configs })?;
         keys.dedup();
         Space::from_sorted_keys(params, Vec::new(), strides, keys)
     }
@@ -174,7 +186,7 @@ impl Space {
         if keys.len() > u32::MAX as usize {
             return Err(SpaceError::TooManyConfigs);
         }
-        let directory = Directory::build(&keys);
+        let directory = Directory::build(&keys).map_err(|_| SpaceError::OutOfMemory { configs: keys.len() })?;
         Ok(Space { params, restrictions, strides, keys, directory })
     }
 
@@ -322,13 +334,16 @@ fn strides_of(params: &[Param]) -> Result<Vec<u64>, SpaceError> {
 
 /// LSD radix sort on the bits the keys actually use: a few linear passes, much cheaper than
 /// a comparison sort for the millions of keys a large space has.
-fn radix_sort(keys: &mut Vec<u64>) {
-    let Some(max) = keys.iter().copied().max() else { return };
+/// Its second buffer is reserved fallibly: the keys' count comes from the user's space.
+fn radix_sort(keys: &mut Vec<u64>) -> Result<(), TryReserveError> {
+    let Some(max) = keys.iter().copied().max() else { return Ok(()) };
     if keys.windows(2).all(|w| w[0] <= w[1]) {
-        return;
+        return Ok(());
     }
     const BITS: u32 = 11;
-    let mut buffer = vec![0u64; keys.len()];
+    let mut buffer = Vec::new();
+    buffer.try_reserve_exact(keys.len())?;
+    buffer.resize(keys.len(), 0u64);
     let used_bits = 64 - max.leading_zeros();
     let mut shift = 0;
     while shift < used_bits {
@@ -347,6 +362,7 @@ fn radix_sort(keys: &mut Vec<u64>) {
         std::mem::swap(keys, &mut buffer);
         shift += BITS;
     }
+    Ok(())
 }
 
 /// Buckets of equal key range over the sorted keys; a lookup scans one bucket.
@@ -359,9 +375,9 @@ struct Directory {
 }
 
 impl Directory {
-    fn build(keys: &[u64]) -> Directory {
+    fn build(keys: &[u64]) -> Result<Directory, TryReserveError> {
         let (Some(&min), Some(&max)) = (keys.first(), keys.last()) else {
-            return Directory { min: 0, shift: 0, starts: vec![0] };
+            return Ok(Directory { min: 0, shift: 0, starts: vec![0] });
         };
         let range = max - min;
         let mut shift = 0;
@@ -369,7 +385,8 @@ impl Directory {
             shift += 1;
         }
         let buckets = (range >> shift) as usize + 1;
-        let mut starts = Vec::with_capacity(buckets + 1);
+        let mut starts = Vec::new();
+        starts.try_reserve_exact(buckets + 1)?;
         let mut position = 0usize;
         for bucket in 0..buckets as u64 {
             while position < keys.len() && (keys[position] - min) >> shift < bucket {
@@ -378,7 +395,7 @@ impl Directory {
             starts.push(position as u32);
         }
         starts.push(keys.len() as u32);
-        Directory { min, shift, starts }
+        Ok(Directory { min, shift, starts })
     }
 
     fn find(&self, keys: &[u64], key: u64) -> Option<usize> {
@@ -490,7 +507,7 @@ mod tests {
         let mut keys: Vec<u64> = (0..10_000).map(|_| rng.next_u64() >> rng.below(60)).collect();
         let mut expected = keys.clone();
         expected.sort_unstable();
-        radix_sort(&mut keys);
+        radix_sort(&mut keys).expect("memory for the test keys");
         assert_eq!(keys, expected);
     }
 }

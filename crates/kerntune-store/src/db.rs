@@ -143,12 +143,28 @@ impl Store {
     /// Opens (creating if needed) the database at `path`.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let name = path.display().to_string();
+        if path.is_dir() {
+            return Err(StoreError::Open { path: name, reason: "is a directory; name a file in it".into() });
+        }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::Io { path: name.clone(), source })?;
         }
-        let connection =
-            Connection::open(path).map_err(|source| StoreError::Database { path: name.clone(), source })?;
-        Store::initialise(connection, name, true)
+        let opened = Connection::open(path)
+            .map_err(|source| StoreError::Database { path: name.clone(), source })
+            .and_then(|connection| Store::initialise(connection, name.clone(), true));
+        match opened {
+            Err(StoreError::Database { source: rusqlite::Error::SqliteFailure(code, _), .. })
+                if matches!(
+                    code.code,
+                    rusqlite::ErrorCode::CannotOpen
+                        | rusqlite::ErrorCode::ReadOnly
+                        | rusqlite::ErrorCode::PermissionDenied
+                ) =>
+            {
+                Err(StoreError::Open { path: name, reason: why_not_writable(path) })
+            }
+            other => other,
+        }
     }
 
     /// A database that lives only as long as this value.
@@ -428,5 +444,18 @@ impl Store {
             )
             .optional()
             .map_err(|e| self.error(e))
+    }
+}
+
+/// Why SQLite could not open `path` for writing, in the system's words ("permission
+/// denied"), found by opening it as SQLite would.
+fn why_not_writable(path: &Path) -> String {
+    match std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path) {
+        Err(error) => {
+            let text = error.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_lowercase();
+            format!("cannot be opened for writing: {text}")
+        }
+        Ok(_) => "cannot be opened for writing (SQLite refused it; is its folder writable?)".into(),
     }
 }

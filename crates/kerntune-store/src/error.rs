@@ -13,6 +13,10 @@ pub enum StoreError {
     Format { path: String, message: String },
     #[error("results database {path}: {source}")]
     Database { path: String, source: rusqlite::Error },
+    /// The database file cannot be opened or created, with the system's reason (SQLite's
+    /// own says only "unable to open database file").
+    #[error("results database {path}: {reason}")]
+    Open { path: String, reason: String },
     #[error("{path}: {source}")]
     Space { path: String, source: SpaceError },
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kerntune_space::{Expression, MemoryCap, Rng, Space, SpaceSpec, Value};
+use kerntune_space::{Expression, MemoryCap, Param, Rng, Space, SpaceSpec, Value};
 use serde_json::json;
 
 use crate::args::SpaceArgs;
@@ -16,8 +16,9 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
     let spec: SpaceSpec =
         serde_json::from_str(&text).with_context(|| format!("{}: not a space file", args.file.display()))?;
     if let Some(count) = args.sample {
-        let configs =
-            spec.sample(count, &mut Rng::seeded(args.seed)).with_context(|| format!("{}", args.file.display()))?;
+        let configs = spec
+            .sample(usize::try_from(count).unwrap_or(usize::MAX), &mut Rng::seeded(args.seed))
+            .with_context(|| format!("{}", args.file.display()))?;
         for config in configs {
             println!("{}", serde_json::Value::Object(config));
         }
@@ -38,7 +39,8 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let space = space.with_context(|| format!("{}", args.file.display()))?;
     if space.is_empty() {
-        bail!("{}: no configuration satisfies the restrictions{}", args.file.display(), why_empty(&spec));
+        let why = spec.params().map(|params| why_empty(params, &spec.all_restrictions())).unwrap_or_default();
+        bail!("{}: no configuration satisfies the restrictions{why}", args.file.display());
     }
     let seconds = clock.elapsed().as_secs_f64();
     let product: f64 = space.params().iter().map(|p| p.len() as f64).product();
@@ -63,16 +65,16 @@ pub fn run(args: SpaceArgs) -> Result<ExitCode> {
 
 /// Which restriction empties the space on its own, and the error it raises on the first
 /// configuration if it raises one (a restriction that raises excludes the configuration).
-fn why_empty(spec: &SpaceSpec) -> String {
-    let Ok(params) = spec.params() else { return String::new() };
+/// `kerntune tune` says the same of a kernel spec's space.
+pub(super) fn why_empty(params: Vec<Param>, restrictions: &[String]) -> String {
     let names: Vec<&str> = params.iter().map(|p| p.name()).collect();
     let first: Vec<Value> = params.iter().filter_map(|p| p.values().first().cloned()).collect();
-    for restriction in spec.all_restrictions() {
-        let alone = Space::new(params.clone(), std::slice::from_ref(&restriction));
+    for restriction in restrictions {
+        let alone = Space::new(params.clone(), std::slice::from_ref(restriction));
         if !alone.is_ok_and(|space| space.is_empty()) {
             continue;
         }
-        let raised = Expression::parse(&restriction, &names).ok().and_then(|e| e.evaluate_with(&first).err());
+        let raised = Expression::parse(restriction, &names).ok().and_then(|e| e.evaluate_with(&first).err());
         return match raised {
             Some(error) => format!(": '{restriction}' raises for every configuration (on the first: {error})"),
             None => format!(": '{restriction}' holds for none"),

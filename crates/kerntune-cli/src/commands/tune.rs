@@ -7,17 +7,19 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use kerntune_device::DeviceInfo;
 use kerntune_engine::{objective, Event, DEFAULT_STRATEGY};
 use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::{Language as _, RayRelay, WorkerCommand};
-use kerntune_run::{report, CompileOnly, Progress, RunError, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, Progress, Tuning, Workers};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
 
+use super::space;
 use crate::args::{ControlsSearch, RayGpus, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
 use crate::{interrupt, render};
 
@@ -72,8 +74,17 @@ fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<R
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let mut spec = KernelSpec::load(&args.spec)?;
     let pareto = measurement_options(&mut spec, &args).map_err(anyhow::Error::msg)?;
+    // Everything the user wrote is checked before anything is built, compiled or probed,
+    // whichever mode runs: a mistake found only by a tuning run would pass a dry run.
+    DeviceInfo::compile_target(&args.arch).map_err(anyhow::Error::msg)?;
+    args.search.clone().or(&spec.search).resolve(DEFAULT_STRATEGY)?;
     let clock = Instant::now();
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
+    if space.is_empty() {
+        let why = space::why_empty(spec.params.clone(), &spec.restrictions);
+        bail!("{}: no configuration satisfies the restrictions{why}", args.spec.display());
+    }
+    check_launchable(&spec, &space)?;
     if args.dry_run {
         return dry_run(&spec, &space, clock, args.json);
     }
@@ -113,10 +124,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         without_gpu: "`--dry-run` checks the space without one, `--compile-only` compiles every configuration (with NVRTC installed)",
         vetting: None,
     };
-    let prepared = tuning.prepare().map_err(|e| match e {
-        RunError::EmptySpace => anyhow::anyhow!("{}: no configuration satisfies the restrictions", args.spec.display()),
-        other => other.into(),
-    })?;
+    let prepared = tuning.prepare()?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
         let gpus = match prepared.devices.len() {
@@ -187,7 +195,8 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
 /// each generation): CompileIQ is a Python package of NVIDIA's, installed by the user.
 /// Returns its report.
 fn compileiq(args: &TuneArgs, db: &std::path::Path, best: &serde_json::Value) -> Result<serde_json::Value> {
-    let python = std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python =
+        std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| kerntune_device::wheels::python().display().to_string());
     let program = std::env::current_exe().context("locating the kerntune binary")?;
     let output = std::process::Command::new(&python)
         .args(["-m", "kerntune.controls"])
@@ -259,6 +268,29 @@ fn check_arguments(spec: &KernelSpec, problem: &[Value], at: &str) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Refuses a spec under which no configuration can be launched (a problem size of 0, a
+/// grid that no block shape fits), naming the first configuration's reason: such a spec
+/// would fail every evaluation, so it is the spec's error, found before any work.
+fn check_launchable(spec: &KernelSpec, space: &Space) -> Result<()> {
+    let mut first = None;
+    for id in space.ids() {
+        match spec.geometry(&config_values(space, id)) {
+            Ok(_) => return Ok(()),
+            Err(reason) => {
+                first.get_or_insert((id, reason));
+            }
+        }
+    }
+    match first {
+        Some((id, reason)) => bail!(
+            "{}: no configuration can be launched (the first, {}: {reason})",
+            spec.path.display(),
+            space.describe(id)
+        ),
+        None => Ok(()),
+    }
 }
 
 /// At one edge size of `[verify] sizes`: how many configurations apply there (the

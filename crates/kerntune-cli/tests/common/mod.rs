@@ -15,7 +15,14 @@ pub fn kerntune_binary() -> PathBuf {
 }
 
 pub fn kerntune(args: &[&str]) -> Output {
-    Command::new(kerntune_binary()).args(args).output().expect("kerntune runs")
+    Command::new(kerntune_binary()).args(args).env("KERNTUNE_DB", default_db()).output().expect("kerntune runs")
+}
+
+/// The results store of a command that names none: the tests' own, never the user's
+/// (`~/.cache/kerntune`); `$KERNTUNE_DB` where the caller set it.
+pub fn default_db() -> PathBuf {
+    std::env::var_os("KERNTUNE_DB")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("default-results.db"), PathBuf::from)
 }
 
 /// A path in the checkout, as a string for an argument.

@@ -49,6 +49,15 @@ impl Launch {
                 GridRule::Explicit(expressions) => u64::from(positive(&expressions[axis], values, "grid")?),
                 GridRule::Divide { problem_size, div } => {
                     let size = number(&problem_size[axis], values)?;
+                    // An empty problem would launch one block over zero-sized buffers and
+                    // "measure" nothing.
+                    if size < 1.0 {
+                        return Err(format!(
+                            "problem size '{}' of axis {} is {size}; a problem size is at least 1",
+                            problem_size[axis],
+                            ["x", "y", "z"][axis]
+                        ));
+                    }
                     let mut divisor = 1.0;
                     for d in &div[axis] {
                         divisor *= number(d, values)?;
@@ -132,5 +141,21 @@ mod tests {
         };
         assert!(launch.geometry(&[Value::Int(0)]).unwrap_err().contains("block dimension"));
         assert!(launch.geometry(&[Value::Int(2)]).unwrap_err().contains("grid dimension"));
+    }
+
+    #[test]
+    fn a_problem_size_of_zero_is_a_reason_not_one_block() {
+        let names = ["N"];
+        let launch = Launch {
+            grid: GridRule::Divide {
+                problem_size: [expr("N", &names), expr("1", &names), expr("1", &names)],
+                div: [vec![], vec![], vec![]],
+            },
+            block: [expr("1", &names), expr("1", &names), expr("1", &names)],
+            shared_bytes: None,
+        };
+        let reason = launch.geometry(&[Value::Int(0)]).unwrap_err();
+        assert!(reason.contains("problem size 'N' of axis x is 0"), "{reason}");
+        assert!(launch.geometry(&[Value::Int(1)]).is_ok());
     }
 }

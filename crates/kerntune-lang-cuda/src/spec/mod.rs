@@ -81,6 +81,9 @@ pub struct KernelSpec {
     pub path: PathBuf,
     pub kernel_name: String,
     pub source: String,
+    /// The source's file as the spec names it (`matmul.cu`), so that the compiler's
+    /// messages name the user's file and line.
+    pub source_file: String,
     /// Compiler option templates (`{param}` substituted per configuration).
     pub options: Vec<String>,
     pub problem: Vec<(String, Value)>,
@@ -219,7 +222,9 @@ impl KernelSpec {
                 out.push_str(&format!("#define {} {}\n", param.name(), value.source_text()));
             }
         }
-        out.push_str("#line 1\n");
+        // Without a file name NVRTC names the program after the kernel (matmul_sram.cu).
+        let file = self.source_file.replace('\\', "\\\\").replace('"', "\\\"");
+        out.push_str(&format!("#line 1 \"{file}\"\n"));
         out.push_str(&self.source);
         out
     }
@@ -405,6 +410,7 @@ impl Builder<'_> {
             path: PathBuf::new(),
             kernel_name: raw.kernel.name,
             source,
+            source_file: raw.kernel.source,
             options: raw.kernel.options,
             problem,
             params,

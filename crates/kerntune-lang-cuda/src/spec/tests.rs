@@ -58,7 +58,7 @@ fn matmul_sram_geometry_follows_kernel_tuner() {
     assert_eq!(geometry.block, [16, 8, 1]);
     assert_eq!(geometry.grid, [4096 / 64, 4096 / 32, 1]);
     let source = spec.source_for(&config);
-    assert!(source.starts_with("#define kerntune 1\n#define kernel_tuner 1\n#define block_size_x 16\n#define block_size_y 8\n#define V 4\n#define S 16\n#line 1\n"));
+    assert!(source.starts_with("#define kerntune 1\n#define kernel_tuner 1\n#define block_size_x 16\n#define block_size_y 8\n#define V 4\n#define S 16\n#line 1 \"matmul.cu\"\n"));
     let tflops = spec.objective_value(&config, 4.92, &Map::new()).expect("evaluates");
     assert!((tflops - 2.0 * 4096f64.powi(3) / 4.92e-3 / 1e12).abs() < 1e-9);
     assert!(spec.objective.higher_is_better);

@@ -141,13 +141,17 @@ pub fn by_category(
             .caption(title, ("sans-serif", TITLE))
             .margin(8)
             .x_label_area_size(30)
-            .y_label_area_size(58)
+            .y_label_area_size(CATEGORY_Y_AREA)
             .build_cartesian_2d((0..last).into_segmented(), y_range)
             .map_err(failed)?;
+        let step = label_step(categories, size.0);
         let label = |value: &SegmentValue<i32>| match value {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                usize::try_from(*i).ok().and_then(|i| categories.get(i)).map(|c| c.label.clone()).unwrap_or_default()
-            }
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => usize::try_from(*i)
+                .ok()
+                .filter(|i| i % step == 0)
+                .and_then(|i| categories.get(i))
+                .map(|c| c.label.clone())
+                .unwrap_or_default(),
             SegmentValue::Last => String::new(),
         };
         plot.configure_mesh()
@@ -170,6 +174,20 @@ pub fn by_category(
     }
     let titles: Vec<&str> = categories.iter().flat_map(|c| c.points.iter().map(|p| p.1.as_str())).collect();
     Ok(with_titles(svg, &titles))
+}
+
+/// Width of the y axis' label area of a [`by_category`] chart, in pixels.
+const CATEGORY_Y_AREA: u32 = 58;
+
+/// Label every `step`-th category of a [`by_category`] chart `width` pixels wide, so that
+/// no two labels overlap however many values a parameter has: a label takes about 0.6 of
+/// the font size per character, plus a gap of half the font size.
+fn label_step(categories: &[Category], width: u32) -> usize {
+    let widest = categories.iter().map(|c| c.label.chars().count()).max().unwrap_or(1).max(1);
+    let needed = (widest as f64 * 0.6 + 0.5) * f64::from(TEXT);
+    let plot = f64::from(width.saturating_sub(CATEGORY_Y_AREA + 16)).max(1.0);
+    let room = plot / categories.len().max(1) as f64;
+    (needed / room).ceil().max(1.0) as usize
 }
 
 /// A point of a [`pareto`] chart.
@@ -333,6 +351,34 @@ mod tests {
         assert!(svg.contains(">\n16\n</text>") && svg.contains(">\n32\n</text>"), "{svg}");
         // One segment per value: the points sit in the middle of the first and second half.
         assert!(svg.contains("<circle cx=\"122\"") && svg.contains("<circle cx=\"234\""), "{svg}");
+    }
+
+    #[test]
+    fn category_labels_are_thinned_so_that_none_overlap_at_32_values_and_more() {
+        for (count, width) in [(32, 660), (64, 660), (200, 660), (12, 320)] {
+            let categories: Vec<Category> = (0..count)
+                .map(|i| Category { label: format!("{}", 1000 + i), points: vec![(i as f64, "p".into())] })
+                .collect();
+            let svg = by_category("BLOCK", "time", &categories, (width, 240)).expect("chart");
+            // The x of each drawn label, in the order drawn (left to right).
+            let xs: Vec<f64> = categories
+                .iter()
+                .filter_map(|c| {
+                    let end = svg.find(&format!(">\n{}\n</text>", c.label))?;
+                    let start = svg[..end].rfind("<text x=\"")? + "<text x=\"".len();
+                    svg[start..].split('"').next()?.parse().ok()
+                })
+                .collect();
+            assert!(xs.len() > 1 && xs.len() < count.min(32), "{count} values: {} labels drawn", xs.len());
+            assert!(svg.contains(">\n1000\n</text>"), "the first value is labelled");
+            // A 4-digit label at 16 px is about 38 px wide: each starts past the last's end.
+            let widest = 4.0 * 0.6 * f64::from(TEXT);
+            for pair in xs.windows(2) {
+                assert!(pair[1] - pair[0] >= widest, "{count} values: labels at {pair:?} overlap");
+            }
+        }
+        let few = [Category { label: "16".into(), points: vec![] }, Category { label: "32".into(), points: vec![] }];
+        assert_eq!(label_step(&few, 320), 1, "a few values are all labelled");
     }
 
     #[test]
