@@ -887,7 +887,8 @@ def tune(
     try:
         result = _tune_in(
             fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-            hooks or Hooks(), device, arch, info, workdir, dict(
+            hooks or Hooks(config_hooks=listed.config_hooks() if listed is not None else None), device, arch, info,
+            workdir, dict(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
