@@ -40,6 +40,8 @@ fn compileiq_acfs(dir: &Path, count: usize) -> Option<Vec<PathBuf>> {
         "import sys; sys.path.insert(0, {module:?}); import _compileiq\n\
          missing = _compileiq.available()\n\
          if missing: print('missing-compileiq:', missing); sys.exit(0)\n\
+         import os\n\
+         if not os.environ.get(_compileiq.SEARCH_SPACE_ENV): print('missing-space: CompileIQ\\'s ptxas search space is not on this machine: set', _compileiq.SEARCH_SPACE_ENV, 'to its .bin (the tests never download it)'); sys.exit(0)\n\
          try:\n    search = _compileiq.AcfSearch(directory={dir:?})\n\
          except _compileiq.CompileIQUnavailable as e: print('missing-space:', e); sys.exit(0)\n\
          for _, path in search.ask()[:{count}]: print(path)",
