@@ -1004,10 +1004,43 @@ def _descriptor_blocks(call: Mapping[str, Any], names: Sequence[str], hooks: Hoo
     return blocks
 
 
+#: Integer tensors up to this many elements are read to see whether they hold addresses.
+POINTER_TABLE_LIMIT = 1 << 16
+
+
+def pointer_table(values: Sequence[int], segments: Sequence[tuple]) -> bool:
+    """Whether ``values`` are device addresses: every nonzero one inside one of the memory
+    ``segments`` (``(address, size)``) this process allocated, and at least one nonzero."""
+    nonzero = [v for v in values if v]
+    return bool(nonzero) and all(any(start <= v < start + size for start, size in segments) for v in nonzero)
+
+
+def _refuse_pointer_tables(fn, call) -> None:
+    """Refuses a call whose 64-bit integer tensors hold the addresses of other tensors
+    (Triton's tutorial 08 passes its groups' matrices that way): the benchmark worker runs
+    on copies in a process of its own, where those addresses mean nothing, and the
+    reference runs would write through them into this process's tensors."""
+    import torch
+
+    segments = None
+    for name, value in call.items():
+        if not (_is_tensor(value) and value.is_cuda and value.dtype in (torch.int64, torch.uint64)
+                and 0 < value.numel() <= POINTER_TABLE_LIMIT):
+            continue
+        if segments is None:
+            segments = [(s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot()]
+        if pointer_table(value.flatten().tolist(), segments):
+            raise ArgumentError(
+                f"{fn.__name__}: argument {name} holds the device addresses of other tensors (a pointer table); "
+                f"kerntune measures on copies of the arguments in a process of its own, where those addresses mean "
+                f"nothing: pass the tensors as arguments of their own (or tune this kernel with triton.autotune)")
+
+
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
              hooks, device, arch, info, workdir, search, verify_sets, edges) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
+    _refuse_pointer_tables(fn, call)
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
                                   search["ptxas"])
     # The cluster's check is answered before the run starts; the reference runs meanwhile.
