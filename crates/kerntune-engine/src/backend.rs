@@ -62,6 +62,9 @@ pub enum BackendError {
     /// Anything else: a misuse of the backend, a request it cannot serve.
     #[error("{0}")]
     Other(String),
+    /// The caller asked to stop (Ctrl-C) while the backend waited.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// A backend that starts only when the first configuration needs evaluating, so that a

@@ -92,10 +92,12 @@ pub struct RetimeReport {
 }
 
 /// Times `finalists[0]` (the search's best) against each of the others and against itself.
+/// `stop` (Ctrl-C) ends it with [`BackendError::Interrupted`] within a fraction of a second.
 pub fn retime(
     session: &mut BenchSession,
     finalists: &[KernelImage],
     options: &RetimeOptions,
+    stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
     let leader = finalists.first().ok_or_else(|| BackendError::Other("no finalist to time again".into()))?;
     let blocks = options.blocks.max(5);
@@ -104,7 +106,7 @@ pub fn retime(
     let mut clocks: Option<ClockSpan> = None;
     let mut pair = |other: &KernelImage, seed: u64| -> Result<Ratio, BackendError> {
         let Interleaved { a, b, clocks: span } =
-            session.interleave(leader.clone(), other.clone(), rounds, blocks, seed)?;
+            session.interleave((leader.clone(), other.clone()), rounds, blocks, seed, stop)?;
         if let Some(span) = span {
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
@@ -144,6 +146,7 @@ pub fn retime_configs(
     pipeline: &PipelineOptions,
     options: &RetimeOptions,
     warm: Option<Pipeline<'_>>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
     let clock = Instant::now();
     let failed = |what: &str, e: String| BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"));
@@ -184,7 +187,7 @@ pub fn retime_configs(
             (session, images, false)
         }
     };
-    let mut report = retime(&mut session, &images, options)?;
+    let mut report = retime(&mut session, &images, options, stop)?;
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
     Ok(report)

@@ -148,6 +148,15 @@ const MIN_BLOCKS: u32 = 5;
 
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How often a wait for the benchmark worker asks whether to stop: well inside the half
+/// second a Ctrl-C may take.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The `stop` of the requests that nothing interrupts but the worker's own end.
+fn never() -> bool {
+    false
+}
+
 impl BenchSession {
     pub fn start(
         command: &WorkerCommand,
@@ -192,12 +201,12 @@ impl BenchSession {
     }
 
     fn set_up(&mut self) -> Result<(), BackendError> {
-        match self.receive(Instant::now() + START_TIMEOUT)? {
+        match self.receive(Instant::now() + START_TIMEOUT, &never)? {
             FromBench::Ready { device } => self.device = device,
             other => return Err(BackendError::CannotStart(format!("the benchmark worker did not start: {other:?}"))),
         }
         self.bench.send(&ToBench::Setup(self.setup.clone())).map_err(|e| BackendError::CannotStart(e.to_string()))?;
-        match self.receive(Instant::now() + START_TIMEOUT)? {
+        match self.receive(Instant::now() + START_TIMEOUT, &never)? {
             FromBench::SetupDone => Ok(()),
             FromBench::Fatal { message } => Err(BackendError::CannotStart(format!("setting up the GPU: {message}"))),
             other => Err(BackendError::Protocol(format!("unexpected message {other:?}"))),
@@ -213,10 +222,19 @@ impl BenchSession {
         self.set_up()
     }
 
-    /// The worker's next message other than `Waiting` (which extends the deadline).
-    fn receive(&mut self, mut deadline: Instant) -> Result<FromBench, BackendError> {
+    /// The worker's next message other than `Waiting` (which extends the deadline). `stop`
+    /// is asked every [`STOP_POLL`]: once it says so, the worker is stopped (killed; the
+    /// next request starts another) and the wait ends with [`BackendError::Interrupted`].
+    fn receive(&mut self, mut deadline: Instant, stop: &dyn Fn() -> bool) -> Result<FromBench, BackendError> {
         loop {
-            let Some(line) = self.hub.next(Some(deadline)) else {
+            let Some(line) = self.hub.next(Some(deadline.min(Instant::now() + STOP_POLL))) else {
+                if stop() {
+                    self.bench.kill();
+                    return Err(BackendError::Interrupted);
+                }
+                if Instant::now() < deadline {
+                    continue;
+                }
                 self.bench.kill();
                 return Err(BackendError::DeviceLost("the benchmark worker hung".into()));
             };
@@ -235,15 +253,15 @@ impl BenchSession {
         }
     }
 
-    fn request(&mut self, message: &ToBench) -> Result<FromBench, BackendError> {
+    fn request(&mut self, message: &ToBench, stop: &dyn Fn() -> bool) -> Result<FromBench, BackendError> {
         self.bench.send(message).map_err(|e| BackendError::DeviceLost(format!("the benchmark worker is gone: {e}")))?;
-        self.receive(Instant::now() + self.launch_timeout + Duration::from_secs(20))
+        self.receive(Instant::now() + self.launch_timeout + Duration::from_secs(20), stop)
     }
 
     /// Verifies and times one kernel. A kernel that kills or hangs the worker is a failed
     /// evaluation; the worker is replaced.
     pub fn evaluate(&mut self, kernel: KernelImage, early_stop: Option<Bar>) -> Result<EvaluateResult, BackendError> {
-        match self.request(&ToBench::Evaluate(EvaluateRequest { id: 0, kernel, early_stop })) {
+        match self.request(&ToBench::Evaluate(EvaluateRequest { id: 0, kernel, early_stop }), &never) {
             Ok(FromBench::Result(result)) => {
                 if result.context_lost {
                     self.restart()?;
@@ -270,22 +288,23 @@ impl BenchSession {
         sets: u32,
         seed: u64,
     ) -> Result<(u32, Option<String>), BackendError> {
-        match self.request(&ToBench::Compare { original, candidate, sets, seed })? {
+        match self.request(&ToBench::Compare { original, candidate, sets, seed }, &never)? {
             FromBench::Compared { differing, first_difference, .. } => Ok((differing, first_difference)),
             FromBench::Fatal { message } => Err(BackendError::DeviceLost(message)),
             other => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
         }
     }
 
+    /// Times `a` and `b` alternately; `stop` can end the wait (see `receive`).
     pub fn interleave(
         &mut self,
-        a: KernelImage,
-        b: KernelImage,
+        (a, b): (KernelImage, KernelImage),
         rounds: u32,
         blocks: u32,
         seed: u64,
+        stop: &dyn Fn() -> bool,
     ) -> Result<Interleaved, BackendError> {
-        match self.request(&ToBench::Interleave { a, b, rounds, blocks, seed })? {
+        match self.request(&ToBench::Interleave { a, b, rounds, blocks, seed }, stop)? {
             FromBench::Interleaved { a, b, clocks } => Ok(Interleaved { a, b, clocks }),
             FromBench::Fatal { message } => Err(BackendError::DeviceLost(message)),
             other => Err(BackendError::Protocol(format!("unexpected reply {other:?}"))),
@@ -342,12 +361,15 @@ pub fn schedule_setup(mut setup: Setup, original: &KernelImage) -> Result<Setup,
     Ok(setup)
 }
 
-/// Searches the schedule of `original` on the GPU through `session`.
+/// Searches the schedule of `original` on the GPU through `session`. Once `stop` says so
+/// (Ctrl-C), no candidate is measured any more and the search ends with
+/// [`BackendError::Interrupted`].
 pub fn tune_schedule(
     session: &mut BenchSession,
     original: &KernelImage,
     options: &ScheduleOptions,
     nvdisasm: &Nvdisasm,
+    stop: &dyn Fn() -> bool,
 ) -> Result<ScheduleReport, BackendError> {
     if options.blocks < MIN_BLOCKS || options.rounds < options.blocks {
         return Err(BackendError::Other(format!(
@@ -363,6 +385,14 @@ pub fn tune_schedule(
     let mut rejected_reasons = Vec::new();
     let mut failure: Option<BackendError> = None;
     let mut objective = |cubin: &[u8]| -> Result<Option<f64>, SassError> {
+        // After a failure the search runs out its steps without the GPU (they cost
+        // microseconds); the failure is returned at its end.
+        if failure.is_none() && stop() {
+            failure = Some(BackendError::Interrupted);
+        }
+        if failure.is_some() {
+            return Ok(None);
+        }
         let kernel = KernelImage { cubin: crate::protocol::Bytes(cubin.to_vec()), ..original.clone() };
         match session.evaluate(kernel, None) {
             Ok(result) if result.status == Status::Ok => Ok(Some(median(&result.samples))),
@@ -422,7 +452,7 @@ pub fn tune_schedule(
         for contender in contenders {
             let rounds = options.finalist_rounds;
             let Interleaved { a, b, .. } =
-                session.interleave(original.clone(), image(&contender.cubin), rounds, 2, options.seed)?;
+                session.interleave((original.clone(), image(&contender.cubin)), rounds, 2, options.seed, stop)?;
             finalists.push(Finalist {
                 moves: contender.moves.len(),
                 search_ratio: contender.energy / outcome.baseline_energy,
@@ -444,7 +474,7 @@ pub fn tune_schedule(
     };
     let mut compare_with_original = |kernel: KernelImage, seed: u64| -> Result<_, BackendError> {
         let Interleaved { a, b, .. } =
-            session.interleave(original.clone(), kernel, options.rounds, options.blocks, seed)?;
+            session.interleave((original.clone(), kernel), options.rounds, options.blocks, seed, stop)?;
         let blocks = block_medians(&per_round_ratios(&a, &b), options.blocks as usize);
         Ok((median(&a), median(&b), median(&blocks), median_interval(&blocks)))
     };
@@ -496,6 +526,7 @@ pub fn schedule_config(
     device: &DeviceInfo,
     pipeline: &PipelineOptions,
     options: &ScheduleOptions,
+    stop: &dyn Fn() -> bool,
 ) -> Result<(ScheduleReport, KernelImage), BackendError> {
     let hub = Hub::default();
     let timeout = language.compile_timeout();
@@ -512,6 +543,6 @@ pub fn schedule_config(
         BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     let nvdisasm =
         Nvdisasm::locate().map_err(|e| BackendError::CannotStart(format!("schedule tuning needs nvdisasm: {e}")))?;
-    let report = tune_schedule(&mut session, &original, options, &nvdisasm)?;
+    let report = tune_schedule(&mut session, &original, options, &nvdisasm, stop)?;
     Ok((report, original))
 }

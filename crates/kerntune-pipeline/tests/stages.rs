@@ -19,8 +19,13 @@ const ROUNDS: u32 = 10;
 
 /// A benchmark worker that appends a line to `$STARTS` when it starts, says it is ready
 /// on `$DEVICE`, finishes any setup, measures every kernel at 1 ms, and times every
-/// interleaved pair at 1 ms each.
+/// interleaved pair at 1 ms each (answering at once).
 fn fake_bench(starts: &Path) -> WorkerCommand {
+    fake_bench_taking(starts, 0)
+}
+
+/// The same, taking `seconds` over each interleaved pair.
+fn fake_bench_taking(starts: &Path, seconds: u32) -> WorkerCommand {
     let script = r#"
         echo bench >> "$STARTS"
         printf '{"type":"ready","device":%s}\n' "$DEVICE"
@@ -30,7 +35,9 @@ fn fake_bench(starts: &Path) -> WorkerCommand {
                 *'"type":"setup"'*) echo '{"type":"setup_done"}' ;;
                 *'"type":"evaluate"'*)
                     printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
-                *'"type":"interleave"'*) printf '{"type":"interleaved","a":%s,"b":%s}\n' "$SAMPLES" "$SAMPLES" ;;
+                *'"type":"interleave"'*)
+                    sleep "$INTERLEAVE_S"
+                    printf '{"type":"interleaved","a":%s,"b":%s}\n' "$SAMPLES" "$SAMPLES" ;;
             esac
         done"#;
     let device = serde_json::to_string(&gpu()).unwrap_or_else(|e| panic!("{e}"));
@@ -39,6 +46,7 @@ fn fake_bench(starts: &Path) -> WorkerCommand {
         ("STARTS".to_string(), starts.display().to_string()),
         ("DEVICE".to_string(), device),
         ("SAMPLES".to_string(), samples),
+        ("INTERLEAVE_S".to_string(), seconds.to_string()),
     ];
     WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
 }
@@ -183,7 +191,10 @@ fn the_finalists_are_timed_on_the_search_s_own_workers() {
         }
         assert_eq!(starts(dir.path()), (gpus, 2), "the search's workers");
 
-        let report = retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline))
+        let report =
+            retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline), &|| {
+                false
+            })
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(report.reused_search_workers, "{gpus} GPUs");
         assert_eq!(report.contenders.len(), 2, "each contender against the leader");
@@ -202,11 +213,26 @@ fn with_an_evaluation_not_yet_taken_the_finalists_get_fresh_workers() {
     }
     pipeline.next().unwrap_or_else(|e| panic!("{e}"));
 
-    let report = retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report =
+        retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline), &|| false)
+            .unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.reused_search_workers, "the search still had an evaluation out");
     assert_eq!(report.contenders.len(), 1);
     let (bench, compile) = starts(dir.path());
     assert_eq!(bench, 2, "a fresh benchmark worker");
     assert!(compile > 2, "fresh compile workers: {compile}");
+}
+
+#[test]
+fn ctrl_c_while_the_finalists_are_timed_again_ends_the_wait_within_half_a_second() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let mut options = options(dir.path(), vec![0]);
+    options.bench_worker = fake_bench_taking(&dir.path().join("starts"), 30);
+    let asked = std::time::Instant::now();
+    let stop = || asked.elapsed() > std::time::Duration::from_millis(300);
+    let outcome = retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), None, &stop);
+    assert!(matches!(outcome, Err(kerntune_engine::BackendError::Interrupted)), "{outcome:?}");
+    // The worker takes 30 s a pair: the wait ended at the first look after the stop.
+    assert!(asked.elapsed() < std::time::Duration::from_secs(5), "{:?}", asked.elapsed());
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
-use kerntune_engine::{Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
@@ -188,7 +188,8 @@ impl Prepared<'_> {
             let measured_now = run.evaluations > run.from_store;
             if language.early_stop_applies() && measured_now {
                 on_progress(Progress::Finalists(retime));
-                retime_finalists(&mut run, language, space, &options, retime, warm.take(), (&store, tuning_id))?;
+                let stages = Stages { options: &options, interrupt };
+                retime_finalists(&mut run, language, space, stages, retime, warm.take(), (&store, tuning_id))?;
             } else if language.early_stop_applies() {
                 // Everything came from the store: so does the verdict, at no cost.
                 stored_finalists(&mut run, space, (&store, tuning_id))?;
@@ -200,7 +201,11 @@ impl Prepared<'_> {
             on_progress(Progress::Schedule(schedule));
             let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
             let stage = ScheduleStage { language, device: &run.device, options: &options, store: &store, tuning_id };
-            run.schedule = Some(stage.run(&values, &best.config, schedule)?.0);
+            match stage.run(&values, &best.config, schedule, interrupt) {
+                Ok((report, _)) => run.schedule = Some(report),
+                Err(RunError::Backend(BackendError::Interrupted)) => run.stop = StopReason::Interrupted,
+                Err(error) => return Err(error),
+            }
         }
         Ok(run)
     }
@@ -218,11 +223,17 @@ fn interrupted(run: &mut RunSummary, interrupt: &dyn Fn() -> bool) -> bool {
 
 /// Times the search's best few again (see `kerntune_pipeline::finalists`) and, when one of
 /// them is faster beyond the run's noise, makes it the best.
+/// What the stages after the search share: the pipeline's options, and the caller's Ctrl-C.
+struct Stages<'a> {
+    options: &'a PipelineOptions,
+    interrupt: &'a dyn Fn() -> bool,
+}
+
 fn retime_finalists(
     run: &mut RunSummary,
     language: &dyn Language,
     space: &Space,
-    options: &PipelineOptions,
+    Stages { options, interrupt }: Stages<'_>,
     retime: &RetimeOptions,
     warm: Option<Pipeline<'_>>,
     (store, tuning_id): (&Store, TuningId),
@@ -235,8 +246,12 @@ fn retime_finalists(
         contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
     // A finalist that hangs or crashes when timed again (a kernel whose atomics behave
     // otherwise in back-to-back launches) costs the re-timing, never the search's answer.
-    let report = match retime_configs(language, &values, &run.device, options, retime, warm) {
+    let report = match retime_configs(language, &values, &run.device, options, retime, warm, interrupt) {
         Ok(report) => report,
+        Err(BackendError::Interrupted) => {
+            run.stop = StopReason::Interrupted;
+            return Ok(());
+        }
         Err(error) => {
             run.finalists_failed = Some(error.to_string());
             return Ok(());
@@ -284,7 +299,8 @@ fn stored_finalists(
 
 /// The schedule stage of one configuration: its native schedule searched on the GPU, and
 /// the kept cubin (the winner, or the original) stored with the report as its provenance.
-/// `values` are `config`'s in parameter order. Returns the report and the kept cubin.
+/// `values` are `config`'s in parameter order; `interrupt` (Ctrl-C) ends the search with
+/// `BackendError::Interrupted`. Returns the report and the kept cubin.
 #[allow(clippy::too_many_arguments)]
 pub fn schedule_stage(
     language: &dyn Language,
@@ -295,8 +311,9 @@ pub fn schedule_stage(
     values: &[Value],
     config: &Map<String, Json>,
     schedule: &ScheduleOptions,
+    interrupt: &dyn Fn() -> bool,
 ) -> Result<(ScheduleReport, Vec<u8>), RunError> {
-    ScheduleStage { language, device, options, store, tuning_id }.run(values, config, schedule)
+    ScheduleStage { language, device, options, store, tuning_id }.run(values, config, schedule, interrupt)
 }
 
 struct ScheduleStage<'a> {
@@ -313,8 +330,10 @@ impl ScheduleStage<'_> {
         values: &[Value],
         config: &Map<String, Json>,
         schedule: &ScheduleOptions,
+        interrupt: &dyn Fn() -> bool,
     ) -> Result<(ScheduleReport, Vec<u8>), RunError> {
-        let (report, original) = schedule_config(self.language, values, self.device, self.options, schedule)?;
+        let (report, original) =
+            schedule_config(self.language, values, self.device, self.options, schedule, interrupt)?;
         let provenance =
             serde_json::to_string(&report).map_err(|e| RunError::Setting(format!("the schedule report: {e}")))?;
         let kept = report.cubin.clone().unwrap_or(original.cubin.0);
