@@ -39,7 +39,6 @@ Prints a summary after `=== tutorials summary`; exits non-zero when a run fails.
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -202,20 +201,14 @@ for size in [int(n) for n in os.environ.get("TUTORIAL_WIDE_SIZES", "4096").split
 
 
 def wide(source_dir, stage):
-    scratch = tempfile.mkdtemp(prefix="tutorial-09wide-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="tutorial-09wide-", ignore_cleanup_errors=True) as scratch:
         path = prepare(source_dir, stage, "triton", scratch)
-        child = os.path.join(scratch, "child.py")
-        with open(child, "w") as f:
-            f.write("import json, os\n" + WIDE)
-        code, out = run([sys.executable, child, scratch, path], scratch, "09 persistent TMA kernel, a wider space")
-        rows = [json.loads(line[len("WIDE "):]) for line in out.splitlines() if line.startswith("WIDE ")]
-        lines = [f"09wide fp16 {r['size']}^3: {r['evaluations']} evaluations in {r['wall_s']:.0f} s, best {r['best']}; "
-                 f"cuBLAS time / kernel time {r['cublas_over_ours']:.3f} ({r['low']:.3f}-{r['high']:.3f}) over 15 "
-                 f"interleaved rounds; max error {r['max_error']:.3g}" for r in rows]
-        return lines, code == 0 and bool(rows) and all(r["max_error"] < 1.0 for r in rows)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        code, rows = run_child(scratch, "import json, os\n" + WIDE, [scratch, path], "WIDE",
+                               "09 persistent TMA kernel, a wider space")
+    lines = [f"09wide fp16 {r['size']}^3: {r['evaluations']} evaluations in {r['wall_s']:.0f} s, best {r['best']}; "
+             f"cuBLAS time / kernel time {r['cublas_over_ours']:.3f} ({r['low']:.3f}-{r['high']:.3f}) over 15 "
+             f"interleaved rounds; max error {r['max_error']:.3g}" for r in rows]
+    return lines, code == 0 and bool(rows) and all(r["max_error"] < 1.0 for r in rows)
 
 
 HANDPICKED_CHILD = r'''
@@ -251,23 +244,17 @@ def kernels_only(text: str) -> str:
 
 
 def handpicked(source_dir, stage):
-    scratch = tempfile.mkdtemp(prefix=f"tutorial-{stage}-kernels-")
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"tutorial-{stage}-kernels-", ignore_cleanup_errors=True) as scratch:
         with open(os.path.join(source_dir, FILES[stage])) as f:
             text = f.read()
         with open(os.path.join(scratch, "kernels.py"), "w") as f:
             f.write(kernels_only(text))
-        child = os.path.join(scratch, "child.py")
-        with open(child, "w") as f:
-            f.write(HANDPICKED_CHILD + HANDPICKED[stage])
-        code, out = run([sys.executable, child, scratch], scratch, f"{stage} kernels tuned with kerntune.tune")
-        rows = [json.loads(line[len("HANDPICKED "):]) for line in out.splitlines() if line.startswith("HANDPICKED ")]
-        lines = [f"{r['label']}: kerntune picked {r['picked']} against the tutorial's {r['hand']}: "
-                 f"{r['speedup']:.3f}x ({r['low']:.3f}-{r['high']:.3f}) over 7 interleaved rounds, "
-                 f"{r['evaluations']} evaluations, verified {r['verified']}" for r in rows]
-        return lines, code == 0 and bool(rows)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        code, rows = run_child(scratch, HANDPICKED_CHILD + HANDPICKED[stage], [scratch], "HANDPICKED",
+                               f"{stage} kernels tuned with kerntune.tune")
+    lines = [f"{r['label']}: kerntune picked {r['picked']} against the tutorial's {r['hand']}: "
+             f"{r['speedup']:.3f}x ({r['low']:.3f}-{r['high']:.3f}) over 7 interleaved rounds, "
+             f"{r['evaluations']} evaluations, verified {r['verified']}" for r in rows]
+    return lines, code == 0 and bool(rows)
 
 
 CHILD = r'''
@@ -321,15 +308,22 @@ def run(argv, scratch, label):
     return done.returncode, done.stdout
 
 
+def run_child(scratch, source, args, tag, label):
+    """Runs ``source`` as a script in ``scratch`` with ``args``; returns its exit status and
+    the JSON of each line it printed after ``tag``."""
+    child = os.path.join(scratch, "child.py")
+    with open(child, "w") as f:
+        f.write(source)
+    code, out = run([sys.executable, child, *args], scratch, label)
+    return code, [json.loads(line[len(tag) + 1:]) for line in out.splitlines() if line.startswith(tag + " ")]
+
+
 def whole_file(source_dir, stage):
-    scratch = tempfile.mkdtemp(prefix=f"tutorial-{stage}-")
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"tutorial-{stage}-", ignore_cleanup_errors=True) as scratch:
         path = prepare(source_dir, stage, "kerntune", scratch)
         code, out = run([sys.executable, path], scratch, f"{stage} as a script, switched")
-        ok = code == 0 and (SUCCESS[stage] is None or SUCCESS[stage] in out)
-        return [f"{stage} ({FILES[stage]}) as a script, switched: {'ok' if ok else 'FAILED'} (exit {code})"], ok
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    ok = code == 0 and (SUCCESS[stage] is None or SUCCESS[stage] in out)
+    return [f"{stage} ({FILES[stage]}) as a script, switched: {'ok' if ok else 'FAILED'} (exit {code})"], ok
 
 
 def entry_points(source_dir, stage):
@@ -337,18 +331,12 @@ def entry_points(source_dir, stage):
     ok = True
     for round_number in range(ROUNDS):
         for tool in ("kerntune", "triton"):
-            scratch = tempfile.mkdtemp(prefix=f"tutorial-{stage}-{tool}-")
-            try:
+            with tempfile.TemporaryDirectory(prefix=f"tutorial-{stage}-{tool}-", ignore_cleanup_errors=True) as scratch:
                 path = prepare(source_dir, stage, tool, scratch)
-                child = os.path.join(scratch, "child.py")
-                with open(child, "w") as f:
-                    f.write(CHILD + CALLS[stage])
-                code, out = run([sys.executable, child, path], scratch, f"{stage} round {round_number + 1}, {tool}")
-                rows = [json.loads(line[len("RESULT "):]) for line in out.splitlines() if line.startswith("RESULT ")]
-                ok = ok and code == 0 and bool(rows) and all(r["correct"] for r in rows)
-                results[tool].append(rows)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+                code, rows = run_child(scratch, CHILD + CALLS[stage], [path], "RESULT",
+                                       f"{stage} round {round_number + 1}, {tool}")
+            ok = ok and code == 0 and bool(rows) and all(r["correct"] for r in rows)
+            results[tool].append(rows)
     lines = []
     labels = [r["label"] for r in results["kerntune"][0]] if results["kerntune"] and results["kerntune"][0] else []
     for index, label in enumerate(labels):
