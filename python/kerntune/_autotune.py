@@ -70,10 +70,7 @@ class Autotuner:
         self.perf_model = prune.get("perf_model")
         self.top_k = prune.get("top_k", 1.0)
         self.early_config_prune = prune.get("early_config_prune")
-        config_hooks = {}
-        if self.listed is not None:
-            config_hooks = self.listed.config_hooks()
-        self.hooks = Hooks(pre_hook, post_hook, config_hooks)
+        self.hooks = Hooks.of(self.listed, pre_hook, post_hook)
         # The search's settings, as attributes a caller may change before the first call.
         self.strategy = search.pop("strategy")
         self.max_fevals = search.pop("max_fevals")

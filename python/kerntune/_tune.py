@@ -699,7 +699,7 @@ def compile(
         # The limit decides which configurations are refused: under another, the store's
         # answers are not this call's.
         job["problem"]["shared_limit"] = shared_limit
-        hooks = Hooks(config_hooks=listed.config_hooks() if listed is not None else None)
+        hooks = Hooks.of(listed)
         text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db,
                                         _descriptor_blocks(call, list(params), hooks))
     return json.loads(text)
@@ -887,8 +887,7 @@ def tune(
     try:
         result = _tune_in(
             fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-            hooks or Hooks(config_hooks=listed.config_hooks() if listed is not None else None), device, arch, info,
-            workdir, dict(
+            hooks or Hooks.of(listed), device, arch, info, workdir, dict(
                 strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
                 target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
                 objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
@@ -963,6 +962,12 @@ class Hooks:
         self.pre_hook = pre_hook
         self.post_hook = post_hook
         self.config_hooks = config_hooks or {}
+
+    @classmethod
+    def of(cls, listed, pre_hook=None, post_hook=None) -> "Hooks":
+        """The call's hooks, with each listed configuration's ``pre_hook`` (``listed``: a
+        ``Listed`` space, or None)."""
+        return cls(pre_hook, post_hook, listed.config_hooks() if listed is not None else None)
 
     def before(self, nargs: dict, config: Mapping[str, Any]) -> None:
         """The hooks that run before a launch of ``config``: its own, then the call's."""
