@@ -162,13 +162,23 @@ class Autotuner:
         return config
 
     def run(self, *args, grid, warmup=False, **kwargs):
-        call = dict(self.signature.bind_partial(*args, **kwargs).arguments)
+        # Every launch of a tuned kernel comes through here: a serving loop of microsecond
+        # kernels pays for each line, so the tuned path binds, keys and launches only.
+        if len(args) > len(self.arg_names):
+            self.signature.bind_partial(*args, **kwargs)  # raises Python's own TypeError
+        call = dict(zip(self.arg_names, args))
+        if kwargs:
+            call.update((name, value) for name, value in kwargs.items() if name in self.signature.parameters)
         key = self._key(call)
-        config = self._config(key, call, grid, {**kwargs, "grid": grid, "warmup": warmup})
+        config = self._best.get(key)
+        if config is None:
+            config = self._config(key, call, grid, {**kwargs, "grid": grid, "warmup": warmup})
         self.best_config = self.cache[key]
-        conflicts = set(kwargs) & set(config)
-        if conflicts:
-            raise ArgumentError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))} are tuned; do not pass them")
+        if kwargs and not config.keys().isdisjoint(kwargs):
+            conflicts = ", ".join(sorted(set(kwargs) & set(config)))
+            raise ArgumentError(f"Conflicting meta-parameters: {conflicts} are tuned; do not pass them")
+        if not self.hooks.active:
+            return self.jit.run(*args, grid=grid, warmup=warmup, **kwargs, **config)
         return self.hooks.around(
             lambda: self.jit.run(*args, grid=grid, warmup=warmup, **kwargs, **config), {**call, **config}, config
         )

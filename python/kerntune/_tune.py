@@ -23,7 +23,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagre
                               check_search, check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
 from kerntune._results import NoValidConfigError, TuneResult
-from kerntune import _edges, _ptxas
+from kerntune import _edges, _pointer_tables, _ptxas
 from kerntune._space import CONTROL_NAMES, OPTION_NAMES, config_key, launch_options, names_of, space_of
 
 # Element types the benchmark worker knows, by torch dtype name.
@@ -186,8 +186,23 @@ AGREEING_CONFIGS = 2
 
 
 def _clones(call):
-    """Copies of a call's tensors (the rest as given), and no check after a launch."""
-    return {k: (_with_tensor(v, _tensor_of(v).clone()) if _tensor_of(v) is not None else v) for k, v in call.items()}, None
+    """Copies of a call's tensors (the rest as given; a pointer table over copies of what it
+    points into), and no check after a launch."""
+    def clone(v):
+        if _pointer_tables.table_of(v) is not None:
+            return _pointer_tables.cloned(v)
+        return _with_tensor(v, _tensor_of(v).clone()) if _tensor_of(v) is not None else v
+    return {k: clone(v) for k, v in call.items()}, None
+
+
+def _named_tensor(call, name):
+    """The tensor an argument holds, or the one a pointer-table entry named ``name`` points into."""
+    return _tensor_of(call[name]) if name in call else _pointer_tables.targets(call)[name]
+
+
+def _position(fn, call, name) -> int:
+    """Where ``name`` is among the job's arguments: a pointer table's targets come after the kernel's own."""
+    return fn.arg_names.index(name) if name in fn.arg_names else _pointer_tables.positions(fn, call)[name]
 
 
 def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clones):
@@ -213,9 +228,12 @@ def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clo
         except Exception as error:  # try the next configuration
             errors.append(f"{config}: {type(error).__name__}: {error}")
             continue
+        # A pointer table's copy points at copies: what changed is what it points into.
         changed = {k: _tensor_of(copies[k]) for k, v in call.items()
-                   if _tensor_of(v) is not None and k not in reset_to_zero and not _same_bytes(_tensor_of(copies[k]), _tensor_of(v))}
+                   if _tensor_of(v) is not None and k not in reset_to_zero and _pointer_tables.table_of(v) is None
+                   and not _same_bytes(_tensor_of(copies[k]), _tensor_of(v))}
         changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
+        changed.update(_pointer_tables.changed(call, copies, _same_bytes))
         runs.append((config, changed))
     return runs, errors
 
@@ -225,7 +243,7 @@ def _agreement_check(fn, call, reset_to_zero, atol, rtol, where=""):
     import torch
 
     def unchanged(name):
-        return torch.zeros_like(call[name]) if name in reset_to_zero else _tensor_of(call[name])
+        return torch.zeros_like(call[name]) if name in reset_to_zero else _named_tensor(call, name)
 
     def difference(name, actual, expected):
         tolerance = _default_tolerance(expected)
@@ -333,7 +351,7 @@ def _extra_sets(fn, grid, call, runs, reset_to_zero, hooks, atol, rtol, count, w
             path = os.path.join(workdir, f"{name}.set{number}.expected.bin")
             output = again[0][1].get(name)
             if output is None:  # this set's run left it as the call had it (zeroed, if reset)
-                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else _tensor_of(call[name])
+                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else _named_tensor(call, name)
             _write_tensor(output, path)
             expected.append(path)
         sets.append({"inputs": inputs, "expected": expected})
@@ -463,6 +481,14 @@ def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
     return call
 
 
+def _buffer_entry(name, tensor) -> dict:
+    """The job's entry of a buffer argument; its file and length are filled in later."""
+    dtype = _DTYPES.get(_dtype_name(tensor), "u8" if tensor.element_size() == 1 else None)
+    if dtype is None:
+        raise ArgumentTypeError(f"argument {name}: tensors of {tensor.dtype} are not supported yet")
+    return {"kind": "buffer", "name": name, "dtype": dtype, "len": 0, "file": "", "output": False}
+
+
 def _describe(fn, call, params, specialization):
     """Per kernel parameter: the job's argument entry (buffer, scalar or constant) and the
     compile worker's stand-in description."""
@@ -487,10 +513,7 @@ def _describe(fn, call, params, specialization):
                              "shape": [int(n) for n in value.shape], "strides": [int(n) for n in value.strides],
                              "block_shape": [int(n) for n in value.block_shape], "padding": value.padding})
         elif _is_tensor(value):
-            dtype = _DTYPES.get(_dtype_name(value), "u8" if value.element_size() == 1 else None)
-            if dtype is None:
-                raise ArgumentTypeError(f"argument {p.name}: tensors of {value.dtype} are not supported yet")
-            job_args.append({"kind": "buffer", "name": p.name, "dtype": dtype, "len": 0, "file": "", "output": False})
+            job_args.append(_buffer_entry(p.name, value))
             describe.append({"name": p.name, "kind": "tensor", "dtype": _dtype_name(value), "data_ptr": value.data_ptr()})
         else:
             job_args.append({"kind": "scalar", "name": p.name, "bytes": _pack_scalar(kind, value)})
@@ -977,9 +1000,14 @@ class Hooks:
         if self.pre_hook is not None:
             self.pre_hook(nargs)
 
+    @property
+    def active(self) -> bool:
+        """Whether there is any hook to run."""
+        return bool(self.config_hooks or self.pre_hook or self.post_hook)
+
     def around(self, launch, nargs: dict, config: Mapping[str, Any]):
-        if not (self.config_hooks or self.pre_hook or self.post_hook):
-            return launch()  # the common case, on every launch of a tuned kernel
+        if not self.active:
+            return launch()
         self.before(nargs, config)
         try:
             result = launch()
@@ -1009,45 +1037,15 @@ def _descriptor_blocks(call: Mapping[str, Any], names: Sequence[str], hooks: Hoo
     return blocks
 
 
-#: Integer tensors up to this many elements are read to see whether they hold addresses.
-POINTER_TABLE_LIMIT = 1 << 16
-
-
-def pointer_table(values: Sequence[int], segments: Sequence[tuple]) -> bool:
-    """Whether ``values`` are device addresses: every nonzero one inside one of the memory
-    ``segments`` (``(address, size)``) this process allocated, and at least one nonzero."""
-    nonzero = [v for v in values if v]
-    return bool(nonzero) and all(any(start <= v < start + size for start, size in segments) for v in nonzero)
-
-
-def _refuse_pointer_tables(fn, call) -> None:
-    """Refuses a call whose 64-bit integer tensors hold the addresses of other tensors
-    (Triton's tutorial 08 passes its groups' matrices that way): the benchmark worker runs
-    on copies in a process of its own, where those addresses mean nothing, and the
-    reference runs would write through them into this process's tensors."""
-    import torch
-
-    segments = None
-    for name, value in call.items():
-        if not (_is_tensor(value) and value.is_cuda and value.dtype in (torch.int64, torch.uint64)
-                and 0 < value.numel() <= POINTER_TABLE_LIMIT):
-            continue
-        if segments is None:
-            segments = [(s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot()]
-        if pointer_table(value.flatten().tolist(), segments):
-            raise ArgumentError(
-                f"{fn.__name__}: argument {name} holds the device addresses of other tensors (a pointer table); "
-                f"kerntune measures on copies of the arguments in a process of its own, where those addresses mean "
-                f"nothing: pass the tensors as arguments of their own (or tune this kernel with triton.autotune)")
-
-
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
              hooks, device, arch, info, workdir, search, verify_sets, edges) -> TuneResult:
     clock = time.perf_counter()
     phases = {}
-    _refuse_pointer_tables(fn, call)
+    call = _pointer_tables.mark(fn, call, _is_tensor)
     job, describe, configs = _job(fn, call, params, listed, restrictions, arch, info["max_shared_per_block_optin"], workdir,
                                   search["ptxas"])
+    job["args"] += [_buffer_entry(name, tensor) for name, tensor in _pointer_tables.targets(call).items()]
+    job["relocations"] = _pointer_tables.relocations(fn, call)
     # The cluster's check is answered before the run starts; the reference runs meanwhile.
     # (Should this call stop first, the check's process still ends by itself.)
     checking = None
@@ -1057,7 +1055,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     job_args = job["args"]
     for entry in job_args:
         if entry["kind"] == "buffer":
-            value = _tensor_of(call[entry["name"]])
+            value = _named_tensor(call, entry["name"])
             entry["file"] = os.path.join(workdir, f"{entry['name']}.bin")
             entry["len"] = _storage_span(value)
             _write_tensor(value, entry["file"])
@@ -1076,7 +1074,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         # Of reference_s, the part the extra input sets take (shuffling, running, writing).
         phases["extra_sets_s"] = 0.0
         if outputs and verify_sets > 0:
-            positions = {name: fn.arg_names.index(name) for name in call if name in fn.arg_names}
+            positions = {**{name: fn.arg_names.index(name) for name in call if name in fn.arg_names},
+                         **_pointer_tables.positions(fn, call)}
             started = time.perf_counter()
             extra_sets = _extra_sets(fn, grid_fn, call, runs, reset_to_zero, hooks, atol, rtol, verify_sets, workdir, positions)
             phases["extra_sets_s"] = time.perf_counter() - started
@@ -1085,13 +1084,13 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
             raise ArgumentTypeError(f"answer must be a dict of output argument names to expected tensors, got {type(answer).__name__}")
         outputs = dict(answer)
         for name in outputs:
-            if _tensor_of(call.get(name)) is None:
+            if name not in _pointer_tables.targets(call) and _tensor_of(call.get(name)) is None:
                 raise ArgumentError(f"answer names '{name}', which is not a tensor argument of {fn.__name__}")
     if outputs:
         reference = []
         for name, expected in outputs.items():
-            position = fn.arg_names.index(name)
-            tensor = _tensor_of(call[name])
+            position = _position(fn, call, name)
+            tensor = _named_tensor(call, name)
             if not tensor.is_contiguous():
                 raise ArgumentError(f"output {name} must be contiguous to be checked")
             job_args[position]["output"] = True

@@ -5,6 +5,7 @@ opens a network connection (one that tries is skipped, naming the host, and fail
 
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 
@@ -36,6 +37,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def script_runner(tmp_path):
+    """Runs Python source as a script file in ``tmp_path``, as a user runs a tutorial (a
+    fresh process, a results store of its own); fails the test on a non-zero exit and
+    returns what it printed."""
+    def run(source: str) -> str:
+        path = tmp_path / "script.py"
+        path.write_text(source)
+        env = dict(os.environ, KERNTUNE_DB=str(tmp_path / "results.db"))
+        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600, env=env,
+                              cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+    return run
 
 
 @pytest.fixture

@@ -3,9 +3,6 @@ shape each configuration's ``pre_hook`` sets (Triton's tutorials 06 and 09), and
 the kernel makes itself (``tl.make_tensor_descriptor``, which needs ``triton.set_allocator``).
 The compile tests run without a GPU; the others tune and check on one."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -146,20 +143,11 @@ DEVICE_DESCRIPTORS = textwrap.dedent('''
 ''')
 
 
-def _run_script(tmp_path, source):
-    path = tmp_path / "script.py"
-    path.write_text(source)
-    env = dict(os.environ, KERNTUNE_DB=str(tmp_path / "results.db"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+@pytest.mark.gpu
+def test_host_descriptors_set_by_a_config_pre_hook_tune_and_check_like_tensors(script_runner):
+    assert "matches torch" in script_runner(HOST_DESCRIPTORS)
 
 
 @pytest.mark.gpu
-def test_host_descriptors_set_by_a_config_pre_hook_tune_and_check_like_tensors(tmp_path):
-    assert "matches torch" in _run_script(tmp_path, HOST_DESCRIPTORS)
-
-
-@pytest.mark.gpu
-def test_descriptors_the_kernel_makes_itself_get_their_global_scratch(tmp_path):
-    assert "matches torch" in _run_script(tmp_path, DEVICE_DESCRIPTORS)
+def test_descriptors_the_kernel_makes_itself_get_their_global_scratch(script_runner):
+    assert "matches torch" in script_runner(DEVICE_DESCRIPTORS)

@@ -180,3 +180,49 @@ def test_ctrl_c_in_tune_kernel_raises_keeps_the_measurements_and_the_same_call_r
     db = str(tmp_path / "results.db")
     kept = interrupted(script, db, 60, rows=6)
     assert run_again(script, db) == {"from_store": kept, "evaluations": 60}
+
+
+@pytest.mark.gpu
+def test_ctrl_c_while_the_finalists_are_timed_again_raises_and_the_same_call_answers_from_the_store(tmp_path):
+    script = write_script(tmp_path, '''
+        import json, sys
+        import torch, triton, triton.language as tl
+        import kerntune
+
+        @triton.jit
+        def spin(x_ptr, n, rounds, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < n
+            v = tl.load(x_ptr + offsets, mask=mask)
+            for _ in range(rounds):
+                v = v * 0.999 + 1.0
+            tl.store(x_ptr + offsets, v, mask=mask)
+
+        # Equal work in every configuration, milliseconds a launch: every one is a finalist
+        # and timing them again, interleaved, takes seconds.
+        x = torch.zeros(1 << 20, device="cuda")
+        result = kerntune.tune(spin, {"x_ptr": x, "n": x.numel(), "rounds": 20000},
+                               grid=lambda c: (triton.cdiv(1 << 20, c["BLOCK"]),),
+                               params={"BLOCK": [128, 256, 512, 1024], "num_warps": [4, 8]}, db=sys.argv[1],
+                               restore_value=["x_ptr"], progress=False, finalists=8, finalists_within=10.0)
+        print(json.dumps({"from_store": result.from_store, "evaluations": result.evaluations}))
+    ''')
+    db = str(tmp_path / "results.db")
+    child = subprocess.Popen([sys.executable, str(script), db], start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while stored_evaluations(db) < 8 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert child.poll() is None, f"the call ended before its finalists were timed: {child.communicate()[1][-3000:]}"
+    os.killpg(child.pid, signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
+    assert run_again(script, db) == {"from_store": 8, "evaluations": 8}
+
+
+def stored_evaluations(db) -> int:
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as connection:
+            return connection.execute("select count(*) from evaluations").fetchone()[0]
+    except sqlite3.Error:
+        return 0

@@ -79,12 +79,3 @@ def test_compiling_without_answer_warns_of_nothing(db):
                              compile_only=True, arch="sm_90", db=db)
 
 
-def test_a_tensor_of_addresses_inside_this_processs_allocations_is_a_pointer_table():
-    from kerntune._tune import pointer_table
-
-    segments = [(1 << 32, 1 << 20), (1 << 40, 4096)]
-    assert pointer_table([(1 << 32) + 256, (1 << 40) + 4000], segments)
-    assert pointer_table([0, (1 << 32)], segments), "null entries are allowed"
-    assert not pointer_table([(1 << 32) + (1 << 20)], segments), "one past the end is outside"
-    assert not pointer_table([3, 4, 5], segments), "indices are not addresses"
-    assert not pointer_table([0, 0], segments), "an all-zero table says nothing"

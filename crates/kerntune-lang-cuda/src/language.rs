@@ -232,6 +232,7 @@ impl<'a> CudaLanguage<'a> {
                     constants: self.constants.clone(),
                     outputs_dir: None,
                     edges: Vec::new(),
+                    relocations: Vec::new(),
                 };
                 Ok(EdgeSetup { label: edge.label.clone(), setup })
             })
@@ -379,6 +380,7 @@ impl Language for CudaLanguage<'_> {
             constants: self.constants.clone(),
             outputs_dir: self.check.as_ref().map(|c| c.dir.clone()),
             edges,
+            relocations: Vec::new(),
         })
     }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use kerntune_device::DType;
 use kerntune_engine::objective::{self, Formula};
-use kerntune_pipeline::protocol::Bytes;
+use kerntune_pipeline::protocol::{Bytes, Relocation};
 use kerntune_pipeline::Timing;
 use kerntune_space::{params_from_json, Param, Space, Value};
 use kerntune_store::{Objective, TuningInfo};
@@ -117,6 +117,10 @@ pub struct TritonJob {
     #[serde(default)]
     pub configs: Option<Vec<Map<String, Json>>>,
     pub args: Vec<TritonArg>,
+    /// The entries of pointer-table arguments, and the buffers (arguments, or further
+    /// buffers after the kernel's own parameters) they point into.
+    #[serde(default)]
+    pub relocations: Vec<Relocation>,
     /// `None`: outputs are not checked.
     #[serde(default)]
     pub reference: Option<Vec<ReferenceOutput>>,

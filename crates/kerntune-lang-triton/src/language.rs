@@ -251,6 +251,7 @@ impl Language for TritonLanguage<'_> {
             constants: Vec::new(),
             outputs_dir: None,
             edges: Vec::new(),
+            relocations: self.job.relocations.clone(),
         })
     }
 

@@ -24,7 +24,7 @@ use kerntune_store::Status;
 use crate::error::FailureKind;
 use crate::protocol::{
     output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
-    Setup, ToBench,
+    Relocation, Setup, ToBench,
 };
 use crate::sampling::ClockSpan;
 use crate::schedule::Interleaved;
@@ -209,6 +209,49 @@ impl Ended {
     }
 }
 
+/// Writes into each pointer table the addresses of this worker's buffers that its entries
+/// stand for. The tables are inputs, never poisoned or redrawn, so this holds for the run.
+fn relocate(context: &Context, arguments: &[Argument], relocations: &[Relocation]) -> Result<(), String> {
+    let mut tables: Vec<(usize, Vec<u8>)> = Vec::new();
+    for relocation in relocations {
+        let Relocation { table, entry, target, offset } = *relocation;
+        let buffer_of = |position: usize| arguments.get(position).and_then(|a| a.buffer.as_ref().map(|b| (a, b)));
+        let (Some((table_arg, table_buffer)), Some((target_arg, target_buffer))) =
+            (buffer_of(table), buffer_of(target))
+        else {
+            return Err(format!("a pointer table's entry names argument #{table} or #{target}, which is not a buffer"));
+        };
+        let table_bytes = table_arg.len * table_arg.dtype.size();
+        if table_arg.dtype.size() != 8 || (entry + 1) * 8 > table_bytes {
+            return Err(format!("pointer table #{table} has no 64-bit entry {entry}"));
+        }
+        if offset >= (target_arg.len * target_arg.dtype.size()) as u64 {
+            return Err(format!(
+                "pointer table #{table}, entry {entry}: offset {offset} is past the end of buffer #{target}"
+            ));
+        }
+        let index = match tables.iter().position(|(position, _)| *position == table) {
+            Some(index) => index,
+            None => {
+                let mut data = vec![0u8; table_bytes];
+                context
+                    .download(table_buffer, &mut data)
+                    .map_err(|e| format!("reading pointer table #{table}: {e}"))?;
+                tables.push((table, data));
+                tables.len() - 1
+            }
+        };
+        let address = target_buffer.pointer() + offset;
+        tables[index].1[entry * 8..(entry + 1) * 8].copy_from_slice(&address.to_le_bytes());
+    }
+    for (table, data) in &tables {
+        if let Some(buffer) = &arguments[*table].buffer {
+            context.upload(buffer, data).map_err(|e| format!("writing pointer table #{table}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 impl Worker {
     fn new(context: &Context, mut setup: Setup) -> Result<Worker, String> {
         let edge_setups = std::mem::take(&mut setup.edges);
@@ -259,6 +302,7 @@ impl Worker {
                 }
             }
         }
+        relocate(context, &arguments, &setup.relocations)?;
         let flush = match setup.timing.flush {
             Flush::L2 => Some(context.alloc(2 * context.info.l2_bytes.max(1 << 20)).map_err(|e| e.to_string())?),
             Flush::None => None,

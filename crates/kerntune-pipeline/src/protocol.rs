@@ -165,6 +165,22 @@ pub struct Setup {
     /// [`KernelImage::edges`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub edges: Vec<EdgeSetup>,
+    /// Entries of pointer tables (arguments holding the device addresses of other buffers,
+    /// as Triton's grouped GEMM passes its matrices): the caller's addresses mean nothing
+    /// here, so the worker writes its own buffers' addresses there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relocations: Vec<Relocation>,
+}
+
+/// One entry of a pointer table: 64-bit entry `entry` of buffer argument `table` holds the
+/// address `offset` bytes into buffer argument `target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relocation {
+    pub table: usize,
+    pub entry: usize,
+    pub target: usize,
+    pub offset: u64,
 }
 
 /// One edge size of a [`Setup`]: its label (`n = 4095`), named in the reason of a

@@ -133,6 +133,7 @@ impl Language for Fake {
             constants: vec![],
             outputs_dir: None,
             edges: vec![],
+            relocations: vec![],
         })
     }
 
