@@ -12,6 +12,8 @@ with a fresh results store and a fresh Triton cache, so every first call compile
 
 - 03, 08: the whole file as a script (top-level code, module-level tensors, its own checks
   and benchmark), once switched; passes when it exits 0 and prints its own success line.
+  The stages named in TUTORIAL_WHOLE_TRITON (default 08) also run as published, under
+  Triton's autotuner, and the two wall times are compared (one round: the whole file).
 - 06, 09: the file imported as a module (its `__main__` benchmarks take tens of minutes),
   then its own entry points called at one size: 06's `attention` forward (host descriptors,
   and on Hopper device-side ones with warp specialization), 09's `matmul_tma`,
@@ -20,6 +22,9 @@ with a fresh results store and a fresh Triton cache, so every first call compile
   wall time, the output checked against torch, and the chosen kernel's time (do_bench). The
   summary gives per-round ratios kerntune / Triton (median, min, max). 09 also times
   cuBLAS (`torch.matmul`) interleaved with the tuned kernel in the same process.
+  TUTORIAL_09_SIZE (default 4096), TUTORIAL_09_DTYPE (fp16 or fp8: then cuBLAS is
+  `torch._scaled_mm` with unit scales) and TUTORIAL_09_FUNCTIONS (the entry points) pick
+  what 09 runs.
 - 09wide: tutorial 09's persistent TMA kernel (`matmul_kernel_tma_persistent`, its own
   pre_hook setting the descriptors' blocks) tuned by `kerntune.tune` over a space wider than
   the tutorial's 48 configurations (block sizes 64-256, BLOCK_SIZE_K 32-128, GROUP_SIZE_M
@@ -43,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROUNDS = int(os.environ.get("TUTORIAL_ROUNDS", "2"))
 TIMEOUT_S = int(os.environ.get("TUTORIAL_TIMEOUT_S", "420"))
@@ -79,19 +85,32 @@ for label, ws in cases:
     "09": r'''
 import torch, triton
 M = N = K = int(os.environ.get("TUTORIAL_09_SIZE", "4096"))
+precision = os.environ.get("TUTORIAL_09_DTYPE", "fp16")
+dtype = torch.float8_e4m3fn if precision == "fp8" else torch.float16
 torch.manual_seed(0)
-a = torch.randn((M, K), dtype=torch.float16, device="cuda")
-b = torch.randn((K, N), dtype=torch.float16, device="cuda").T.contiguous()  # the tutorial passes b transposed
-ref = torch.matmul(a, b.T)
-cublas = lambda: torch.matmul(a, b.T)
-for name in ("matmul_tma", "matmul_tma_persistent", "matmul_descriptor_persistent"):
+a = torch.randn((M, K), device="cuda").to(dtype)
+b = torch.randn((K, N), device="cuda").to(dtype).T.contiguous()  # the tutorial passes b transposed
+ref = torch.matmul(a.half(), b.half().T)
+if precision == "fp8":  # cuBLAS's fp8 GEMM, unit scales, fp8 out where it offers it
+    one = torch.tensor(1.0, device="cuda")
+    try:
+        torch._scaled_mm(a, b.T, one, one, out_dtype=dtype)
+        cublas = lambda: torch._scaled_mm(a, b.T, one, one, out_dtype=dtype)
+    except RuntimeError:
+        cublas = lambda: torch._scaled_mm(a, b.T, one, one, out_dtype=torch.float16)
+else:
+    cublas = lambda: torch.matmul(a, b.T)
+names = os.environ.get("TUTORIAL_09_FUNCTIONS", "matmul_tma matmul_tma_persistent matmul_descriptor_persistent").split()
+for name in names:
     fn = ns[name]
     call = lambda: fn(a, b, False)
     first = timed(call)
     out = call()
     error = (out.float() - ref.float()).abs().max().item()
+    # fp8 keeps 3 bits of mantissa: an element is off by up to 1/16 of its size.
+    bound = 1.0 if precision == "fp16" else 0.07 * ref.abs().max().item()
     rounds = [triton.testing.do_bench(call) / triton.testing.do_bench(cublas) for _ in range(7)]
-    report(f"09 {name} fp16 {M}^3", first, triton.testing.do_bench(call), error < 1.0, error,
+    report(f"09 {name} {precision} {M}^3", first, triton.testing.do_bench(call), error < bound, error,
            cublas_ratio=statistics.median(rounds))
 ''',
 }
@@ -319,11 +338,24 @@ def run_child(scratch, source, args, tag, label):
 
 
 def whole_file(source_dir, stage):
-    with tempfile.TemporaryDirectory(prefix=f"tutorial-{stage}-", ignore_cleanup_errors=True) as scratch:
-        path = prepare(source_dir, stage, "kerntune", scratch)
-        code, out = run([sys.executable, path], scratch, f"{stage} as a script, switched")
-    ok = code == 0 and (SUCCESS[stage] is None or SUCCESS[stage] in out)
-    return [f"{stage} ({FILES[stage]}) as a script, switched: {'ok' if ok else 'FAILED'} (exit {code})"], ok
+    """The file run as a script, switched; for the stages in TUTORIAL_WHOLE_TRITON (default
+    08), then as published under Triton's autotuner, each run's wall time beside the other."""
+    lines, ok = [], True
+    tools = ("kerntune", "triton") if stage in os.environ.get("TUTORIAL_WHOLE_TRITON", "08").split() else ("kerntune",)
+    walls = {}
+    for tool in tools:
+        with tempfile.TemporaryDirectory(prefix=f"tutorial-{stage}-{tool}-", ignore_cleanup_errors=True) as scratch:
+            path = prepare(source_dir, stage, tool, scratch)
+            started = time.perf_counter()
+            code, out = run([sys.executable, path], scratch, f"{stage} as a script, {tool}")
+            walls[tool] = time.perf_counter() - started
+        passed = code == 0 and (SUCCESS[stage] is None or SUCCESS[stage] in out)
+        ok = ok and passed
+        lines.append(f"{stage} ({FILES[stage]}) as a script, {'switched' if tool == 'kerntune' else 'as published'}: "
+                     f"{'ok' if passed else 'FAILED'} (exit {code}), {walls[tool]:.1f} s")
+    if len(walls) == 2:
+        lines.append(f"{stage} whole file, wall time kerntune / Triton: {walls['kerntune'] / walls['triton']:.2f}")
+    return lines, ok
 
 
 def entry_points(source_dir, stage):

@@ -5,7 +5,7 @@
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
 # (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
@@ -15,6 +15,8 @@
 # KT_REAL_ARGS="--kernel-tuner" also runs them under Kernel Tuner (.device/sites/kt.tar.xz) and compares the picks;
 # tutorials (not in the default) needs Triton 3.6.0's tutorials in .tutorials or $TUTORIALS_DIR
 # (never committed; TUTORIAL_STAGES picks 03 08 06 09).
+# nsight (not in the default) times one configuration of Kernel Tuner's spmv and stencil three ways
+# (kerntune, Kernel Tuner, Nsight Compute's gpu__time_duration): .device/kt-real and the kt site, like kt_real.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/kerntune-out}
@@ -74,6 +76,12 @@ for stage in $stages; do
         echo "=== Triton's tutorials as published, the decorator renamed, against Triton's autotuner (bench/tutorials.py)"
         step tutorials python3 bench/tutorials.py "${TUTORIALS_DIR:-.tutorials}" ${TUTORIAL_STAGES:-}
         summary+=("$(sed -n '/=== tutorials summary/,$p' "$OUT/tutorials.log")")
+        ;;
+    nsight)
+        echo "=== Kernel Tuner's spmv and stencil: kerntune's, Kernel Tuner's and Nsight Compute's time of one configuration (bench/kt_nsight.py)"
+        site kt || echo "note: .device/sites/kt.tar.xz is missing (gpu/prepare.sh): Kernel Tuner must be installed"
+        step nsight env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_nsight.py "${KT_REAL_DIR:-.device/kt-real}" ${NSIGHT_EXAMPLES:-}
+        summary+=("$(sed -n '/=== nsight summary/,$p' "$OUT/nsight.log")")
         ;;
     kt_real)
         echo "=== Kernel Tuner's own example scripts with their imports switched (bench/kt_real.py)"
