@@ -28,7 +28,8 @@ with a fresh results store and a fresh Triton cache, so every first call compile
 - 09wide: tutorial 09's persistent TMA kernel (`matmul_kernel_tma_persistent`, its own
   pre_hook setting the descriptors' blocks) tuned by `kerntune.tune` over a space wider than
   the tutorial's 48 configurations (block sizes 64-256, BLOCK_SIZE_K 32-128, GROUP_SIZE_M
-  1-16, 2-5 stages, 4 or 8 warps, epilogue subtiling: 1,728 configurations) with the default
+  1, 8 or 16, 2-5 stages, 4 or 8 warps, epilogue subtiling, warp specialization, one or two
+  persistent programs an SM: 5,184 configurations) with the default
   strategy and a time limit (TUTORIAL_WIDE_S, default 90 s), then timed against cuBLAS
   (`torch.matmul`) over 15 interleaved rounds (do_bench each): median per-round ratio.
 - 02, 05: the tutorials that hand-pick their launch parameters (02's `num_warps` and
@@ -193,12 +194,14 @@ for size in [int(n) for n in os.environ.get("TUTORIAL_WIDE_SIZES", "4096").split
     c = torch.empty((M, N), dtype=torch.float16, device="cuda")
     sms = torch.cuda.get_device_properties("cuda").multi_processor_count
     descs = {name: TensorDescriptor.from_tensor(t, [1, 1]) for name, t in (("a_desc", a), ("b_desc", b), ("c_desc", c))}
-    args = {**descs, "M": M, "N": N, "K": K, "FP8_OUTPUT": False, "NUM_SMS": sms, "WARP_SPECIALIZE": False}
-    grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"])),)
-    configs = [triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g, "EPILOGUE_SUBTILE": sub},
+    args = {**descs, "M": M, "N": N, "K": K, "FP8_OUTPUT": False}
+    grid = lambda meta: (min(meta["NUM_SMS"], triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"])),)
+    # Beyond the tutorial's knobs: warp specialization, and two persistent programs an SM.
+    configs = [triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g, "EPILOGUE_SUBTILE": sub,
+                              "WARP_SPECIALIZE": ws, "NUM_SMS": sms * programs},
                              num_stages=s, num_warps=w, pre_hook=hook)
-               for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 128) for g in (1, 4, 8, 16)
-               for s in (2, 3, 4, 5) for w in (4, 8) for sub in (True, False)]
+               for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 128) for g in (1, 8, 16)
+               for s in (2, 3, 4, 5) for w in (4, 8) for sub in (True, False) for ws in (False, True) for programs in (1, 2)]
     started = time.perf_counter()
     result = kerntune.tune(kernel, args, grid, configs=configs, answer={"c_desc": a @ b.T},
                            time_limit=float(os.environ.get("TUTORIAL_WIDE_S", "90")), progress=False)
@@ -208,7 +211,7 @@ for size in [int(n) for n in os.environ.get("TUTORIAL_WIDE_SIZES", "4096").split
     def ours():
         nargs = {**descs, **best}
         hook(nargs)
-        jit[grid](*descs.values(), M, N, K, FP8_OUTPUT=False, NUM_SMS=sms, WARP_SPECIALIZE=False, **best)
+        jit[grid](*descs.values(), M, N, K, FP8_OUTPUT=False, **best)
 
     ours()
     error = (c.float() - (a @ b.T).float()).abs().max().item()
