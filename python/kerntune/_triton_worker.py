@@ -72,6 +72,10 @@ def stand_in(arg):
         return _Tensor(arg["dtype"], arg["data_ptr"])
     if kind == "tensordesc":
         return descriptor(arg, arg["block_shape"])
+    if "triton_dtype" in arg:
+        import triton.language as tl
+
+        return tl.dtype(arg["triton_dtype"])
     return arg.get("value")
 
 

@@ -481,6 +481,19 @@ def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
     return call
 
 
+def _constexpr_value(fn, name, value) -> dict:
+    """A constexpr argument's value as the compile worker reads it: JSON, or a Triton dtype
+    by its name (a default such as ``OUT: tl.constexpr = tl.float16``)."""
+    import triton.language as tl
+
+    if isinstance(value, tl.dtype):
+        return {"value": str(value), "triton_dtype": value.name}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    raise ArgumentTypeError(f"{fn.__name__}: constexpr argument {name} = {value!r}: kerntune sends constexpr values "
+                            f"to its compile workers, which take an int, float, bool, str, None or a Triton dtype")
+
+
 def _buffer_entry(name, tensor) -> dict:
     """The job's entry of a buffer argument; its file and length are filled in later."""
     dtype = _DTYPES.get(_dtype_name(tensor), "u8" if tensor.element_size() == 1 else None)
@@ -502,7 +515,7 @@ def _describe(fn, call, params, specialization):
         value = call[p.name]
         if kind == "constexpr":
             job_args.append({"kind": "constant", "name": p.name})
-            describe.append({"name": p.name, "kind": "value", "value": value})
+            describe.append({"name": p.name, "kind": "value", **_constexpr_value(fn, p.name, value)})
         elif _is_descriptor(value):
             base = value.base
             dtype = _DTYPES.get(_dtype_name(base), "u8" if base.element_size() == 1 else None)

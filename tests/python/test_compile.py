@@ -435,3 +435,27 @@ def test_share_front_end_0_compiles_from_the_source_whatever_was_kept(tmp_path, 
     sibling = alone.compile(matmul_config((64, 128, 64), 8, 4))
     alone.close()
     assert (sibling["type"], sibling["front_end_reused"]) == ("compiled", False), sibling
+
+
+tl = triton.language
+
+
+@triton.jit
+def converted(x_ptr, n, BLOCK: tl.constexpr, OUT: tl.constexpr = tl.float16, NOTE: tl.constexpr = None):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask).to(OUT).to(tl.float32), mask=mask)
+
+
+def test_a_constexpr_whose_default_is_a_triton_dtype_compiles_with_that_dtype():
+    args = {"x_ptr": Tensor("float32", (1024,)), "n": 1024}
+    outcomes = kerntune.compile(converted, args, params={"BLOCK": [128, 256]})
+    assert [o["status"] for o in outcomes] == ["compiled", "compiled"], outcomes
+    as_bf16 = kerntune.compile(converted, {**args, "OUT": triton.language.bfloat16}, params={"BLOCK": [128]})
+    assert as_bf16[0]["status"] == "compiled" and as_bf16[0]["cubin"] != outcomes[0]["cubin"]
+
+
+def test_a_constexpr_value_the_compile_workers_cannot_take_is_refused_in_one_line():
+    with pytest.raises(kerntune.ArgumentTypeError, match="constexpr argument NOTE = <object"):
+        kerntune.compile(converted, {"x_ptr": Tensor("float32", (1024,)), "n": 1024, "NOTE": object()},
+                         params={"BLOCK": [128]})
