@@ -16,7 +16,8 @@ configuration is timed in full. Each shape
 runs with a fresh results store and a fresh Triton cache; its landscape goes to
 $OUT/matmul_<shape>_<gpu>.json as soon as it is recorded, then a table is printed. Each
 shape belongs to a set of bench/landscapes.py, `heldout_h100`, `fitting_h100`,
-`heldout_h100b` or `fitting_h100b` (SHAPES).
+`heldout_h100b` or `fitting_h100b` (SHAPES), or to `sizes`: one product at five batch sizes,
+for many-shape runs.
 Needs the kerntune binary ($KERNTUNE, default .device/kerntune) for the export.
 """
 
@@ -74,6 +75,14 @@ SHAPES = {
     "odd_tall": ((6000, 500, 1500), "fitting_b"),
     "ragged_k": ((2048, 2048, 1000), "fitting_b"),
     "odd_wide": ((200, 6000, 3000), "fitting_b"),
+    # Recorded in the fifteenth session for many-shape runs (issue 35): one projection,
+    # N = K = 4096, at the batch sizes a serving engine sends it, so that what one size's
+    # search learns can be replayed against the next size's landscape.
+    "m16": ((16, 4096, 4096), "sizes"),
+    "m64": ((64, 4096, 4096), "sizes"),
+    "m256": ((256, 4096, 4096), "sizes"),
+    "m1024": ((1024, 4096, 4096), "sizes"),
+    "m4096": ((4096, 4096, 4096), "sizes"),
 }
 
 
