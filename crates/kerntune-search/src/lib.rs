@@ -25,6 +25,7 @@
 
 mod history;
 mod options;
+mod started;
 mod strategies;
 mod strategy;
 mod support;
@@ -34,6 +35,7 @@ pub use history::{History, Observation};
 #[doc(hidden)]
 pub use options::{check_range, range_text};
 pub use options::{Neighbours, OptionInfo, ValidOptions};
+pub use started::Started;
 pub use strategies::{
     build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions,
     DiffEvoOptions, FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions,
