@@ -29,13 +29,14 @@ struct Size {
     optimum: f64,
 }
 
-/// optimum / best found by `strategy` within `budget` evaluations, and the best's values.
-fn tune(
-    size: &Size,
-    strategy: Box<dyn Strategy>,
-    budget: usize,
-    seed: u64,
-) -> Result<(f64, Option<Vec<Value>>), Box<dyn Error>> {
+/// What one run found: optimum / best found, and the best's values.
+struct Found {
+    ratio: f64,
+    best: Option<Vec<Value>>,
+}
+
+/// What `strategy` finds within `budget` evaluations.
+fn tune(size: &Size, strategy: Box<dyn Strategy>, budget: usize, seed: u64) -> Result<Found, Box<dyn Error>> {
     let mut backend = SimBackend::new(&size.landscape, &size.space)?;
     let summary = Tuner {
         space: &size.space,
@@ -50,14 +51,14 @@ fn tune(
     }
     .run(&mut |_| {})?;
     Ok(match summary.best {
-        None => (0.0, None),
-        Some(best) => {
-            let ratio = match size.landscape.objective.higher_is_better {
+        None => Found { ratio: 0.0, best: None },
+        Some(best) => Found {
+            ratio: match size.landscape.objective.higher_is_better {
                 true => best.objective / size.optimum,
                 false => size.optimum / best.objective,
-            };
-            (ratio, Some(size.space.values(best.id).into_iter().cloned().collect()))
-        }
+            },
+            best: Some(size.space.values(best.id).into_iter().cloned().collect()),
+        },
     })
 }
 
@@ -99,13 +100,13 @@ fn main() -> Result<(), Box<dyn Error>> {
                 // Each size draws its own random configurations, as separate runs would: with
                 // one seed for all, every size would draw the same ones.
                 let seed = seed * 1000 + index as u64;
-                cold[index].push(tune(size, build_strategy("default", &Default::default())?, budget, seed)?.0);
+                cold[index].push(tune(size, build_strategy("default", &Default::default())?, budget, seed)?.ratio);
                 let first: Vec<ConfigId> =
                     found.iter().rev().take(starts).filter_map(|values| size.space.id_of_values(values)).collect();
                 let strategy = Box::new(Started::new(first, build_strategy("default", &Default::default())?));
-                let (ratio, best) = tune(size, strategy, budget, seed)?;
-                started[index].push(ratio);
-                found.extend(best);
+                let run = tune(size, strategy, budget, seed)?;
+                started[index].push(run.ratio);
+                found.extend(run.best);
             }
         }
         println!("budget {budget}, {seeds} seeds, started from the bests of the last {starts} sizes: cold / started");
