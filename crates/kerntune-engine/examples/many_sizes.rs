@@ -4,21 +4,22 @@
 //! at several sizes (data/landscapes/h200/sizes).
 //!
 //! The landscapes are tuned in the order given. With each seed and each budget, `default` tunes
-//! every size twice: cold, and started ([`kerntune_search::Started`]) from the bests found at
-//! the `STARTS` sizes tuned last (the nearest, when the order is by size). Prints, per budget,
-//! each size's median over seeds of optimum / best found, cold and started, and their means
-//! over the sizes after the first (which has nothing to start from).
+//! every size three ways: cold; started ([`kerntune_search::Started`]) from the bests found at
+//! the `STARTS` sizes tuned last (the nearest, when the order is by size); and started so, with
+//! every outcome of those sizes fitted beside its own ([`kerntune_search::Prior`]). Each way
+//! chains its own runs. Prints, per budget, each size's median over seeds of optimum / best
+//! found, and the means over the sizes after the first (which has nothing to start from).
 //!
 //! ```sh
 //! cargo run --release -p kerntune-engine --example many_sizes -- LANDSCAPE...
 //! ```
-//! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 2).
+//! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 1).
 
 use std::error::Error;
 use std::path::Path;
 
 use kerntune_engine::{Budget, SimBackend, Tuner};
-use kerntune_search::{build_strategy, Started, Strategy};
+use kerntune_search::{build_strategy, default_with_prior, Prior, Started, Strategy};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Landscape;
 
@@ -29,10 +30,12 @@ struct Size {
     optimum: f64,
 }
 
-/// What one run found: optimum / best found, and the best's values.
+/// What one run found: optimum / best found, the best's values, and every outcome (values,
+/// score relative to the run's best, or `None` where it failed).
 struct Found {
     ratio: f64,
     best: Option<Vec<Value>>,
+    outcomes: Vec<(Vec<Value>, Option<f64>)>,
 }
 
 /// What `strategy` finds within `budget` evaluations.
@@ -50,14 +53,20 @@ fn tune(size: &Size, strategy: Box<dyn Strategy>, budget: usize, seed: u64) -> R
         interrupt: None,
     }
     .run(&mut |_| {})?;
+    let values = |id: ConfigId| size.space.values(id).into_iter().cloned().collect::<Vec<Value>>();
     Ok(match summary.best {
-        None => Found { ratio: 0.0, best: None },
+        None => Found { ratio: 0.0, best: None, outcomes: Vec::new() },
         Some(best) => Found {
             ratio: match size.landscape.objective.higher_is_better {
                 true => best.objective / size.optimum,
                 false => size.optimum / best.objective,
             },
-            best: Some(size.space.values(best.id).into_iter().cloned().collect()),
+            best: Some(values(best.id)),
+            outcomes: summary
+                .trace
+                .iter()
+                .map(|point| (values(point.id), point.objective.map(|o| (o / best.objective).ln().abs())))
+                .collect(),
         },
     })
 }
@@ -74,7 +83,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn main() -> Result<(), Box<dyn Error>> {
     let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_string());
     let seeds: u64 = env("SEEDS", "10").parse()?;
-    let starts: usize = env("STARTS", "2").parse()?;
+    let starts: usize = env("STARTS", "1").parse()?;
     let budgets: Vec<usize> = env("BUDGETS", "10,25,50").split(',').map(str::parse).collect::<Result<_, _>>()?;
     let mut sizes = Vec::new();
     for path in std::env::args().skip(1) {
@@ -93,34 +102,60 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("give two landscapes or more, in the order they are tuned".into());
     }
     for budget in budgets {
-        let (mut cold, mut started) = (vec![Vec::new(); sizes.len()], vec![Vec::new(); sizes.len()]);
+        // Per variant (cold, started, started and learning), per size, the ratio of each seed.
+        let mut ratios = vec![vec![Vec::new(); sizes.len()]; 3];
         for seed in 0..seeds {
-            let mut found: Vec<Vec<Value>> = Vec::new();
+            // Per variant, the runs of the sizes done so far, in order.
+            let mut done: Vec<Vec<Found>> = vec![Vec::new(), Vec::new(), Vec::new()];
             for (index, size) in sizes.iter().enumerate() {
                 // Each size draws its own random configurations, as separate runs would: with
                 // one seed for all, every size would draw the same ones.
                 let seed = seed * 1000 + index as u64;
-                cold[index].push(tune(size, build_strategy("default", &Default::default())?, budget, seed)?.ratio);
-                let first: Vec<ConfigId> =
-                    found.iter().rev().take(starts).filter_map(|values| size.space.id_of_values(values)).collect();
-                let strategy = Box::new(Started::new(first, build_strategy("default", &Default::default())?));
-                let run = tune(size, strategy, budget, seed)?;
-                started[index].push(run.ratio);
-                found.extend(run.best);
+                for variant in 0..3 {
+                    let recent: Vec<&Found> = done[variant].iter().rev().take(starts).collect();
+                    let first: Vec<ConfigId> = recent
+                        .iter()
+                        .filter_map(|run| run.best.as_ref().and_then(|values| size.space.id_of_values(values)))
+                        .collect();
+                    let prior: Vec<Prior> = recent
+                        .iter()
+                        .flat_map(|run| &run.outcomes)
+                        .filter_map(|(values, relative)| {
+                            let id = size.space.id_of_values(values)?;
+                            let indexes = size.space.indexes(id).into_iter().map(|i| i as u32).collect();
+                            Some(Prior { indexes, relative: *relative })
+                        })
+                        .collect();
+                    let strategy: Box<dyn Strategy> = match variant {
+                        0 => build_strategy("default", &Default::default())?,
+                        1 => Box::new(Started::new(first, build_strategy("default", &Default::default())?)),
+                        _ => Box::new(Started::new(first, default_with_prior(&Default::default(), prior)?)),
+                    };
+                    let run = tune(size, strategy, budget, seed)?;
+                    ratios[variant][index].push(run.ratio);
+                    done[variant].push(run);
+                }
             }
         }
-        println!("budget {budget}, {seeds} seeds, started from the bests of the last {starts} sizes: cold / started");
-        let (mut cold_sum, mut started_sum) = (0.0, 0.0);
+        println!(
+            "budget {budget}, {seeds} seeds, the last {starts} sizes' results: cold / started from their bests / \
+             started and learning from their outcomes"
+        );
+        let mut sums = [0.0; 3];
         for (index, size) in sizes.iter().enumerate() {
-            let (c, s) = (median(cold[index].clone()), median(started[index].clone()));
-            println!("  {:<28} {c:.3} / {s:.3}", size.name);
+            let medians: Vec<f64> = (0..3).map(|v| median(ratios[v][index].clone())).collect();
+            println!("  {:<28} {:.3} / {:.3} / {:.3}", size.name, medians[0], medians[1], medians[2]);
             if index > 0 {
-                cold_sum += c;
-                started_sum += s;
+                (0..3).for_each(|v| sums[v] += medians[v]);
             }
         }
         let later = (sizes.len() - 1) as f64;
-        println!("  mean over the sizes after the first: {:.3} / {:.3}", cold_sum / later, started_sum / later);
+        println!(
+            "  mean over the sizes after the first: {:.3} / {:.3} / {:.3}",
+            sums[0] / later,
+            sums[1] / later,
+            sums[2] / later
+        );
     }
     Ok(())
 }

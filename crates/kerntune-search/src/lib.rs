@@ -37,9 +37,10 @@ pub use options::{check_range, range_text};
 pub use options::{Neighbours, OptionInfo, ValidOptions};
 pub use started::Started;
 pub use strategies::{
-    build_strategy, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce, BruteForceOptions, DefaultOptions,
-    DiffEvoOptions, FireflyAlgorithmOptions, GeneticAlgorithmOptions, GreedyIlsOptions, MlsOptions, PsoOptions,
-    RandomSample, RandomSampleOptions, SimulatedAnnealingOptions, StrategyInfo, STRATEGIES,
+    build_strategy, default_with_prior, strategy_info, BasinhoppingOptions, BayesOptOptions, BruteForce,
+    BruteForceOptions, DefaultOptions, DiffEvoOptions, FireflyAlgorithmOptions, GeneticAlgorithmOptions,
+    GreedyIlsOptions, MlsOptions, Prior, PsoOptions, RandomSample, RandomSampleOptions, SimulatedAnnealingOptions,
+    StrategyInfo, STRATEGIES,
 };
 pub use strategy::{Context, Strategy};
 

@@ -155,6 +155,20 @@ pub(crate) struct DefaultSearch {
     improved_at: usize,
     /// The head of the climb of a stalled run (`climb_candidates`).
     climb: Option<ConfigId>,
+    /// Outcomes at other sizes of the same kernel, fitted beside this run's own.
+    prior: Vec<Prior>,
+}
+
+/// One outcome of a configuration at another problem size of the same kernel (a many-shape
+/// run): its parameters' value indexes in this run's space and its score relative to the
+/// best at that size (`ln(score / best)`, 0 for that size's best), or `None` where it failed.
+/// The forest is fitted to these beside the run's own outcomes, placed relative to the run's
+/// own best, so that before the run knows much the model already prefers what was good at
+/// the other sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prior {
+    pub indexes: Vec<u32>,
+    pub relative: Option<f64>,
 }
 
 /// A forest and what it was fitted to.
@@ -196,7 +210,13 @@ impl DefaultSearch {
             best_target: None,
             improved_at: 0,
             climb: None,
+            prior: Vec::new(),
         }
+    }
+
+    /// The strategy with outcomes at other sizes to learn from (see [`Prior`]).
+    pub(crate) fn with_prior(options: DefaultOptions, prior: Vec<Prior>) -> DefaultSearch {
+        DefaultSearch { prior, ..DefaultSearch::new(options) }
     }
 
     /// Refits the forest when [`refit_due`] says so; `valid[r]` tells whether observation
@@ -207,8 +227,18 @@ impl DefaultSearch {
         if refit_due(fitted_at, history.len()) {
             let rows = training_rows(targets, valid, context.rng);
             let space = context.space;
-            let features: Vec<Vec<u32>> = rows.iter().map(|r| indexes(space, ids[*r])).collect();
-            let targets_fitted: Vec<f64> = rows.iter().map(|r| targets[*r]).collect();
+            let mut features: Vec<Vec<u32>> = rows.iter().map(|r| indexes(space, ids[*r])).collect();
+            let mut targets_fitted: Vec<f64> = rows.iter().map(|r| targets[*r]).collect();
+            if !self.prior.is_empty() && log_scale(history) {
+                let own = || targets.iter().zip(valid).filter(|(_, v)| **v).map(|(t, _)| *t);
+                let (best, worst) = (own().fold(f64::INFINITY, f64::min), own().fold(f64::NEG_INFINITY, f64::max));
+                if best.is_finite() {
+                    for row in &self.prior {
+                        features.push(row.indexes.clone());
+                        targets_fitted.push(row.relative.map_or(worst, |relative| best + relative));
+                    }
+                }
+            }
             let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
             let shape = ForestShape {
                 trees: self.options.trees,
@@ -347,9 +377,12 @@ impl Strategy for DefaultSearch {
         // Configurations in flight count towards the initial design: in batches of 16 the
         // first ask already holds more random ones than the design needs, and the model
         // guides every later pick once `guided_after` (2) of them have succeeded.
-        if history.len() + history.pending_count() < self.options.initial_samples
-            || ranked.len() < self.options.guided_after
-        {
+        // With outcomes at other sizes to learn from, the model guides from the start.
+        let initial_samples = match self.prior.is_empty() {
+            true => self.options.initial_samples,
+            false => self.options.guided_after,
+        };
+        if history.len() + history.pending_count() < initial_samples || ranked.len() < self.options.guided_after {
             return fresh_batch(context, n);
         }
         ranked.sort_by(|a, b| a.score.unwrap_or(f64::INFINITY).total_cmp(&b.score.unwrap_or(f64::INFINITY)));
@@ -555,6 +588,25 @@ mod tests {
         // A refit per proposal would be about 1,014 (all but the random start); the
         // schedule allows about 200 + 50 ln(1,024 / 200), some 280.
         assert!(fits < 350, "{fits} refits over {} evaluations", space.len());
+    }
+
+    #[test]
+    fn outcomes_at_another_size_guide_the_first_picks_to_what_was_best_there() {
+        let space =
+            Space::new(vec![Param::new("x", (0..50).map(Value::Int).collect()).expect("param")], &[] as &[&str])
+                .expect("space");
+        let prior: Vec<Prior> =
+            (0..50u32).map(|x| Prior { indexes: vec![x], relative: Some((x as f64 - 37.0).abs() * 0.05) }).collect();
+        let mut strategy = DefaultSearch::with_prior(DefaultOptions::default(), prior);
+        let (mut rng, mut history) = (Rng::seeded(11), History::new());
+        let ids: Vec<ConfigId> = space.ids().collect();
+        for (x, score) in [(3, 10.0), (45, 12.0)] {
+            history.start(ids[x]);
+            history.observe(Observation { id: ids[x], score: Some(score) });
+        }
+        let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+        let pick = strategy.ask(&mut context, 1)[0].index() as i64;
+        assert!((pick - 37).abs() <= 2, "picked x = {pick}, far from the other size's best (37)");
     }
 
     /// A space of two parameters of four values each.

@@ -16,7 +16,7 @@ mod simulated_annealing;
 pub use basinhopping::BasinhoppingOptions;
 pub use bayes_opt::BayesOptOptions;
 pub use brute_force::{BruteForce, BruteForceOptions};
-pub use default_search::DefaultOptions;
+pub use default_search::{DefaultOptions, Prior};
 pub use diff_evo::DiffEvoOptions;
 pub use firefly_algorithm::FireflyAlgorithmOptions;
 pub use genetic_algorithm::GeneticAlgorithmOptions;
@@ -154,6 +154,12 @@ pub fn strategy_info(name: &str) -> Result<&'static StrategyInfo, SearchError> {
         name: name.to_string(),
         known: STRATEGIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
     })
+}
+
+/// `default` with outcomes at other problem sizes of the same kernel to learn from (a
+/// many-shape run; see [`Prior`]), and options given as JSON.
+pub fn default_with_prior(options: &Map<String, Json>, prior: Vec<Prior>) -> Result<Box<dyn Strategy>, SearchError> {
+    Ok(Box::new(DefaultSearch::with_prior(parse("default", options)?, prior)))
 }
 
 /// Builds a strategy by name with options given as JSON (an empty map for the defaults).
