@@ -322,6 +322,16 @@ mod tests {
     }
 
     #[test]
+    fn a_front_names_the_budget_the_ptxas_and_its_worker_and_the_rest_takes_its_defaults() {
+        let json = r#"{"budget": 8, "ptxas_version": "13.3.73", "worker": ["python3", "-m", "kerntune._worker"]}"#;
+        let options: ControlsOptions = serde_json::from_str(json).expect("parses");
+        assert_eq!((options.budget, options.pool_size, options.ab.finalists), (8, DEFAULT_POOL_SIZE, 2));
+        assert_eq!(options.worker, ["python3", "-m", "kerntune._worker"]);
+        let typo = serde_json::from_str::<ControlsOptions>(r#"{"budgett": 8}"#).expect_err("unknown field");
+        assert!(typo.to_string().contains("budgett"), "{typo}");
+    }
+
+    #[test]
     fn an_acf_reaches_the_chosen_ptxas_of_cuda_and_the_ptx_options_of_triton() {
         let step = crate::protocol::PtxasStep {
             path: "/ptxas".into(),
