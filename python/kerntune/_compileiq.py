@@ -7,8 +7,7 @@ returns their scores. kerntune compiles and times the candidates itself (compile
 benchmark worker, verification), so CompileIQ only proposes.
 
 ``AcfSearch`` wraps that loop and writes each candidate to a file that
-``--apply-controls=FILE`` reads; ``search_controls`` runs it over generations that the
-caller compiles and times. ``serve`` is the worker process that the run's
+``--apply-controls=FILE`` reads. ``serve`` is the worker process that the run's
 compiler-controls stage starts (``python -m kerntune._worker __worker controls``, for
 ``kerntune.tune(..., controls="compileiq")`` and ``kerntune tune SPEC --controls
 compileiq`` alike): it answers the stage's ``ask`` and ``tell`` lines
@@ -128,35 +127,6 @@ class AcfSearch:
 
 def _never_called(_params):
     raise RuntimeError("kerntune compiles and times the candidates itself")
-
-
-def search_controls(evaluate, budget: int, ptxas_version: str, pool_size: int = 6,
-                    directory: Optional[str] = None, search_space_path: Optional[str] = None) -> dict:
-    """CompileIQ's search over ACF files, ``budget`` candidates in generations of
-    ``pool_size``: ``evaluate(paths)`` compiles and times a generation (one time in ms, or
-    None for a failure, per path). Returns the report: ``evaluations``, ``failed``,
-    ``generations``, ``best_acf`` and ``best_ms`` (None when every candidate failed), and
-    the first few failures' reasons where ``evaluate`` gave them (``(time, reason)`` pairs)."""
-    search = AcfSearch(ptxas_version, pool_size, directory=directory, search_space_path=search_space_path)
-    report = {"evaluations": 0, "failed": 0, "generations": 0, "best_acf": None, "best_ms": None,
-              "failures": [], "directory": search.directory}
-    while report["evaluations"] < budget:
-        asked = search.ask()[: budget - report["evaluations"]]
-        outcomes = evaluate([path for _, path in asked])
-        told = {}
-        for (key, path), outcome in zip(asked, outcomes):
-            time_ms, reason = outcome if isinstance(outcome, tuple) else (outcome, None)
-            told[key] = time_ms
-            if time_ms is None:
-                report["failed"] += 1
-                if reason and len(report["failures"]) < 5:
-                    report["failures"].append(reason)
-            elif report["best_ms"] is None or time_ms < report["best_ms"]:
-                report["best_ms"], report["best_acf"] = time_ms, path
-        search.tell(told)
-        report["evaluations"] += len(asked)
-        report["generations"] += 1
-    return report
 
 
 def serve(argv) -> int:

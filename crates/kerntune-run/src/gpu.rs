@@ -1,11 +1,13 @@
 //! A tuning on the GPU: pre-flight, then the search over the pipeline, then the schedule
-//! stage, each step in one place for every front and language.
+//! stage and the compiler-controls stage, each step in one place for every front and
+//! language.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
 use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_pipeline::controls::{tune_controls, ControlsOptions};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
@@ -51,6 +53,8 @@ pub struct Tuning<'a> {
     pub retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
     pub schedule: Option<ScheduleOptions>,
+    /// Then let CompileIQ search ACF files for the best configuration.
+    pub controls: Option<ControlsOptions>,
     /// What the front offers without a GPU, said when there is none.
     pub without_gpu: &'a str,
     /// A check the front runs itself on the best configurations before a winner is chosen
@@ -95,6 +99,11 @@ impl<'a> Tuning<'a> {
             return Err(RunError::EmptySpace);
         }
         let search = self.search.resolve(self.default_strategy)?;
+        if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
+            return Err(RunError::Setting(
+                "the controls search needs a budget of 1 or more candidate ACF files".into(),
+            ));
+        }
         if !driver_available() {
             return Err(RunError::NoGpu(format!(
                 "no NVIDIA driver on this machine: tuning needs a GPU. {}",
@@ -126,7 +135,8 @@ impl<'a> Tuning<'a> {
 }
 
 impl Prepared<'_> {
-    /// Runs the search, then the schedule stage when asked for (not after an interruption).
+    /// Runs the search, then the schedule stage and the compiler-controls stage when asked
+    /// for (not after an interruption).
     pub fn run(
         self,
         on_progress: &mut dyn FnMut(Progress<'_>),
@@ -207,9 +217,28 @@ impl Prepared<'_> {
                 Err(error) => return Err(error),
             }
         }
+        let controls = request.controls.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        if let (Some(controls), Some(best)) = (controls, &run.best) {
+            let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
+            let acf_at = space.params().iter().position(|p| p.name() == "acf");
+            match tune_controls(language, &values, acf_at, &run.device, &options, controls, interrupt) {
+                Ok(report) => {
+                    // Kept under the search's best, as the finalists' report is.
+                    let provenance = serde_json::to_string(&report)
+                        .map_err(|e| RunError::Setting(format!("the controls search's report: {e}")))?;
+                    store.save_artifact(tuning_id, &best.config, CONTROLS, &[], &provenance)?;
+                    run.controls = Some(report);
+                }
+                Err(BackendError::Interrupted) => run.stop = StopReason::Interrupted,
+                Err(error) => return Err(error.into()),
+            }
+        }
         Ok(run)
     }
 }
+
+/// The artefact kind of a compiler-controls search's report.
+const CONTROLS: &str = "controls";
 
 /// Whether the run was interrupted, in the search or since. A Ctrl-C after the search skips
 /// the stages left (the edge-size check, the finalists, the schedule stage) instead of

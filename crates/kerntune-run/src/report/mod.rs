@@ -10,6 +10,7 @@ pub mod plot;
 use std::time::Duration;
 
 use kerntune_engine::StopReason;
+use kerntune_pipeline::controls::ControlsReport;
 use kerntune_pipeline::finalists::Verdict;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_pipeline::ClockSpan;
@@ -317,6 +318,19 @@ pub fn pareto_text(pareto: &crate::Pareto) -> String {
 /// A tuning's summary as `kerntune tune --json` prints it and the Python package reads it.
 pub fn tuning_json(run: &RunSummary) -> Json {
     serde_json::to_value(run).unwrap_or(Json::Null)
+}
+
+/// The compiler-controls stage in a line: what CompileIQ tried and what was kept.
+pub fn controls_text(report: &ControlsReport) -> String {
+    let kept = match (&report.best_acf, report.kept) {
+        (Some(acf), true) => format!("kept {acf}: faster than the best without an ACF beyond the A/A control"),
+        (Some(acf), false) => format!("kept none: the fastest, {acf}, did not beat the A/A control"),
+        (None, _) => "kept none: every candidate failed".to_string(),
+    };
+    format!(
+        "CompileIQ: {} ACF files in {} generations, {} failed; {kept}.\n",
+        report.evaluations, report.generations, report.failed
+    )
 }
 
 /// The schedule stage's report, as lines.
