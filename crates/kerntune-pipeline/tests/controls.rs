@@ -106,7 +106,9 @@ fn run_stage(dir: &Path, candidate_ms: f64) -> ControlsReport {
     let language = Fake {
         ptxas: Some(PtxasStep { path: "/ptxas".into(), version: "13.3.73".into(), args: vec![], prefix: None }),
     };
-    tune_controls(&language, &best, Some(1), &gpu(), &pipeline, &options, &|| false).unwrap_or_else(|e| panic!("{e}"))
+    let mut proposer = options.start_proposer(&|| false).unwrap_or_else(|e| panic!("{e}"));
+    tune_controls(&language, &mut proposer, &best, Some(1), &gpu(), &pipeline, &options, &|| false)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
 use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
-use kerntune_pipeline::controls::{tune_controls, ControlsOptions};
+use kerntune_pipeline::controls::{tune_controls, ControlsOptions, ProposerWorker};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
@@ -75,6 +75,8 @@ pub struct Prepared<'a> {
     request: Tuning<'a>,
     info: TuningInfo,
     options: PipelineOptions,
+    /// CompileIQ's worker for the compiler-controls stage, started before the search.
+    proposer: Option<ProposerWorker>,
     clock: Instant,
 }
 
@@ -113,6 +115,7 @@ impl<'a> Tuning<'a> {
         let devices = self.devices.probe()?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
+        let proposer = self.controls.as_ref().map(|c| c.start_proposer(&|| false)).transpose()?;
         let store = Store::open(&self.db)?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
@@ -130,7 +133,7 @@ impl<'a> Tuning<'a> {
             devices: bench_devices,
             compile_workers: compile_workers.max(1),
         };
-        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })
+        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, proposer, clock })
     }
 }
 
@@ -142,7 +145,8 @@ impl Prepared<'_> {
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, clock } = self;
+        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, mut proposer, clock } =
+            self;
         let (language, space) = (request.language, request.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
         let start = || Pipeline::start(language, space, options.clone());
@@ -218,10 +222,10 @@ impl Prepared<'_> {
             }
         }
         let controls = request.controls.as_ref().filter(|_| !interrupted(&mut run, interrupt));
-        if let (Some(controls), Some(best)) = (controls, &run.best) {
+        if let (Some(controls), Some(proposer), Some(best)) = (controls, proposer.as_mut(), &run.best) {
             let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
             let acf_at = space.params().iter().position(|p| p.name() == "acf");
-            match tune_controls(language, &values, acf_at, &run.device, &options, controls, interrupt) {
+            match tune_controls(language, proposer, &values, acf_at, &run.device, &options, controls, interrupt) {
                 Ok(report) => {
                     // Kept under the search's best, as the finalists' report is.
                     let provenance = serde_json::to_string(&report)

@@ -176,12 +176,25 @@ pub fn with_acf(job: CompileJob, acf: &Path) -> Result<CompileJob, String> {
     }
 }
 
+impl ControlsOptions {
+    /// Starts the proposer these options name: a run does so before its search, so that a
+    /// missing CompileIQ or search space stops it before any work, in CompileIQ's words.
+    pub fn start_proposer(&self, stop: &dyn Fn() -> bool) -> Result<ProposerWorker, BackendError> {
+        let command = WorkerCommand::from_argv(&self.worker, Vec::new())
+            .ok_or_else(|| BackendError::Other("the controls search needs a worker program".into()))?;
+        ProposerWorker::start(&command, &self.ptxas_version, self.pool_size, stop)
+    }
+}
+
 /// The stage on the GPU for the configuration `best` (values in parameter order; `acf_at`:
 /// the position of its `acf` parameter, if it has one, which is set to `"none"` so that only
-/// the candidate applies). Starts the proposer, one compile pool and one benchmark worker
-/// set up as the search's were, and keeps them for every generation and the A/B.
+/// the candidate applies), with `proposer` ([`ControlsOptions::start_proposer`]). Starts one
+/// compile pool and one benchmark worker set up as the search's were, and keeps them for
+/// every generation and the A/B.
+#[allow(clippy::too_many_arguments)]
 pub fn tune_controls(
     language: &dyn Language,
+    proposer: &mut ProposerWorker,
     best: &[Value],
     acf_at: Option<usize>,
     device: &DeviceInfo,
@@ -189,9 +202,6 @@ pub fn tune_controls(
     options: &ControlsOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<ControlsReport, BackendError> {
-    let command = WorkerCommand::from_argv(&options.worker, Vec::new())
-        .ok_or_else(|| BackendError::Other("the controls search needs a worker program".into()))?;
-    let mut proposer = ProposerWorker::start(&command, &options.ptxas_version, options.pool_size, stop)?;
     let mut values = best.to_vec();
     if let Some(slot) = acf_at.and_then(|at| values.get_mut(at)) {
         *slot = Value::Str(NO_ACF.into());
@@ -228,7 +238,7 @@ pub fn tune_controls(
         }
         Ok(outcomes)
     };
-    let mut report = search(&mut proposer, options.budget, &directory, &mut evaluate, stop)?;
+    let mut report = search(proposer, options.budget, &directory, &mut evaluate, stop)?;
     let Some(acf) = report.best_acf.clone() else { return Ok(report) };
     let jobs = vec![base.clone(), with_acf(base, Path::new(&acf)).map_err(|e| failed("the fastest candidate", e))?];
     let mut images = Vec::with_capacity(2);
