@@ -112,6 +112,8 @@ pub type Generation = Result<Vec<Outcome>, BackendError>;
 
 /// The ask/tell loop: generations of `proposer`'s candidates, `budget` in all, each
 /// generation evaluated by `evaluate` (an outcome per candidate, in order) and told back.
+/// `stop` (Ctrl-C) is asked before each generation and during the proposer's answers, and
+/// ends the loop with [`BackendError::Interrupted`].
 pub fn search(
     proposer: &mut dyn Propose,
     budget: usize,
@@ -121,6 +123,9 @@ pub fn search(
 ) -> Result<ControlsReport, BackendError> {
     let mut report = ControlsReport::new(directory);
     while report.evaluations < budget {
+        if stop() {
+            return Err(BackendError::Interrupted);
+        }
         let mut asked = proposer.ask(stop)?;
         if asked.is_empty() {
             return Err(BackendError::Protocol("the CompileIQ worker proposed no candidate".into()));
@@ -226,6 +231,9 @@ pub fn tune_controls(
         let mut binaries = binaries.into_iter();
         let mut outcomes = Vec::with_capacity(asked.len());
         for job in &jobs {
+            if stop() {
+                return Err(BackendError::Interrupted);
+            }
             let binary = match job {
                 Some(_) => binaries.next().unwrap_or_else(|| Err("not compiled".into())),
                 None => Err("an ACF file needs a chosen ptxas of its version".into()),
@@ -321,6 +329,23 @@ mod tests {
                 vec![("7d".into(), Some(7.0)), ("3e".into(), Some(3.0))]
             ]
         );
+    }
+
+    #[test]
+    fn ctrl_c_ends_the_search_before_the_next_generation() {
+        let mut proposer = Scripted {
+            generations: VecDeque::from([candidates(&["9a", "5b"]), candidates(&["7c", "3d"])]),
+            told: Vec::new(),
+        };
+        let asked_to_stop = std::cell::Cell::new(false);
+        let mut evaluate = |asked: &[Candidate]| {
+            asked_to_stop.set(true);
+            Ok(asked.iter().map(outcome).collect())
+        };
+        let outcome = search(&mut proposer, 4, Path::new("/acf"), &mut evaluate, &|| asked_to_stop.get());
+        assert!(matches!(outcome, Err(BackendError::Interrupted)), "{outcome:?}");
+        assert_eq!(proposer.told.len(), 1, "the generation evaluated is told; no other is asked");
+        assert_eq!(proposer.generations.len(), 1);
     }
 
     #[test]
