@@ -498,6 +498,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_controls_line_says_which_acf_was_kept_or_why_none_was() {
+        let report: ControlsReport = serde_json::from_value(json!({
+            "evaluations": 12, "failed": 3, "generations": 2, "best_acf": "/acf/7.acf", "best_ms": 1.5,
+            "failures": [], "directory": "/acf", "ab": null, "kept": true
+        }))
+        .expect("a report");
+        let kept = "CompileIQ: 12 ACF files in 2 generations, 3 failed; kept /acf/7.acf: faster than the best without an ACF beyond the A/A control.\n";
+        assert_eq!(controls_text(&report), kept);
+        let tie = ControlsReport { kept: false, ..report.clone() };
+        assert!(controls_text(&tie).ends_with("kept none: the fastest, /acf/7.acf, did not beat the A/A control.\n"));
+        let failed = ControlsReport { best_acf: None, best_ms: None, ..report };
+        assert!(controls_text(&failed).ends_with("kept none: every candidate failed.\n"));
+    }
+
+    #[test]
     fn small_measured_values_keep_four_significant_digits() {
         let energy = Objective { name: "energy".into(), higher_is_better: false };
         assert_eq!(objective(&energy, 2.134e-4), "0.0002134 energy");
