@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::propose::{Candidate, Propose, ProposerWorker, Score};
 use super::NO_ACF;
 use crate::backend::{compile_now, compile_several, PipelineOptions};
+use crate::error::FailureKind;
 use crate::finalists::{retime, RetimeOptions, RetimeReport};
 use crate::language::Language;
 use crate::pool::{CompileLimit, CompilePool};
@@ -225,23 +226,19 @@ pub fn tune_controls(
     let deadline = |count: usize| Instant::now() + (timeout + Duration::from_secs(5)) * (count as u32 + 1);
     let directory = proposer.directory.clone();
     let mut evaluate = |asked: &[Candidate]| -> Generation {
-        let jobs: Vec<Option<CompileJob>> = asked.iter().map(|c| with_acf(base.clone(), &c.path).ok()).collect();
-        let binaries =
-            compile_several(&mut pool, &hub, jobs.iter().flatten().cloned().collect(), deadline(asked.len()));
-        let mut binaries = binaries.into_iter();
+        let jobs: Vec<Result<CompileJob, String>> = asked.iter().map(|c| with_acf(base.clone(), &c.path)).collect();
+        let ready = jobs.iter().filter_map(|job| job.as_ref().ok().cloned()).collect();
+        let mut binaries = compile_several(&mut pool, &hub, ready, deadline(asked.len())).into_iter();
         let mut outcomes = Vec::with_capacity(asked.len());
-        for job in &jobs {
+        for job in jobs {
             if stop() {
                 return Err(BackendError::Interrupted);
             }
-            let binary = match job {
-                Some(_) => binaries.next().unwrap_or_else(|| Err("not compiled".into())),
-                None => Err("an ACF file needs a chosen ptxas of its version".into()),
-            };
+            let binary = job.and_then(|_| binaries.next().unwrap_or_else(|| Err("not compiled".into())));
             let image = binary.and_then(|binary| language.kernel_image(&values, binary));
             outcomes.push(match image {
                 Ok(image) => timed(session.evaluate(image, None)?),
-                Err(reason) => Err(format!("compile_failed: {reason}")),
+                Err(reason) => Err(format!("{}: {reason}", FailureKind::CompileFailed.status())),
             });
         }
         Ok(outcomes)
