@@ -12,7 +12,7 @@
 //! | `cutlass_name` | bools | (the kernel's entry renamed to contain "cutlass") |
 //!
 //! [`tune_controls`] is the stage after the search where CompileIQ proposes ACF files for
-//! the best configuration ([`search`]), from a worker process of its own ([`propose`]).
+//! the best configuration ([`search`]), from a worker process of its own ([`ProposerWorker`]).
 
 mod propose;
 mod search;
