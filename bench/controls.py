@@ -4,10 +4,11 @@ kerntune CLI), with the nvidia-cuda-nvcc wheel's ptxas 13.3:
 
 1. the source search (its best configuration is the baseline);
 2. a CompileIQ-guided search of a fixed budget (BUDGET, default 24) over the ACF files of
-   that configuration (for CUDA through the product's own path, `kerntune.controls`): each
-   generation compiled by the compile pool, checked and timed by the benchmark worker; the
-   fastest candidate then timed against the baseline by the finalists' interleaved A/B,
-   with the baseline against itself as the A/A control;
+   that configuration, through the product's own stage (`controls="compileiq"`, and for
+   CUDA `kerntune tune --controls compileiq`): each generation compiled by the compile pool,
+   checked and timed by the benchmark worker; the fastest candidate then timed against the
+   baseline by the finalists' interleaved A/B, with the baseline against itself as the A/A
+   control;
 3. a sweep of the known ptxas knobs (-O levels, the register limit, and for CUDA the
    "cutlass" kernel-name effect), each value timed against
    the baseline the same way.
@@ -38,11 +39,37 @@ if os.path.isfile(SPACE):
 sys.path.insert(0, os.path.join(ROOT, "examples", "triton"))
 
 from kerntune import _compileiq, _ptxas  # noqa: E402
-from kerntune._controls import acf_wins, times_of  # noqa: E402
 
 TRITON_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("maxnreg", 0, 128), ("maxnreg", 0, 168)]
 CUDA_KNOBS = [("opt_level", 3, 1), ("opt_level", 3, 2), ("maxrregcount", 0, 64), ("maxrregcount", 0, 128), ("cutlass_name", False, True)]
 rows = []
+
+
+def times_of(results, key, values):
+    """Per value of ``key``: ``(time_ms, None)`` of the result row whose config has it, or
+    ``(None, reason)`` when that configuration failed or has no row."""
+    rows = {row["config"].get(key): row for row in results}
+    outcomes = []
+    for value in values:
+        row = rows.get(value)
+        if row is None:
+            outcomes.append((None, f"{value}: no result"))
+        elif row["status"] != "ok" or row.get("time_ms") is None:
+            outcomes.append((None, f"{row['status']}: {row.get('reason') or ''}".strip()))
+        else:
+            outcomes.append((float(row["time_ms"]), None))
+    return outcomes
+
+
+def controls_verdict(report):
+    """The compiler-controls stage's A/B (the configuration without an ACF leads, the
+    fastest candidate contends) as ``verdict`` words it, with the search's figures."""
+    figures = dict(failed=report["failed"], search_best_ms=report["best_ms"], failures=report["failures"])
+    if not report["ab"]:
+        return {"error": "no interleaved timing: every candidate failed", **figures}
+    ratio, control = report["ab"]["contenders"][0], report["ab"]["control"]
+    return dict(ratio=ratio["ratio"], low=ratio["low"], high=ratio["high"], control_low=control["low"],
+                control_high=control["high"], beats=report["kept"], **figures)
 
 
 def verdict(result_rows, finalists, key, neutral, value):
@@ -106,15 +133,9 @@ def triton_stage(ptxas):
         return verdict(result.results, result.finalists, key, neutral, value)
 
     if _compileiq_ready(ptxas):
-        def evaluate(paths):
-            result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid,
-                                   configs=[{**best, "acf": p} for p in paths], finalists=1, strategy="brute_force", **common)
-            return times_of(result.results, "acf", paths)
-
-        report = _compileiq.search_controls(evaluate, BUDGET, ptxas["version"], directory=tempfile.mkdtemp(prefix="acf-"))
-        outcome = pair("acf", "none", report["best_acf"]) if report["best_acf"] else {}
-        record("triton matmul", f"CompileIQ best of {report['evaluations']} ACFs", outcome,
-               failed=report["failed"], search_best_ms=report["best_ms"], failures=report["failures"])
+        found = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, configs=[best], finalists=1,
+                              strategy="brute_force", controls="compileiq", controls_budget=BUDGET, **common).controls
+        record("triton matmul", f"CompileIQ best of {found['evaluations']} ACFs", controls_verdict(found))
     for key, neutral, value in TRITON_KNOBS:
         record("triton matmul", f"{key}={value}", pair(key, neutral, value))
 
@@ -154,13 +175,9 @@ def cuda_stage(ptxas):
         return verdict(result["results"], result["finalists"], key, neutral, value)
 
     if _compileiq_ready(ptxas):
-        # The product's path for specs (`python -m kerntune.controls`), on the spec fixed to the best.
-        from kerntune import controls as spec_controls
-
-        found = spec_controls.tune_spec(spec_with({}), budget=BUDGET, db=db, kerntune=KERNTUNE)["controls"]
-        outcome = verdict([], found["ab"], "acf", "none", found["best_acf"]) if found["best_acf"] else {}
-        record("cuda matmul_sram", f"CompileIQ best of {found['evaluations']} ACFs", outcome, kept=found["kept"],
-               failed=found["failed"], search_best_ms=found["best_ms"], failures=found["failures"])
+        found = kerntune_cli(spec_with({}), db, "--strategy", "brute_force", "--finalists", "1", "--controls", "compileiq",
+                             "--controls-budget", str(BUDGET))["controls"]
+        record("cuda matmul_sram", f"CompileIQ best of {found['evaluations']} ACFs", controls_verdict(found))
     for key, neutral, value in CUDA_KNOBS:
         record("cuda matmul_sram", f"{key}={value}", pair(key, neutral, value))
 

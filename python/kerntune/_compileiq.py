@@ -7,10 +7,13 @@ returns their scores. kerntune compiles and times the candidates itself (compile
 benchmark worker, verification), so CompileIQ only proposes.
 
 ``AcfSearch`` wraps that loop and writes each candidate to a file that
-``--apply-controls=FILE`` reads; ``search_controls`` runs it over generations that the
-caller compiles and times (``kerntune.tune(..., controls="compileiq")`` does so through
-ordinary tunings of the best configuration with each candidate as its ``acf``, and
-bench/controls.py through the CLI). docs/design-notes.md says why it lives here.
+``--apply-controls=FILE`` reads. ``serve`` is the worker process that the run's
+compiler-controls stage starts (``python -m kerntune._worker __worker controls``, for
+``kerntune.tune(..., controls="compileiq")`` and ``kerntune tune SPEC --controls
+compileiq`` alike): it answers the stage's ``ask`` and ``tell`` lines
+(``kerntune_pipeline::controls``), while the stage compiles, checks and times the
+candidates in its one compile pool and benchmark worker. docs/design-notes.md says why it
+lives here.
 
 CompileIQ's ptxas search space (a ``.bin`` per ptxas version, published with CompileIQ's
 releases and not on PyPI) is found in ``search_space`` (a file), else
@@ -20,7 +23,10 @@ cache, or its download).
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import sys
 import tempfile
 from typing import Optional
 
@@ -123,30 +129,40 @@ def _never_called(_params):
     raise RuntimeError("kerntune compiles and times the candidates itself")
 
 
-def search_controls(evaluate, budget: int, ptxas_version: str, pool_size: int = 6,
-                    directory: Optional[str] = None, search_space_path: Optional[str] = None) -> dict:
-    """CompileIQ's search over ACF files, ``budget`` candidates in generations of
-    ``pool_size``: ``evaluate(paths)`` compiles and times a generation (one time in ms, or
-    None for a failure, per path). Returns the report: ``evaluations``, ``failed``,
-    ``generations``, ``best_acf`` and ``best_ms`` (None when every candidate failed), and
-    the first few failures' reasons where ``evaluate`` gave them (``(time, reason)`` pairs)."""
-    search = AcfSearch(ptxas_version, pool_size, directory=directory, search_space_path=search_space_path)
-    report = {"evaluations": 0, "failed": 0, "generations": 0, "best_acf": None, "best_ms": None,
-              "failures": [], "directory": search.directory}
-    while report["evaluations"] < budget:
-        asked = search.ask()[: budget - report["evaluations"]]
-        outcomes = evaluate([path for _, path in asked])
-        told = {}
-        for (key, path), outcome in zip(asked, outcomes):
-            time_ms, reason = outcome if isinstance(outcome, tuple) else (outcome, None)
-            told[key] = time_ms
-            if time_ms is None:
-                report["failed"] += 1
-                if reason and len(report["failures"]) < 5:
-                    report["failures"].append(reason)
-            elif report["best_ms"] is None or time_ms < report["best_ms"]:
-                report["best_ms"], report["best_acf"] = time_ms, path
-        search.tell(told)
-        report["evaluations"] += len(asked)
-        report["generations"] += 1
-    return report
+def serve(argv) -> int:
+    """The CompileIQ worker: ``--ptxas-version V --pool-size N``, then one JSON object a line
+    on standard input (``{"type": "ask"}``, ``{"type": "tell", "scores": [{"id", "time_ms"}]}``)
+    answered on standard output (``ready``, ``asked``, ``told``; ``fatal`` with one line when
+    it cannot go on). CompileIQ's own printing goes to standard error."""
+    parser = argparse.ArgumentParser(prog="kerntune._worker __worker controls")
+    parser.add_argument("--ptxas-version", required=True)
+    parser.add_argument("--pool-size", type=int, default=6)
+    args = parser.parse_args(argv)
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+    def say(message: dict) -> None:
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+
+    try:
+        search = AcfSearch(args.ptxas_version, args.pool_size)
+    except CompileIQUnavailable as error:
+        say({"type": "fatal", "message": str(error)})
+        return 1
+    say({"type": "ready", "directory": search.directory})
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("type") == "ask":
+            say({"type": "asked", "candidates": [{"id": key, "path": path} for key, path in search.ask()]})
+            continue
+        if request.get("type") != "tell":
+            say({"type": "fatal", "message": f"the CompileIQ worker cannot answer {line.strip()}"})
+            return 1
+        try:
+            count = search.tell({score["id"]: score["time_ms"] for score in request["scores"]})
+        except ValueError as error:
+            say({"type": "fatal", "message": str(error)})
+            return 1
+        say({"type": "told", "count": count})
+    return 0

@@ -114,6 +114,7 @@ class TuneResult:
             finalists=data.get("finalists"),
             finalists_failed=data.get("finalists_failed"),
             schedule=data.get("schedule"),
+            controls=data.get("controls"),
             tuning=data.get("tuning"),
             compiler=data.get("compiler"),
             compile_workers=data.get("compile_workers"),

@@ -919,6 +919,8 @@ def tune(
         raise ArgumentError(f"controls = {controls!r}: the controls search is \"compileiq\" (or None)")
     grid_fn = _grid_function(grid, call, list(params))
     chosen = _ptxas.resolve(ptxas)
+    if controls == "compileiq" and chosen is None:
+        raise ArgumentError("controls=\"compileiq\" needs ptxas= (ACF files are read by a ptxas of their own version)")
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
         result = _tune_in(
@@ -929,25 +931,16 @@ def tune(
                 objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
                 schedule_options=schedule_options, finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
                 devices=devices, ray=ray, ray_gpus=ray_gpus,
+                controls={"budget": controls_budget, "ptxas_version": chosen["version"], "worker": worker_command([])}
+                if controls == "compileiq" else None,
             ),
             verify_sets, edges,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
             shutil.rmtree(workdir, ignore_errors=True)
-    if controls == "compileiq":
-        from kerntune._controls import compileiq_stage
-
-        def retune(configs, **options):
-            return tune(kernel, args, grid, restrictions=None, answer=answer, atol=atol, rtol=rtol, db=db,
-                        strategy="brute_force", timing=timing, restore_value=restore_value,
-                        reset_to_zero=reset_to_zero, configs=configs, seed=seed, compile_workers=compile_workers,
-                        device=device, progress=False, hooks=hooks, ptxas=ptxas, objective=objective, verify_sets=verify_sets,
-                        **options)
-
-        result.controls = compileiq_stage(result, retune, controls_budget, chosen)
-        if result.controls["kept"]:
-            result.best_config = {**result.best_config, "acf": result.controls["best_acf"]}
+    if result.controls and result.controls["kept"]:
+        result.best_config = {**result.best_config, "acf": result.controls["best_acf"]}
     return result
 
 
@@ -1153,6 +1146,7 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
         "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
         if search["finalists"] > 1 else None,
         "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
+        "controls": search["controls"],
         "edge_sizes": [edge.label for edge in edges] if vet else [],
     }
     if checking is not None:

@@ -2,7 +2,9 @@
 
 ``bench`` runs the benchmark worker (Rust, in the extension module) on ``--device N``;
 ``compile`` runs the NVRTC compile worker, or, with ``--triton-setup FILE``, the Triton
-compile worker. Workers ignore Ctrl-C: the tuner decides when they stop.
+compile worker; ``controls`` runs CompileIQ's worker (``kerntune._compileiq.serve``), which
+proposes ACF files to the run's compiler-controls stage. Workers ignore Ctrl-C: the tuner
+decides when they stop.
 """
 
 import signal
@@ -25,6 +27,10 @@ def main(argv):
 
         triton_main(triton_setup)
         return 0
+    if kind == "controls":
+        from kerntune._compileiq import serve
+
+        return serve(args[1:])
     from kerntune import _kerntune
 
     if kind == "bench":

@@ -108,52 +108,16 @@ def test_compileiq_acfs_give_the_triton_kernel_different_cubins(acf_search):
     assert len({o["cubin"] for o in outcomes}) == 3, "each ACF makes its own binary"
 
 
-def test_the_compileiq_search_runs_its_ask_tell_loop_on_the_compile_only_path(compileiq, pip_ptxas, tmp_path):
-    """Each generation is compiled for real; a fake timer stands in for the GPU: a cubin's
-    time is its size, so the search has something to minimise, and it can be checked."""
-    local_search_space()
-    try:
-        _compileiq.search_space(pip_ptxas["version"])
-    except _compileiq.CompileIQUnavailable as error:
-        pytest.skip(str(error))
-    sizes = {}
-
-    def evaluate(paths):
-        outcomes = compile_matmul({"acf": paths}, ptxas="pip")
+def test_compileiq_learns_from_compiled_generations_on_the_compile_only_path(acf_search):
+    """Two generations compiled for real and told back; a fake timer stands in for the GPU:
+    a cubin's time is its size, and a failed compile is CompileIQ's failure."""
+    for _ in range(2):
+        asked = acf_search.ask()
+        outcomes = compile_matmul({"acf": [path for _, path in asked]}, ptxas="pip")
         by_acf = {o["config"]["acf"]: o for o in outcomes}
-        times = []
-        for path in paths:
-            outcome = by_acf[path]
-            if outcome["status"] != "compiled":
-                times.append((None, outcome["reason"]))
-                continue
-            sizes[path] = len(base64.b64decode(outcome["cubin"]))
-            times.append((float(sizes[path]), None))
-        return times
-
-    report = _compileiq.search_controls(evaluate, 8, pip_ptxas["version"], directory=str(tmp_path))
-    assert report["evaluations"] == 8 and report["generations"] == 2, report
-    assert report["failed"] == 8 - len(sizes), report
-    assert report["best_ms"] == min(sizes.values()) and sizes[report["best_acf"]] == report["best_ms"], report
-
-
-def test_an_acf_is_kept_only_when_it_beats_the_aa_control_whichever_led_the_search():
-    from kerntune._controls import acf_wins, times_of
-
-    def finalists(leader_acf, verdict):
-        other = "none" if leader_acf != "none" else "a.acf"
-        return {"configs": [{"acf": leader_acf}, {"acf": other}], "report": {"verdict": verdict}}
-
-    assert acf_wins(finalists("a.acf", "lead_holds"), "a.acf")
-    assert not acf_wins(finalists("a.acf", "tie"), "a.acf"), "a tie keeps the configuration without an ACF"
-    assert not acf_wins(finalists("a.acf", "overtaken"), "a.acf")
-    assert acf_wins(finalists("none", "overtaken"), "a.acf")
-    assert not acf_wins(finalists("none", "lead_holds"), "a.acf")
-    assert not acf_wins(None, "a.acf")
-    rows = [{"config": {"acf": "a"}, "status": "ok", "time_ms": 0.5, "reason": None},
-            {"config": {"acf": "b"}, "status": "compile_failed", "time_ms": None, "reason": "Invalid compiler controls file"}]
-    assert times_of(rows, "acf", ["b", "a", "c"]) == [(None, "compile_failed: Invalid compiler controls file"), (0.5, None),
-                                                       (None, "c: no result")]
+        times = {key: float(len(base64.b64decode(by_acf[path]["cubin"]))) if by_acf[path]["status"] == "compiled"
+                 else None for key, path in asked}
+        assert acf_search.tell(times) == len(asked)
 
 
 def test_autotune_refuses_acf_and_ptxas_knobs_it_could_not_launch_with():
@@ -163,132 +127,58 @@ def test_autotune_refuses_acf_and_ptxas_knobs_it_could_not_launch_with():
         kerntune.autotune(key=["M"], params={**SOURCE_CONFIG, "acf": ["none"], "opt_level": [3, 1]})(matmul.matmul_kernel.fn)
 
 
-# `python -m kerntune.controls SPEC`: CompileIQ's stage for CUDA C specs, through the CLI. A
-# fake CLI (which records each spec it is given and times a candidate by its ACF's name) and
-# a fake CompileIQ search stand in for the GPU and for NVIDIA's package; what is checked is
-# the stage's own work: the derived specs, the generations, the A/B and the verdict.
+# The CompileIQ worker that the run's compiler-controls stage starts once for a whole search
+# (`python -m kerntune._worker __worker controls`), with the fake CompileIQ of
+# fake_compileiq/ in place of NVIDIA's: it logs each ask and tell with its process id.
 
-FAKE_CLI = r'''#!/usr/bin/env python3
-import json, os, sys, tomllib
-spec = sys.argv[2]
-with open(spec, "rb") as f:
-    document = tomllib.load(f)
-with open(os.environ["FAKE_LOG"], "a") as f:
-    f.write(json.dumps({"argv": sys.argv[3:], "spec": document}) + "\n")
-acfs = document.get("compiler", {}).get("controls", {}).get("acf")
-if acfs is None:  # the source search
-    best = {"config": {"block_size_x": 32, "tile": 2}, "time_ms": 1.0}
-    print(json.dumps({"best": best, "results": [{**best, "status": "ok"}], "finalists": None}))
-    sys.exit(0)
-def time_of(acf):
-    return 1.0 if acf == "none" else float(os.path.basename(acf).split("-")[0]) / 100
-rows = [{"config": {"block_size_x": 32, "tile": 2, "acf": a}, "status": "ok", "time_ms": time_of(a)} for a in acfs]
-finalists = None
-if "--finalists" in sys.argv and sys.argv[sys.argv.index("--finalists") + 1] == "2":
-    leader, contender = sorted(acfs, key=time_of)
-    verdict = "lead_holds" if time_of(leader) < 0.97 else "tie"
-    finalists = {"configs": [{"acf": leader}, {"acf": contender}], "report": {"verdict": verdict}}
-print(json.dumps({"best": rows[0], "results": rows, "finalists": finalists}))
-'''
-
-SPEC = '''restrictions = ["block_size_x * tile <= 1024"]
-
-[kernel]
-name = "scale"
-source = "scale.cu"
-
-[problem]
-n = 4096
-
-[params]
-block_size_x = [32, 64]
-tile = [1, 2]
-
-[[args]]
-name = "x"
-dtype = "f32"
-size = "n"
-init = "normal"
-output = true
-
-[verify]
-reference = { config = { block_size_x = 32, tile = 1 } }
-atol = 1e-6
-
-[compiler]
-ptxas = "pip"
-'''
+FAKE_COMPILEIQ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_compileiq")
 
 
-@pytest.fixture()
-def controls_spec(tmp_path, monkeypatch):
-    """A spec, a fake CLI, and a fake CompileIQ whose candidates are named by their time
-    (``96-a.acf`` takes 0.96 ms against the baseline's 1 ms)."""
-    from kerntune import controls
+def controls_worker(tmp_path, search_space):
+    import subprocess
+    import sys
 
-    (tmp_path / "spec").mkdir()
-    (tmp_path / "spec" / "scale.cu").write_text("// the kernel\n")
-    spec = tmp_path / "spec" / "spec.toml"
-    spec.write_text(SPEC)
-    cli = tmp_path / "kerntune"
-    cli.write_text(FAKE_CLI)
-    cli.chmod(0o755)
-    log = tmp_path / "log.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setattr(controls._ptxas, "resolve", lambda choice: {"path": "/ptxas", "version": "13.3.73"})
-    monkeypatch.setattr(controls._compileiq, "available", lambda: None)
-    return controls, spec, cli, log
+    env = {**os.environ, "PYTHONPATH": FAKE_COMPILEIQ, "FAKE_COMPILEIQ_LOG": str(tmp_path / "log"),
+           _compileiq.SEARCH_SPACE_ENV: str(search_space)}
+    argv = [sys.executable, "-m", "kerntune._worker", "__worker", "controls", "--ptxas-version", "13.3.73",
+            "--pool-size", "6"]
+    return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def fake_search(names):
-    def search_controls(evaluate, budget, version):
-        assert version == "13.3.73"
-        times = evaluate(names)
-        best = min((t, n) for n, (t, _) in zip(names, times))
-        return {"evaluations": len(names), "generations": 1, "failed": 0, "best_acf": best[1], "best_ms": best[0]}
-    return search_controls
-
-
-def test_compileiq_for_a_spec_fixes_the_best_configuration_and_keeps_an_acf_that_wins(controls_spec, monkeypatch):
+def test_the_compileiq_worker_proposes_generations_and_passes_their_times_to_compileiq(tmp_path):
     import json
-    import tomllib
 
-    controls, spec, cli, log = controls_spec
-    monkeypatch.setattr(controls._compileiq, "search_controls", fake_search(["99-a.acf", "95-b.acf"]))
-    report = controls.tune_spec(str(spec), budget=2, kerntune=str(cli))
-    assert report["best"]["config"] == {"block_size_x": 32, "tile": 2}
-    assert report["controls"]["best_acf"] == "95-b.acf" and report["controls"]["kept"], report
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(calls) == 3, calls  # the source search, one generation, the A/B
-    generation, ab = calls[1], calls[2]
-    # Every parameter fixed to the best configuration, the rest of the spec as written.
-    assert generation["spec"]["params"] == {"block_size_x": [32], "tile": [2]}
-    assert generation["spec"]["compiler"] == {"ptxas": "pip", "controls": {"acf": ["99-a.acf", "95-b.acf"]}}
-    original = tomllib.loads(SPEC)
-    for key in ("restrictions", "kernel", "problem", "args", "verify"):
-        assert generation["spec"][key] == original[key], key
-    assert ab["spec"]["compiler"]["controls"]["acf"] == ["none", "95-b.acf"]
-    assert ab["argv"][ab["argv"].index("--finalists") + 1] == "2"
+    space = tmp_path / "ptxas13.3.bin"
+    space.write_bytes(b"search space")
+    worker = controls_worker(tmp_path, space)
 
+    def request(message):
+        worker.stdin.write(json.dumps(message) + "\n")
+        worker.stdin.flush()
+        return json.loads(worker.stdout.readline())
 
-def test_compileiq_for_a_spec_keeps_no_acf_when_the_ab_ties(controls_spec, monkeypatch):
-    controls, spec, cli, _ = controls_spec
-    monkeypatch.setattr(controls._compileiq, "search_controls", fake_search(["99-a.acf"]))
-    report = controls.tune_spec(str(spec), budget=1, kerntune=str(cli))
-    assert report["controls"]["best_acf"] == "99-a.acf" and not report["controls"]["kept"], report
-
-
-def test_compileiq_for_a_spec_without_a_chosen_ptxas_is_refused_in_one_line(controls_spec, tmp_path):
-    controls, spec, cli, _ = controls_spec
-    spec.write_text(SPEC.replace('[compiler]\nptxas = "pip"\n', ""))
-    with pytest.raises(kerntune.ArgumentError, match=r"name it in \[compiler\] ptxas"):
-        controls.tune_spec(str(spec), kerntune=str(cli))
-    assert controls.main([str(spec), "--kerntune", str(cli)]) == 2
+    ready = json.loads(worker.stdout.readline())
+    assert ready["type"] == "ready", ready
+    first = request({"type": "ask"})
+    assert [c["id"] for c in first["candidates"]] == [str(n) for n in range(6)], first
+    for candidate in first["candidates"]:
+        assert os.path.dirname(candidate["path"]) == ready["directory"]
+        with open(candidate["path"], "rb") as f:
+            assert f.read() == f"acf {candidate['id']}".encode(), "the candidate's bytes, decoded from hex"
+    scores = [{"id": "0", "time_ms": 1.5}, {"id": "1", "time_ms": None}]
+    assert request({"type": "tell", "scores": scores}) == {"type": "told", "count": 2}
+    assert request({"type": "tell", "scores": scores})["type"] == "fatal", "a candidate is told once"
+    worker.stdin.close()
+    assert worker.wait(timeout=30) == 1
+    log = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
+    assert [entry["call"] for entry in log] == ["ask", "tell"]
+    assert log[1]["scores"] == {"0": 1.5, "1": "*"}, "a failure is CompileIQ's \"*\""
+    assert {entry["pid"] for entry in log} == {worker.pid}
 
 
-def test_compileiq_for_a_spec_needs_the_kerntune_cli(controls_spec, tmp_path, monkeypatch):
-    controls, spec, _, _ = controls_spec
-    monkeypatch.delenv("KERNTUNE_BIN", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    with pytest.raises(kerntune.ArgumentError, match="kerntune CLI was not found"):
-        controls.tune_spec(str(spec))
+def test_the_compileiq_worker_without_its_search_space_says_so_in_one_line(tmp_path):
+    worker = controls_worker(tmp_path, tmp_path / "gone.bin")
+    out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 1
+    assert out.strip() == ('{"type": "fatal", "message": "CompileIQ search space '
+                           f'{tmp_path / "gone.bin"}: no such file"}}')

@@ -222,12 +222,12 @@ pub struct TuneArgs {
     /// compiled, checked and timed like any configuration, the fastest kept only if it beats
     /// the best without one by more than an A/A control's noise. Needs [compiler] ptxas in the
     /// spec and `pip install compileiq` in the Python named by $KERNTUNE_PYTHON (default: the
-    /// python3 beside kerntune, else python3 on the PATH), which runs `python -m
-    /// kerntune.controls`.
+    /// python3 beside kerntune, else python3 on the PATH), which runs CompileIQ's worker for
+    /// the whole search.
     #[arg(long, value_enum, value_name = "SEARCH", conflicts_with_all = ["dry_run", "compile_only"])]
     pub controls: Option<ControlsSearch>,
     /// Candidate ACF files for --controls.
-    #[arg(long, value_name = "N", default_value_t = 24, requires = "controls")]
+    #[arg(long, value_name = "N", default_value_t = kerntune_pipeline::controls::DEFAULT_BUDGET, requires = "controls")]
     pub controls_budget: usize,
     /// Only compile every configuration (no GPU needed) and keep the cubins in the store.
     #[arg(long)]

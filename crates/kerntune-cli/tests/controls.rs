@@ -156,3 +156,14 @@ fn a_missing_ptxas_is_a_one_line_error_before_any_work() {
     assert!(stderr.contains("[compiler] ptxas") && stderr.contains("no-such-ptxas: no such file"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_controls_budget_of_no_candidate_is_refused_in_one_line_before_any_work() {
+    let Some(ptxas) = pip_ptxas() else { return };
+    let (_dir, spec) = vector_add_with(&format!("[compiler]\nptxas = {:?}", ptxas.path.display().to_string()));
+    let output = kerntune(&["tune", &spec, "--controls", "compileiq", "--controls-budget", "0"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("needs a budget of 1 or more candidate ACF files"), "{stderr}");
+}

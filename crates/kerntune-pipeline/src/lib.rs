@@ -14,7 +14,8 @@
 //! After the search, [`finalists`] times the best few again, interleaved with an A/A
 //! control, before one is called the winner; [`schedule`] is the stage after that: the
 //! native schedule of the best binary. [`controls`] reads a configuration's compiler
-//! controls (ACF files, ptxas knobs) for either language. A configuration that fails is a [`Failure`] of a
+//! controls (ACF files, ptxas knobs) for either language, and runs CompileIQ's search over ACF files
+//! ([`controls::tune_controls`]). A configuration that fails is a [`Failure`] of a
 //! [`FailureKind`], named on the wire and turned into the store's status in one place.
 
 mod backend;

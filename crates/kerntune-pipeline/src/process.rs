@@ -181,6 +181,13 @@ fn exit_of(status: std::process::ExitStatus) -> Exit {
     }
 }
 
+/// The Python that runs kerntune's Python workers for a front that is not Python itself
+/// (the CLI): `$KERNTUNE_PYTHON`, else the Python of the environment kerntune is installed
+/// in.
+pub fn kerntune_python() -> String {
+    std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| kerntune_device::wheels::python().display().to_string())
+}
+
 /// Running workers on a Ray cluster: the relay (`python -m kerntune.ray_worker`, from
 /// `pip install 'kerntune[ray]'`) that a pool starts instead of a worker; it runs the worker
 /// in a Ray actor on some node and relays its lines (docs/design-notes.md says why this
@@ -195,10 +202,7 @@ pub struct RayRelay {
 
 impl RayRelay {
     pub fn new(address: impl Into<String>) -> RayRelay {
-        // Default: the Python of the environment kerntune is installed in.
-        let python = std::env::var("KERNTUNE_PYTHON")
-            .unwrap_or_else(|_| kerntune_device::wheels::python().display().to_string());
-        RayRelay { address: address.into(), python }
+        RayRelay { address: address.into(), python: kerntune_python() }
     }
 
     /// Whether the relay can run and reach the cluster (`--check`), and the cluster has

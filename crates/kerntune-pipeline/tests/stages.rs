@@ -3,16 +3,15 @@
 //! the protocol and count their starts) stand in for the compiler and the GPU, so this
 //! runs anywhere.
 
-use std::path::Path;
-use std::time::Duration;
+mod common;
 
-use kerntune_device::DeviceInfo;
+use std::path::Path;
+
+use common::{gpu, Fake};
 use kerntune_engine::Backend;
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
-use kerntune_pipeline::protocol::{Bytes, CompileJob, KernelImage, Setup};
-use kerntune_pipeline::{Binary, Geometry, Language, Pipeline, PipelineOptions, Timing, WorkerCommand};
+use kerntune_pipeline::{Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{ConfigId, Param, Space, Value};
-use kerntune_store::TuningInfo;
 
 /// Rounds of each interleaved pair; the fake benchmark worker answers this many samples.
 const ROUNDS: u32 = 10;
@@ -64,87 +63,7 @@ fn fake_compiler(starts: &Path) -> WorkerCommand {
     WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
 }
 
-fn gpu() -> DeviceInfo {
-    DeviceInfo::compile_target("sm_90").unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// A language whose every configuration is one kernel, timed by its time.
-struct Fake;
-
-impl Language for Fake {
-    fn kernel_name(&self) -> &str {
-        "k"
-    }
-
-    fn tuning_info(&self, _device: &str) -> TuningInfo {
-        unreachable!("the pipeline does not ask for the tuning's identity")
-    }
-
-    fn verified_sets(&self) -> u32 {
-        0
-    }
-
-    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
-        Ok(CompileJob::Cuda {
-            source: "k".into(),
-            name: "k".into(),
-            options: vec![],
-            arch: "sm_90".into(),
-            ptxas: None,
-        })
-    }
-
-    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, String> {
-        Ok(KernelImage {
-            cubin: Bytes(binary.cubin),
-            name: "k".into(),
-            geometry: Geometry { grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0 },
-            params: None,
-            cluster_x: 1,
-            edges: vec![],
-        })
-    }
-
-    fn objective(
-        &self,
-        _config: &[Value],
-        time_ms: f64,
-        _metrics: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
-        Ok(time_ms)
-    }
-
-    fn early_stop_applies(&self) -> bool {
-        true
-    }
-
-    fn setup(
-        &self,
-        _device: &DeviceInfo,
-        _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
-        Ok(Setup {
-            args: vec![],
-            timing: Timing::default(),
-            reference: None,
-            tolerances: vec![],
-            bitwise: false,
-            verify_sets: 0,
-            constants: vec![],
-            outputs_dir: None,
-            edges: vec![],
-            relocations: vec![],
-        })
-    }
-
-    fn launch_timeout(&self) -> Duration {
-        Duration::from_secs(10)
-    }
-
-    fn compile_timeout(&self) -> Duration {
-        Duration::from_secs(10)
-    }
-}
+static FAKE: Fake = Fake { ptxas: None };
 
 fn space() -> Space {
     let values = (1..=4).map(Value::Int).collect();
@@ -183,7 +102,7 @@ fn the_finalists_are_timed_on_the_search_s_own_workers() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let space = space();
         let options = options(dir.path(), (0..gpus).collect());
-        let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let mut pipeline = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
         for id in 0..3 {
             pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
         }
@@ -193,7 +112,7 @@ fn the_finalists_are_timed_on_the_search_s_own_workers() {
         assert_eq!(starts(dir.path()), (gpus, 2), "the search's workers");
 
         let report =
-            retime_configs(&Fake, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline), &|| {
+            retime_configs(&FAKE, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline), &|| {
                 false
             })
             .unwrap_or_else(|e| panic!("{e}"));
@@ -208,14 +127,14 @@ fn with_an_evaluation_not_yet_taken_the_finalists_get_fresh_workers() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let space = space();
     let options = options(dir.path(), vec![0]);
-    let mut pipeline = Pipeline::start(&Fake, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut pipeline = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
     for id in 0..2 {
         pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
     }
     pipeline.next().unwrap_or_else(|e| panic!("{e}"));
 
     let report =
-        retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline), &|| false)
+        retime_configs(&FAKE, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline), &|| false)
             .unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.reused_search_workers, "the search still had an evaluation out");
     assert_eq!(report.contenders.len(), 1);
@@ -232,7 +151,7 @@ fn ctrl_c_while_the_finalists_are_timed_again_ends_the_wait_within_half_a_second
     options.bench_worker = fake_bench_taking(&dir.path().join("starts"), 30);
     let asked = std::time::Instant::now();
     let stop = || asked.elapsed() > std::time::Duration::from_millis(300);
-    let outcome = retime_configs(&Fake, &finalists(&space, 2), &gpu(), &options, &retime_options(), None, &stop);
+    let outcome = retime_configs(&FAKE, &finalists(&space, 2), &gpu(), &options, &retime_options(), None, &stop);
     assert!(matches!(outcome, Err(kerntune_engine::BackendError::Interrupted)), "{outcome:?}");
     // The worker takes 30 s a pair: the wait ended at the first look after the stop.
     assert!(asked.elapsed() < std::time::Duration::from_secs(5), "{:?}", asked.elapsed());

@@ -133,6 +133,7 @@ pub fn tune_kernel_tuner(
             // not re-timed here, so that both answer the same.
             retime: None,
             schedule: None,
+            controls: None,
             without_gpu: WITHOUT_GPU,
             vetting: None,
         };

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use kerntune_device::driver_available;
 use kerntune_engine::{Event, SearchOptions, DEFAULT_STRATEGY};
 use kerntune_lang_triton::{TritonJob, TritonLanguage};
+use kerntune_pipeline::controls::ControlsOptions;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
 use kerntune_pipeline::schedule::ScheduleOptions;
@@ -61,6 +62,9 @@ pub(crate) struct RunRequest {
     /// Then tune the native schedule of the best configuration.
     #[serde(default)]
     pub schedule: Option<ScheduleOptions>,
+    /// Then let CompileIQ search ACF files for the best configuration.
+    #[serde(default)]
+    pub controls: Option<ControlsOptions>,
     /// The labels of the edge sizes the Triton call's `vet` checks (`n = 4095`).
     #[serde(default)]
     pub edge_sizes: Vec<String>,
@@ -239,6 +243,7 @@ pub fn tune_triton(
             workers,
             retime: request.retime.clone(),
             schedule: request.schedule.clone(),
+            controls: request.controls.clone(),
             without_gpu: WITHOUT_GPU,
             vetting: vet.as_ref().map(|check| Vetting { sizes: request.edge_sizes.clone(), check: triton_vet(check) }),
         };

@@ -1,11 +1,13 @@
 //! A tuning on the GPU: pre-flight, then the search over the pipeline, then the schedule
-//! stage, each step in one place for every front and language.
+//! stage and the compiler-controls stage, each step in one place for every front and
+//! language.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
 use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_pipeline::controls::{tune_controls, ControlsOptions, ProposerWorker};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
@@ -51,6 +53,8 @@ pub struct Tuning<'a> {
     pub retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
     pub schedule: Option<ScheduleOptions>,
+    /// Then let CompileIQ search ACF files for the best configuration.
+    pub controls: Option<ControlsOptions>,
     /// What the front offers without a GPU, said when there is none.
     pub without_gpu: &'a str,
     /// A check the front runs itself on the best configurations before a winner is chosen
@@ -71,6 +75,8 @@ pub struct Prepared<'a> {
     request: Tuning<'a>,
     info: TuningInfo,
     options: PipelineOptions,
+    /// CompileIQ's worker for the compiler-controls stage, started before the search.
+    proposer: Option<ProposerWorker>,
     clock: Instant,
 }
 
@@ -95,6 +101,11 @@ impl<'a> Tuning<'a> {
             return Err(RunError::EmptySpace);
         }
         let search = self.search.resolve(self.default_strategy)?;
+        if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
+            return Err(RunError::Setting(
+                "the controls search needs a budget of 1 or more candidate ACF files".into(),
+            ));
+        }
         if !driver_available() {
             return Err(RunError::NoGpu(format!(
                 "no NVIDIA driver on this machine: tuning needs a GPU. {}",
@@ -104,6 +115,7 @@ impl<'a> Tuning<'a> {
         let devices = self.devices.probe()?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
+        let proposer = self.controls.as_ref().map(|c| c.start_proposer(&|| false)).transpose()?;
         let store = Store::open(&self.db)?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
@@ -121,18 +133,20 @@ impl<'a> Tuning<'a> {
             devices: bench_devices,
             compile_workers: compile_workers.max(1),
         };
-        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })
+        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, proposer, clock })
     }
 }
 
 impl Prepared<'_> {
-    /// Runs the search, then the schedule stage when asked for (not after an interruption).
+    /// Runs the search, then the schedule stage and the compiler-controls stage when asked
+    /// for (not after an interruption).
     pub fn run(
         self,
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, clock } = self;
+        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, mut proposer, clock } =
+            self;
         let (language, space) = (request.language, request.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
         let start = || Pipeline::start(language, space, options.clone());
@@ -207,9 +221,28 @@ impl Prepared<'_> {
                 Err(error) => return Err(error),
             }
         }
+        let controls = request.controls.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        if let (Some(controls), Some(proposer), Some(best)) = (controls, proposer.as_mut(), &run.best) {
+            let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
+            let acf_at = space.params().iter().position(|p| p.name() == "acf");
+            match tune_controls(language, proposer, &values, acf_at, &run.device, &options, controls, interrupt) {
+                Ok(report) => {
+                    // Kept under the search's best, as the finalists' report is.
+                    let provenance = serde_json::to_string(&report)
+                        .map_err(|e| RunError::Setting(format!("the controls search's report: {e}")))?;
+                    store.save_artifact(tuning_id, &best.config, CONTROLS, &[], &provenance)?;
+                    run.controls = Some(report);
+                }
+                Err(BackendError::Interrupted) => run.stop = StopReason::Interrupted,
+                Err(error) => return Err(error.into()),
+            }
+        }
         Ok(run)
     }
 }
+
+/// The artefact kind of a compiler-controls search's report.
+const CONTROLS: &str = "controls";
 
 /// Whether the run was interrupted, in the search or since. A Ctrl-C after the search skips
 /// the stages left (the edge-size check, the finalists, the schedule stage) instead of

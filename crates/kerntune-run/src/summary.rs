@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 use kerntune_engine::{StopReason, Summary, TracePoint};
+use kerntune_pipeline::controls::ControlsReport;
 use kerntune_pipeline::finalists::RetimeReport;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_space::{ConfigId, Space};
@@ -70,6 +71,9 @@ pub struct RunSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalists_failed: Option<String>,
     pub schedule: Option<ScheduleReport>,
+    /// CompileIQ's search over ACF files for the best configuration, where asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controls: Option<ControlsReport>,
     /// The compiler the user chose (`ptxas 13.3.73 (PATH)`), where one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler: Option<String>,
@@ -304,6 +308,7 @@ impl RunSummary {
             results: tally.results,
             finalists: None,
             schedule: None,
+            controls: None,
             compiler: facts.compiler,
             pareto: None,
             finalists_failed: None,

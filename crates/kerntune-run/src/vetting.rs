@@ -197,6 +197,7 @@ mod tests {
             results,
             finalists: None,
             schedule: None,
+            controls: None,
             compiler: None,
             pareto: None,
             finalists_failed: None,

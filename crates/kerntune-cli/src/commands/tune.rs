@@ -11,6 +11,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_engine::{objective, Event, DEFAULT_STRATEGY};
 use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
+use kerntune_pipeline::controls::ControlsOptions;
 use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::{Language as _, RayRelay, WorkerCommand};
@@ -121,6 +122,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             check_sets: args.schedule_check_sets,
             ..ScheduleOptions::default()
         }),
+        controls: args.controls.map(|ControlsSearch::Compileiq| ControlsOptions {
+            budget: args.controls_budget,
+            ptxas_version: spec.ptxas.as_ref().map(|p| p.version.clone()).unwrap_or_default(),
+            ..ControlsOptions::default()
+        }),
         without_gpu: "`--dry-run` checks the space without one, `--compile-only` compiles every configuration (with NVRTC installed)",
         vetting: None,
     };
@@ -170,64 +176,18 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     if let Some(axes) = pareto {
         summary.keep_pareto(axes, &space);
     }
-    let mut tuned = report::tuning_json(&summary);
-    if !args.json {
+    if args.json {
+        println!("{}", report::tuning_json(&summary));
+    } else {
         print!("{}", report::tuning_text(&summary));
         if let Some(schedule) = &summary.schedule {
             print!("{}", report::schedule_text(schedule));
         }
-    }
-    if let (Some(ControlsSearch::Compileiq), Some(best)) = (args.controls, tuned["best"].get("config").cloned()) {
-        let controls = compileiq(&args, &db, &best)?;
-        if !args.json {
-            print!("{}", controls_text(&controls));
+        if let Some(controls) = &summary.controls {
+            print!("{}", report::controls_text(controls));
         }
-        tuned["controls"] = controls;
-    }
-    if args.json {
-        println!("{tuned}");
     }
     Ok(render::exit_code(summary.stop, summary.failure.as_deref()))
-}
-
-/// `--controls compileiq`: CompileIQ's search over ACF files for the best configuration,
-/// run by the Python package (`python -m kerntune.controls`, which drives this binary for
-/// each generation): CompileIQ is a Python package of NVIDIA's, installed by the user.
-/// Returns its report.
-fn compileiq(args: &TuneArgs, db: &std::path::Path, best: &serde_json::Value) -> Result<serde_json::Value> {
-    let python =
-        std::env::var("KERNTUNE_PYTHON").unwrap_or_else(|_| kerntune_device::wheels::python().display().to_string());
-    let program = std::env::current_exe().context("locating the kerntune binary")?;
-    let output = std::process::Command::new(&python)
-        .args(["-m", "kerntune.controls"])
-        .arg(&args.spec)
-        .arg("--db")
-        .arg(db)
-        .args(["--budget", &args.controls_budget.to_string(), "--config", &best.to_string(), "--json", "--kerntune"])
-        .arg(program)
-        .output()
-        .with_context(|| format!("--controls compileiq: cannot run {python}; set KERNTUNE_PYTHON to a Python with kerntune and compileiq"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("no message");
-        bail!("--controls compileiq: {}", last.trim_start_matches("error: "));
-    }
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).context("--controls compileiq: reading kerntune.controls' report")?;
-    Ok(report["controls"].clone())
-}
-
-/// The controls stage in a few lines: what CompileIQ tried and what was kept.
-fn controls_text(controls: &serde_json::Value) -> String {
-    let kept = match (controls["kept"].as_bool(), controls["best_acf"].as_str()) {
-        (Some(true), Some(acf)) => format!("kept {acf}: faster than the best without an ACF beyond the A/A control"),
-        (_, Some(acf)) => format!("kept none: the fastest, {acf}, did not beat the A/A control"),
-        _ => "kept none: every candidate failed".to_string(),
-    };
-    format!(
-        "CompileIQ: {} ACF files in {} generations, {} failed; {kept}.\n",
-        controls["evaluations"], controls["generations"], controls["failed"]
-    )
 }
 
 /// Applies `--objective`, `--timing` and `--pareto` to the spec; returns the Pareto axes.

@@ -10,6 +10,7 @@ pub mod plot;
 use std::time::Duration;
 
 use kerntune_engine::StopReason;
+use kerntune_pipeline::controls::ControlsReport;
 use kerntune_pipeline::finalists::Verdict;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_pipeline::ClockSpan;
@@ -319,6 +320,19 @@ pub fn tuning_json(run: &RunSummary) -> Json {
     serde_json::to_value(run).unwrap_or(Json::Null)
 }
 
+/// The compiler-controls stage in a line: what CompileIQ tried and what was kept.
+pub fn controls_text(report: &ControlsReport) -> String {
+    let kept = match (&report.best_acf, report.kept) {
+        (Some(acf), true) => format!("kept {acf}: faster than the best without an ACF beyond the A/A control"),
+        (Some(acf), false) => format!("kept none: the fastest, {acf}, did not beat the A/A control"),
+        (None, _) => "kept none: every candidate failed".to_string(),
+    };
+    format!(
+        "CompileIQ: {} ACF files in {} generations, {} failed; {kept}.\n",
+        report.evaluations, report.generations, report.failed
+    )
+}
+
 /// The schedule stage's report, as lines.
 pub fn schedule_text(report: &ScheduleReport) -> String {
     let mut out = String::new();
@@ -482,6 +496,21 @@ pub fn compiled_json(config: &crate::CompiledConfig) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controls_line_says_which_acf_was_kept_or_why_none_was() {
+        let report: ControlsReport = serde_json::from_value(json!({
+            "evaluations": 12, "failed": 3, "generations": 2, "best_acf": "/acf/7.acf", "best_ms": 1.5,
+            "failures": [], "directory": "/acf", "ab": null, "kept": true
+        }))
+        .expect("a report");
+        let kept = "CompileIQ: 12 ACF files in 2 generations, 3 failed; kept /acf/7.acf: faster than the best without an ACF beyond the A/A control.\n";
+        assert_eq!(controls_text(&report), kept);
+        let tie = ControlsReport { kept: false, ..report.clone() };
+        assert!(controls_text(&tie).ends_with("kept none: the fastest, /acf/7.acf, did not beat the A/A control.\n"));
+        let failed = ControlsReport { best_acf: None, best_ms: None, ..report };
+        assert!(controls_text(&failed).ends_with("kept none: every candidate failed.\n"));
+    }
 
     #[test]
     fn small_measured_values_keep_four_significant_digits() {

@@ -10,10 +10,22 @@
 //! | `maxrregcount` | ints, 0 = ptxas's choice | `--maxrregcount=N` |
 //! | `opt_level` | 0 to 3 | `-O N` |
 //! | `cutlass_name` | bools | (the kernel's entry renamed to contain "cutlass") |
+//!
+//! [`tune_controls`] is the stage after the search where CompileIQ proposes ACF files for
+//! the best configuration ([`search`]), from a worker process of its own ([`ProposerWorker`]).
+
+mod propose;
+mod search;
 
 use std::path::Path;
 
 use kerntune_space::{Param, Value};
+
+pub use propose::{Candidate, FromProposer, Propose, ProposerWorker, Score, ToProposer};
+pub use search::{
+    search, tune_controls, with_acf, ControlsOptions, ControlsReport, Generation, Outcome, DEFAULT_BUDGET,
+    DEFAULT_POOL_SIZE,
+};
 
 /// The names of the control parameters, in the order their arguments are given.
 pub const CONTROL_NAMES: [&str; 5] = ["acf", "ptxas_options", "maxrregcount", "opt_level", "cutlass_name"];

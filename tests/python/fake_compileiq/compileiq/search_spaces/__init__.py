@@ -1,0 +1,1 @@
+"""The fake's search spaces."""

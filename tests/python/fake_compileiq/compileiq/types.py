@@ -1,0 +1,5 @@
+"""The fake's worker types."""
+
+
+class WorkerTypes:
+    MANUAL = "manual"
