@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from kerntune._errors import ArgumentError, ArgumentTypeError, KeyNameWarning
 from kerntune._ranks import agree, lock_folder
+from kerntune._request import DEFAULTS
 from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
 from kerntune._tune import Hooks, _first_valid_config, jit_function, kernel_defaults, tune
 
@@ -204,7 +205,7 @@ def autotune(
     *,
     params: Optional[Mapping[str, Sequence]] = None,
     restrictions: Optional[Sequence[str]] = None,
-    strategy: str = "default",
+    strategy: str = DEFAULTS["strategy"],
     max_fevals: Optional[int] = None,
     time_limit: Optional[float] = None,
     db: Optional[str] = None,

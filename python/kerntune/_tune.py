@@ -22,6 +22,7 @@ from kerntune import _kerntune
 from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device, check_devices,
                               check_search, check_strategy, warn_unchecked)
 from kerntune._kernel_source import capture
+from kerntune._request import DEFAULTS, request as _request
 from kerntune._results import NoValidConfigError, TuneResult
 from kerntune import _edges, _ptxas
 from kerntune._space import CONTROL_NAMES, OPTION_NAMES, config_key, launch_options, names_of, space_of
@@ -660,7 +661,7 @@ def compile(
     restrictions: Optional[Sequence[str]] = None,
     *,
     configs: Optional[Sequence] = None,
-    arch: str = "sm_90",
+    arch: str = DEFAULTS["arch"],
     shared_limit: int = 232448,
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
@@ -700,7 +701,8 @@ def compile(
         # answers are not this call's.
         job["problem"]["shared_limit"] = shared_limit
         hooks = Hooks.of(listed)
-        text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db,
+        asked = _request(arch=f"sm_{number}", compile_workers=compile_workers, db=db)
+        text = _kerntune.compile_triton(json.dumps(job, default=str), json.dumps(asked, default=str),
                                         _descriptor_blocks(call, list(params), hooks))
     return json.loads(text)
 
@@ -714,7 +716,7 @@ def tune(
     answer: Optional[Mapping[str, Any]] = None,
     atol: Optional[float] = None,
     rtol: Optional[float] = None,
-    strategy: str = "default",
+    strategy: str = DEFAULTS["strategy"],
     max_fevals: Optional[int] = None,
     time_limit: Optional[float] = None,
     db: Optional[str] = None,
@@ -735,8 +737,8 @@ def tune(
     ray: Optional[str] = None,
     ray_gpus: Union[int, str, None] = None,
     progress: bool = True,
-    finalists: int = 4,
-    finalists_within: float = 0.05,
+    finalists: int = DEFAULTS["finalists"],
+    finalists_within: float = DEFAULTS["finalists_within"],
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
@@ -744,7 +746,7 @@ def tune(
     edge_args: Optional[Sequence] = None,
     ptxas: Optional[str] = None,
     controls: Optional[str] = None,
-    controls_budget: int = 24,
+    controls_budget: int = DEFAULTS["controls_budget"],
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -856,8 +858,9 @@ def tune(
     ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
     if devices is not None and device is not None:
         raise ArgumentError("give device= or devices=, not both")
-    strategy = check_strategy(strategy, "default")
-    check_search(strategy, strategy_options, "default", max_fevals=max_fevals, time_limit=time_limit, target=target)
+    strategy = check_strategy(strategy, DEFAULTS["strategy"])
+    check_search(strategy, strategy_options, DEFAULTS["strategy"], max_fevals=max_fevals, time_limit=time_limit,
+                 target=target)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     restore_value = names_of(restore_value, "restore_value")
@@ -1041,6 +1044,12 @@ def _refuse_pointer_tables(fn, call) -> None:
                 f"nothing: pass the tensors as arguments of their own (or tune this kernel with triton.autotune)")
 
 
+#: The settings of ``tune`` that its request carries as given (``devices`` and
+#: ``schedule_options`` are settled first).
+_REQUESTED = ("strategy", "strategy_options", "max_fevals", "time_limit", "target", "seed", "db", "fresh",
+              "compile_workers", "finalists", "finalists_within", "schedule")
+
+
 def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
              hooks, device, arch, info, workdir, search, verify_sets, edges) -> TuneResult:
     clock = time.perf_counter()
@@ -1124,35 +1133,19 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     if objective is not None:
         job["objective"] = {**objective, "values": scalars}
     job["fingerprint"] = _measured_identity(job, [edge.label for edge in edges] if vet else [])
-    request = {
-        "search": {
-            "strategy": search["strategy"],
-            "strategy_options": dict(search["strategy_options"] or {}),
-            "max_fevals": search["max_fevals"],
-            "time_limit": search["time_limit"],
-            "target": search["target"],
-            "seed": search["seed"],
-        },
-        "db": search["db"],
-        "fresh": search["fresh"],
-        "device": device,
-        "devices": search["devices"],
-        "compile_workers": search["compile_workers"],
-        "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
-        if search["finalists"] > 1 else None,
-        "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
-        "edge_sizes": [edge.label for edge in edges] if vet else [],
-    }
+    request = _request(**{name: search[name] for name in _REQUESTED},
+                       devices=search["devices"] or str(device),
+                       schedule_options=search["schedule_options"] if search["schedule"] else None)
     if checking is not None:
         ray_gpus = checking.bench_gpus()
         _through_ray(job, search["ray"])
-    request["bench_workers"] = ray_gpus
     if ray_gpus:
         _bench_through_ray(job, search["ray"])
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
-        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet,
-                                     _descriptor_blocks(call, list(params), hooks))
+        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request, default=str), grid_fn, bar, vet,
+                                     [edge.label for edge in edges] if vet else [],
+                                     _descriptor_blocks(call, list(params), hooks), ray_gpus)
     finally:
         if bar:
             bar.close()

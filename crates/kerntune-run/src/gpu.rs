@@ -1,11 +1,10 @@
 //! A tuning on the GPU: pre-flight, then the search over the pipeline, then the schedule
 //! stage, each step in one place for every front and language.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
-use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_engine::{BackendError, Event, Lazy, Search, StopReason, Tuner};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
 use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
@@ -15,47 +14,60 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, tuning_compile_workers, Devices, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Front, Request, RunError, RunSummary};
 
-/// The worker programs of a run and how many compilers run ahead of the GPU.
+/// The worker programs of a run.
 #[derive(Debug, Clone)]
 pub struct Workers {
     /// Runs `<args> __worker bench --device N`.
-    pub bench: WorkerCommand,
+    bench: WorkerCommand,
     /// Runs `<args> __worker compile`.
-    pub compile: WorkerCommand,
-    /// Default: one per core, fewer for a small evaluation budget on a large host
-    /// ([`crate::tuning_compile_workers`]).
-    pub compile_workers: Option<usize>,
+    compile: WorkerCommand,
     /// Benchmark workers when they are not one per local GPU: `bench` then runs each on a
     /// GPU of its own elsewhere (a Ray cluster's, through the relay), and `devices` is only
     /// probed for the target (the cluster's GPUs must be of its model: the workers check).
-    pub bench_workers: Option<usize>,
+    bench_workers: Option<usize>,
 }
 
-/// What a front asks for when it tunes a kernel on a GPU.
+impl Workers {
+    /// `bench` measures on this machine's GPUs, `compile` compiles.
+    pub fn new(bench: WorkerCommand, compile: WorkerCommand) -> Workers {
+        Workers { bench, compile, bench_workers: None }
+    }
+
+    /// One program for both roles.
+    pub fn of(program: WorkerCommand) -> Workers {
+        Workers::new(program.clone(), program)
+    }
+
+    /// `bench` runs `count` benchmark workers on GPUs elsewhere (a Ray cluster's), each
+    /// holding one; `None` or 0 keeps one per GPU of this machine.
+    pub fn elsewhere(self, count: Option<usize>) -> Workers {
+        Workers { bench_workers: count.filter(|n| *n > 0), ..self }
+    }
+
+    /// The compile workers' program.
+    pub fn compile(&self) -> &WorkerCommand {
+        &self.compile
+    }
+}
+
+/// What a front asks for when it tunes a kernel on a GPU: the kernel, its space, the
+/// user's [`Request`] and the front's worker programs.
 pub struct Tuning<'a> {
-    pub language: &'a dyn Language,
-    pub space: &'a Space,
-    pub search: SearchOptions,
-    /// The strategy when `search` names none (each front's convention).
-    pub default_strategy: &'a str,
-    pub db: PathBuf,
-    /// Measure everything again instead of answering from the store.
-    pub fresh: bool,
-    /// The GPUs that measure, one benchmark worker each.
-    pub devices: Devices,
-    pub workers: Workers,
+    language: &'a dyn Language,
+    space: &'a Space,
+    request: Request,
+    front: Front,
+    workers: Workers,
     /// Time the search's best few again before calling one the winner; `None` takes the
     /// search's best as it is.
-    pub retime: Option<RetimeOptions>,
+    retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
-    pub schedule: Option<ScheduleOptions>,
-    /// What the front offers without a GPU, said when there is none.
-    pub without_gpu: &'a str,
+    schedule: Option<ScheduleOptions>,
     /// A check the front runs itself on the best configurations before a winner is chosen
     /// (the Triton front's edge sizes).
-    pub vetting: Option<Vetting<'a>>,
+    vetting: Option<Vetting<'a>>,
 }
 
 /// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
@@ -85,6 +97,28 @@ pub enum Progress<'a> {
 }
 
 impl<'a> Tuning<'a> {
+    pub fn new(
+        language: &'a dyn Language,
+        space: &'a Space,
+        request: Request,
+        front: Front,
+        workers: Workers,
+    ) -> Tuning<'a> {
+        let retime = request.retime().filter(|_| front.retimes());
+        let schedule = request.schedule();
+        Tuning { language, space, request, front, workers, retime, schedule, vetting: None }
+    }
+
+    /// With a check of the front's own on the best configurations (see [`Vetting`]).
+    pub fn with_vetting(self, vetting: Vetting<'a>) -> Tuning<'a> {
+        Tuning { vetting: Some(vetting), ..self }
+    }
+
+    /// The space searched.
+    pub fn space(&self) -> &'a Space {
+        self.space
+    }
+
     /// Checks everything that can be checked before any work: a driver and the GPU, the
     /// language's tools, a non-empty space, the search settings, the store.
     pub fn prepare(self) -> Result<Prepared<'a>, RunError> {
@@ -94,17 +128,17 @@ impl<'a> Tuning<'a> {
         if self.space.is_empty() {
             return Err(RunError::EmptySpace);
         }
-        let search = self.search.resolve(self.default_strategy)?;
+        let search = self.request.search.resolve(self.front.default_strategy())?;
         if !driver_available() {
             return Err(RunError::NoGpu(format!(
                 "no NVIDIA driver on this machine: tuning needs a GPU. {}",
-                self.without_gpu
+                self.front.without_gpu()
             )));
         }
-        let devices = self.devices.probe()?;
+        let devices = self.request.devices.probe()?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
-        let store = Store::open(&self.db)?;
+        let store = Store::open(&self.request.database())?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
         let bench_devices: Vec<usize> = match self.workers.bench_workers {
@@ -112,7 +146,7 @@ impl<'a> Tuning<'a> {
             None => devices.iter().map(|d| d.ordinal).collect(),
         };
         let compile_workers = self
-            .workers
+            .request
             .compile_workers
             .unwrap_or_else(|| tuning_compile_workers(&search.budget, bench_devices.len(), default_compile_workers()));
         let options = PipelineOptions {
@@ -149,7 +183,7 @@ impl Prepared<'_> {
             strategy: search.strategy,
             backend: &mut backend,
             store: Some((&store, tuning_id)),
-            reuse_stored: !request.fresh,
+            reuse_stored: !request.request.fresh,
             objective: info.objective.clone(),
             budget: search.budget,
             seed: search.seed,
@@ -170,7 +204,7 @@ impl Prepared<'_> {
             verified_sizes: request.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
             wall_s,
             compile_workers,
-            db: request.db.display().to_string(),
+            db: request.request.database().display().to_string(),
             tuning: tuning_id.get(),
             compiler: language.compiler(),
         };
@@ -344,7 +378,7 @@ impl ScheduleStage<'_> {
 
 impl std::fmt::Debug for Tuning<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tuning").field("kernel", &self.language.kernel_name()).field("search", &self.search).finish()
+        f.debug_struct("Tuning").field("kernel", &self.language.kernel_name()).field("request", &self.request).finish()
     }
 }
 
