@@ -172,8 +172,9 @@ pub fn tune_triton(
     descriptors: Option<Py<PyAny>>,
     bench_workers: Option<usize>,
 ) -> PyResult<String> {
-    let job = TritonJob::from_json(job).map_err(errors::spec)?;
+    // The user's settings are checked first: a misspelt one is named whatever the job.
     let request = request_of(request)?;
+    let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let workers = Workers::new(
         job.worker(&job.bench_worker).map_err(errors::spec)?,
         job.worker(&job.compile_worker).map_err(errors::spec)?,
@@ -201,8 +202,9 @@ pub fn tune_triton(
 #[pyfunction]
 #[pyo3(signature = (job, request, descriptors = None))]
 pub fn compile_triton(py: Python<'_>, job: &str, request: &str, descriptors: Option<Py<PyAny>>) -> PyResult<String> {
-    let job = TritonJob::from_json(job).map_err(errors::spec)?;
+    // The user's settings are checked first: a misspelt one is named whatever the job.
     let request = request_of(request)?;
+    let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
     let space = job.space(params.clone()).map_err(errors::space)?;
     let worker = job.worker(&job.compile_worker).map_err(errors::spec)?;
