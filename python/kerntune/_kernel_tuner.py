@@ -342,7 +342,7 @@ class _Call:
         return spec
 
     def job(self, spec: dict, db, parallel) -> dict:
-        from kerntune._tune import worker_env
+        from kerntune._job import worker_env
 
         workers = parallel if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0 else None
         return {
@@ -369,7 +369,7 @@ class _Call:
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
              started, devices=None, ray=None, ray_gpus=None):
-        from kerntune._tune import RayCheck, check_ray_gpus
+        from kerntune._job import RayCheck, check_ray_gpus
 
         ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
         if ray is not None:  # before the GPU: an unreachable cluster is one line, GPU or not

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kerntune
-from kerntune._tune import _disagreement
+from kerntune._reference import _disagreement
 
 
 def within_1e_2(name, actual, expected):
@@ -49,7 +49,7 @@ def test_one_run_has_nothing_to_disagree_with():
 
 def test_differences_follow_the_benchmark_workers_rule_and_nan_never_passes():
     torch = pytest.importorskip("torch")
-    from kerntune._tune import _difference
+    from kerntune._reference import _difference
 
     expected = torch.tensor([1.0, 2.0, 100.0, 4.0])
     assert _difference(expected + torch.tensor([0.01, 0.0, 0.5, 0.0]), expected, 0.01, 0.01) is None
@@ -80,7 +80,7 @@ def test_compiling_without_answer_warns_of_nothing(db):
 
 
 def test_a_tensor_of_addresses_inside_this_processs_allocations_is_a_pointer_table():
-    from kerntune._tune import pointer_table
+    from kerntune._arguments import pointer_table
 
     segments = [(1 << 32, 1 << 20), (1 << 40, 4096)]
     assert pointer_table([(1 << 32) + 256, (1 << 40) + 4000], segments)

@@ -148,7 +148,7 @@ pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo
         .map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
 }
 
-/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`) as `request`
+/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._job`) as `request`
 /// (JSON, a [`Request`]) asks. `grid` maps a configuration (a list of parameter values)
 /// to the launch grid in programs. `vet`, where given, checks a configuration at the
 /// `edge_sizes` (their labels, `n = 4095`) through Triton (`None` when right there, else why
