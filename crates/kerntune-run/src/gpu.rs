@@ -80,7 +80,7 @@ pub struct Prepared<'a> {
     pub search: Search,
     pub store: Store,
     pub tuning_id: TuningId,
-    request: Tuning<'a>,
+    tuning: Tuning<'a>,
     info: TuningInfo,
     options: PipelineOptions,
     clock: Instant,
@@ -155,7 +155,7 @@ impl<'a> Tuning<'a> {
             devices: bench_devices,
             compile_workers: compile_workers.max(1),
         };
-        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, clock })
+        Ok(Prepared { device, devices, search, store, tuning_id, tuning: self, info, options, clock })
     }
 }
 
@@ -166,8 +166,8 @@ impl Prepared<'_> {
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, clock } = self;
-        let (language, space) = (request.language, request.space);
+        let Prepared { device, devices: _, search, store, tuning_id, tuning, info, options, clock } = self;
+        let (language, space) = (tuning.language, tuning.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
         let start = || Pipeline::start(language, space, options.clone());
         let mut backend = Lazy::new(capacity, start);
@@ -183,7 +183,7 @@ impl Prepared<'_> {
             strategy: search.strategy,
             backend: &mut backend,
             store: Some((&store, tuning_id)),
-            reuse_stored: !request.request.fresh,
+            reuse_stored: !tuning.request.fresh,
             objective: info.objective.clone(),
             budget: search.budget,
             seed: search.seed,
@@ -193,7 +193,7 @@ impl Prepared<'_> {
         let wall_s = clock.elapsed().as_secs_f64();
         let compile_workers = backend.started().map(Pipeline::compile_workers);
         // The finalists' re-timing goes on with the search's workers; nothing else needs them.
-        let mut warm = backend.into_started().filter(|_| request.retime.is_some());
+        let mut warm = backend.into_started().filter(|_| tuning.retime.is_some());
         let facts = RunFacts {
             kernel: language.kernel_name().to_string(),
             device,
@@ -201,22 +201,22 @@ impl Prepared<'_> {
             strategy: search.strategy_name,
             seed: search.seed,
             verified_sets: language.verified_sets(),
-            verified_sizes: request.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
+            verified_sizes: tuning.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
             wall_s,
             compile_workers,
-            db: request.request.database().display().to_string(),
+            db: tuning.request.database().display().to_string(),
             tuning: tuning_id.get(),
             compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
-        if let Some(vetting) = request.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
-            let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
+        if let Some(vetting) = tuning.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
+            let (count, within) = tuning.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
             let failed = run
                 .vet(vetting, space, count, within)
                 .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
-        if let Some(retime) = request.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
+        if let Some(retime) = tuning.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             // Times rank configurations only when the objective is the time, or a function
             // of it that no parameter changes.
             let measured_now = run.evaluations > run.from_store;
@@ -230,7 +230,7 @@ impl Prepared<'_> {
             }
         }
         drop(warm);
-        let schedule = request.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        let schedule = tuning.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
         if let (Some(schedule), Some(best)) = (schedule, &run.best) {
             on_progress(Progress::Schedule(schedule));
             let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
@@ -384,6 +384,6 @@ impl std::fmt::Debug for Tuning<'_> {
 
 impl std::fmt::Debug for Prepared<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared").field("request", &self.request).field("device", &self.device.name).finish()
+        f.debug_struct("Prepared").field("tuning", &self.tuning).field("device", &self.device.name).finish()
     }
 }
