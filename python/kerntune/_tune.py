@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from kerntune import _edges, _kerntune, _ptxas
 from kerntune._arguments import (_bind, _grid_function, _is_tensor, _refuse_pointer_tables, _storage_span, _tensor_of,
@@ -267,15 +267,15 @@ def tune(
                        compile_workers=compile_workers, devices=devices or str(device), finalists=finalists,
                        finalists_within=finalists_within, schedule=schedule,
                        schedule_options=schedule_options if schedule else None)
+    checks = _Checks(answer, atol, rtol, restore_value, reset_to_zero, hooks or Hooks.of(listed), verify_sets,
+                     edges)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
         result = _tune_in(
-            fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-            hooks or Hooks.of(listed), arch, info, workdir, request, dict(
+            fn, call, grid_fn, params, listed, restrictions, checks, arch, info, workdir, request, dict(
                 progress=progress, objective=_objective(objective, objective_higher_is_better), timing=timing,
                 ptxas=chosen, ray=ray, ray_gpus=ray_gpus,
             ),
-            verify_sets, edges,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
@@ -296,11 +296,26 @@ def tune(
     return result
 
 
-def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-             hooks, arch, info, workdir, request, search, verify_sets, edges) -> TuneResult:
-    """Tunes the bound ``call`` as ``request`` (``kerntune._request``) asks; ``search`` holds
-    what this front settles itself: ``progress``, ``objective``, ``timing``, ``ptxas``, ``ray``
-    and ``ray_gpus``."""
+class _Checks(NamedTuple):
+    """How a tuning checks its configurations' outputs: ``tune``'s arguments of these names
+    (``hooks`` settled, ``edges`` bound)."""
+
+    answer: Optional[Mapping[str, Any]]
+    atol: Optional[float]
+    rtol: Optional[float]
+    restore_value: Sequence[str]
+    reset_to_zero: Sequence[str]
+    hooks: Hooks
+    verify_sets: int
+    edges: Sequence[_edges.Edge]
+
+
+def _tune_in(fn, call, grid_fn, params, listed, restrictions, checks: _Checks, arch, info, workdir, request,
+             search) -> TuneResult:
+    """Tunes the bound ``call`` as ``request`` (``kerntune._request``) asks, checking outputs
+    as ``checks`` say; ``search`` holds what this front settles itself: ``progress``,
+    ``objective``, ``timing``, ``ptxas``, ``ray`` and ``ray_gpus``."""
+    answer, atol, rtol, restore_value, reset_to_zero, hooks, verify_sets, edges = checks
     clock = time.perf_counter()
     phases = {}
     _refuse_pointer_tables(fn, call)
