@@ -22,7 +22,7 @@ import attention  # noqa: E402
 import matmul  # noqa: E402
 
 import kerntune  # noqa: E402
-from kerntune._tune import jit_function  # noqa: E402
+from kerntune._arguments import jit_function  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SINGLE_MOVES = os.environ.get("SINGLE_MOVES", os.path.join(ROOT, ".device", "single_moves"))

@@ -185,7 +185,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kerntune._space import launch_options
 ns = runpy.run_path(sys.argv[2], run_name="tutorial")
 hook, kernel = ns["matmul_tma_set_block_size_hook"], ns["matmul_kernel_tma_persistent"]
-jit = kerntune._tune.jit_function(kernel)
+jit = kerntune._arguments.jit_function(kernel)
 for size in [int(n) for n in os.environ.get("TUTORIAL_WIDE_SIZES", "4096").split()]:
     M = N = K = size
     torch.manual_seed(0)

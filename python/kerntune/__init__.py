@@ -26,7 +26,8 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, 
                               ReferenceDisagreementError, UncheckedOutputsWarning)
 from kerntune._ranks import RankTuningError
 from kerntune._results import NoValidConfigError, TuneResult, report
-from kerntune._tune import Tensor, compile, tune
+from kerntune._arguments import Tensor
+from kerntune._tune import compile, tune
 from kerntune._autotune import autotune
 from kerntune._kernel_tuner import run_kernel, tune_kernel
 from kerntune._schedule import use_schedule

@@ -28,8 +28,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 from kerntune._errors import ArgumentError, ArgumentTypeError, KeyNameWarning
 from kerntune._ranks import agree, lock_folder
+from kerntune._request import DEFAULTS
 from kerntune._space import CONTROL_NAMES, as_config, launch_options, names_of, space_of
-from kerntune._tune import Hooks, _first_valid_config, jit_function, kernel_defaults, tune
+from kerntune._arguments import jit_function, kernel_defaults
+from kerntune._hooks import Hooks
+from kerntune._job import _first_valid_config
+from kerntune._tune import tune
 
 _TUNE_OPTIONS = (
     "answer", "atol", "rtol", "target", "strategy_options", "objective", "objective_higher_is_better", "timing",
@@ -214,7 +218,7 @@ def autotune(
     *,
     params: Optional[Mapping[str, Sequence]] = None,
     restrictions: Optional[Sequence[str]] = None,
-    strategy: str = "default",
+    strategy: str = DEFAULTS["strategy"],
     max_fevals: Optional[int] = None,
     time_limit: Optional[float] = None,
     db: Optional[str] = None,

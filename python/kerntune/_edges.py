@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from kerntune._arguments import _grid_function, _is_tensor
 from kerntune._errors import ArgumentError, ArgumentTypeError
+from kerntune._reference import AGREEING_CONFIGS, _agreement_check, _default_tolerance, _difference, _run_configs
 from kerntune._space import launch_options
 
 
@@ -39,8 +41,6 @@ class Edge:
 def bind(fn, call: Mapping[str, Any], edge_args, params: Mapping[str, Sequence], grid) -> list[Edge]:
     """The edges of ``edge_args``: a list whose entries map argument names to the values
     that differ from the call's, or are ``(args, answer)`` pairs."""
-    from kerntune import _tune
-
     if edge_args is None:
         return []
     if isinstance(edge_args, Mapping) or not isinstance(edge_args, Sequence):
@@ -63,48 +63,44 @@ def bind(fn, call: Mapping[str, Any], edge_args, params: Mapping[str, Sequence],
                                 f"(or is a tuned parameter)")
         edge_call = {**call, **entry}
         for name in answer or {}:
-            if not _tune._is_tensor(edge_call.get(name)):
+            if not _is_tensor(edge_call.get(name)):
                 raise ArgumentError(f"{where}: the answer names '{name}', which is not a tensor argument of {fn.__name__}")
-        same = all(value is call[name] or (not _tune._is_tensor(value) and value == call[name])
+        same = all(value is call[name] or (not _is_tensor(value) and value == call[name])
                    for name, value in entry.items())
         if same:
             raise ArgumentError(f"{where}: these are the call's own arguments; give another size")
         label = _label(call, edge_call) or f"set {number}"
         if any(edge.label == label for edge in edges):
             raise ArgumentError(f"{where}: {label} is listed twice")
-        edges.append(Edge(label, edge_call, _tune._grid_function(grid, edge_call, list(params)), answer))
+        edges.append(Edge(label, edge_call, _grid_function(grid, edge_call, list(params)), answer))
     return edges
 
 
 def _label(call: Mapping[str, Any], edge_call: Mapping[str, Any]) -> str:
     """What differs at an edge size, as shown in reasons: the scalars that changed
     (``n_elements = 4095``), else the shapes (``x: 4095x1``); empty when neither did."""
-    from kerntune import _tune
-
     scalars = [f"{name} = {value!r}" for name, value in edge_call.items()
                if isinstance(value, (int, float)) and not isinstance(value, bool) and value != call[name]]
     if scalars:
         return ", ".join(scalars)
     shapes = [f"{name}: {'x'.join(str(d) for d in value.shape)}" for name, value in edge_call.items()
-              if _tune._is_tensor(value) and tuple(value.shape) != tuple(call[name].shape)]
+              if _is_tensor(value) and tuple(value.shape) != tuple(call[name].shape)]
     return ", ".join(shapes)
 
 
 def references(fn, edges: Sequence[Edge], configs, reset_to_zero, hooks, atol, rtol) -> None:
     """Fills each edge's expected outputs: its answer, else the outputs of the reference
     configurations ``configs`` run through Triton there (they must agree)."""
-    from kerntune import _tune
-
     for edge in edges:
         if edge.answer is not None:
             edge.expected = edge.answer
             continue
-        runs, errors = _tune._run_configs(fn, edge.grid, edge.call, configs, reset_to_zero, hooks,
-                                          _tune.AGREEING_CONFIGS, copy=_guarded_run)
+        runs, errors = _run_configs(fn, edge.grid, edge.call, configs, reset_to_zero, hooks,
+                                   AGREEING_CONFIGS, copy=_guarded_run)
         if not runs:
             raise RuntimeError(f"{fn.__name__}: no reference configuration ran at the edge size {edge.label}: "
                                + "; ".join(errors[:2]))
-        _tune._agreement_check(fn, edge.call, reset_to_zero, atol, rtol, f" at the edge size {edge.label}")(runs)
+        _agreement_check(fn, edge.call, reset_to_zero, atol, rtol, f" at the edge size {edge.label}")(runs)
         if not runs[0][1]:
             raise ArgumentError(f"{fn.__name__}: at the edge size {edge.label} the reference configurations changed "
                                 f"no tensor, so there is nothing to check there")
@@ -123,11 +119,9 @@ class Guarded:
     it, instead of into the caller's tensors or past mapped memory."""
 
     def __init__(self, call: Mapping[str, Any]):
-        from kerntune import _tune
-
         self.copies, self.buffers = {}, {}
         for name, value in call.items():
-            if not _tune._is_tensor(value):
+            if not _is_tensor(value):
                 self.copies[name] = value
             elif not value.is_contiguous():
                 self.copies[name] = value.clone()  # strided views keep their layout, unguarded
@@ -172,7 +166,6 @@ def checker(fn, edges: Sequence[Edge], names: Sequence[str], restore_value, rese
     """The check the Rust side calls with a configuration's values (in ``names``' order):
     None when it computes the expected outputs at every edge size, else why not."""
     import torch
-    from kerntune import _tune
 
     def check(values) -> Optional[str]:
         config = dict(zip(names, values))
@@ -196,9 +189,9 @@ def checker(fn, edges: Sequence[Edge], names: Sequence[str], restore_value, rese
                 return f"at the edge size {edge.label} (the call's size passed): {overrun}"
             for name, expected in edge.expected.items():
                 actual = copies[name]
-                tolerance = _tune._default_tolerance(actual)
-                found = _tune._difference(actual, expected.to(actual.dtype).reshape(actual.shape),
-                                          tolerance if atol is None else atol, tolerance if rtol is None else rtol)
+                tolerance = _default_tolerance(actual)
+                found = _difference(actual, expected.to(actual.dtype).reshape(actual.shape),
+                                    tolerance if atol is None else atol, tolerance if rtol is None else rtol)
                 if found is not None:
                     return f"at the edge size {edge.label} (the call's size passed): {name}: {found}"
         return None

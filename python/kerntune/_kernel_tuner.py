@@ -27,6 +27,7 @@ from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
 from kerntune._errors import (ArgumentError, ArgumentTypeError, check_arch, check_device, check_search, check_strategy,
                               warn_unchecked)
+from kerntune._request import KERNEL_TUNER_DEFAULTS as _DEFAULTS, request as _request
 from kerntune._results import NoValidConfigError
 from kerntune.observers.nvml import OBSERVABLES, check_tunables, observed_keys
 from kerntune.util import error_of, get_best_config, get_config_string
@@ -50,7 +51,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
                 strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
                 observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
-                rtol=1e-5, compile_only=False, arch="sm_90", db=None, devices=None, ray=None, ray_gpus=None):
+                rtol=1e-5, compile_only=False, arch=_DEFAULTS["arch"], db=None, devices=None, ray=None, ray_gpus=None):
     """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
     env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
     ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
@@ -73,7 +74,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     started = time.perf_counter()
     _start_log(kernel_name, log)
     _check_unsupported(lang, objectives, texmem_args, compiler, strategy)
-    check_search(strategy, strategy_options, "brute_force", kernel_tuner=True)
+    check_search(strategy, strategy_options, _DEFAULTS["strategy"], kernel_tuner=True)
     observed = observed_keys(observers)
     check_tunables(tune_params if isinstance(tune_params, dict) else {})
     params = _tune_params(tune_params)
@@ -127,7 +128,7 @@ def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid
         call = _Call(kernel_name, kernel_source, problem_size, arguments, one, (grid_div_x, grid_div_y, grid_div_z),
                      None, answer if arrays else None, 0.0, 0.0, keep if arrays else None, smem_args, cmem_args,
                      compiler_options, defines, block_size_names, 1, None, "time", workdir)
-        call.tune(device=device, strategy="brute_force", strategy_options=None, seed=None, cache=None,
+        call.tune(device=device, strategy=None, strategy_options=None, seed=None, cache=None,
                   db=os.path.join(workdir, "run.db"), parallel=None, higher_is_better=False, verbose=False,
                   quiet=True, started=time.perf_counter())
         return [outputs.get(i) if outputs.get(i) is not None else a for i, a in enumerate(arguments)]
@@ -150,7 +151,7 @@ def _check_unsupported(lang, objectives, texmem_args, compiler, strategy):
         raise ArgumentError("texmem_args: texture memory arguments are not supported; pass the data as an array argument")
     if compiler is not None:
         raise ArgumentError("compiler: only for lang='C' in Kernel Tuner; kerntune compiles CUDA C with NVRTC")
-    check_strategy(strategy, "brute_force")
+    check_strategy(strategy, _DEFAULTS["strategy"])
 
 
 def _tune_params(tune_params) -> dict:
@@ -341,7 +342,7 @@ class _Call:
         return spec
 
     def job(self, spec: dict, db, parallel) -> dict:
-        from kerntune._tune import worker_env
+        from kerntune._job import worker_env
 
         workers = parallel if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0 else None
         return {
@@ -349,8 +350,7 @@ class _Call:
             "base": self.workdir,
             "worker": [sys.executable, "-m", "kerntune._worker"],
             "worker_env": list(worker_env().items()),
-            "compile_workers": workers,
-            "db": None if db is None else os.fspath(db),
+            "request": _request(compile_workers=workers, db=None if db is None else os.fspath(db)),
         }
 
     def compile(self, arch, db, parallel, higher_is_better):
@@ -359,17 +359,17 @@ class _Call:
         limits = _COMPILE_ONLY_LIMITS
         spec = self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"], higher_is_better)
         job = self.job(spec, db, parallel)
-        job["arch"] = arch
+        job["request"]["arch"] = arch
         rows = json.loads(_kerntune.compile_kernel_tuner(json.dumps(job), self.conventions.instance))
         compiled = sum(row["status"] == "compiled" for row in rows)
         if compiled == 0:
             raise NoValidConfigError(_no_valid_message(rows, "compiled"))
-        env = {"arch": arch, "compiled": compiled, "configurations": len(rows), "db": job["db"] or _kerntune.default_db()}
+        env = {"arch": arch, "compiled": compiled, "configurations": len(rows), "db": job["request"].get("db") or _kerntune.default_db()}
         return rows, env
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
              started, devices=None, ray=None, ray_gpus=None):
-        from kerntune._tune import RayCheck, check_ray_gpus
+        from kerntune._job import RayCheck, check_ray_gpus
 
         ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
         if ray is not None:  # before the GPU: an unreachable cluster is one line, GPU or not
@@ -388,7 +388,7 @@ class _Call:
         options = dict(strategy_options or {})
         max_fevals = options.pop("max_fevals", None)
         time_limit = options.pop("time_limit", None)
-        strategy = check_strategy(strategy, "brute_force")  # Kernel Tuner's default
+        strategy = check_strategy(strategy, _DEFAULTS["strategy"])
         job = self.job(spec, db, parallel)
         if ray is not None:
             from kerntune import ray_worker
@@ -410,11 +410,10 @@ class _Call:
         if self.verify is not None:
             outputs_dir = os.path.join(self.workdir, "outputs")
             os.makedirs(outputs_dir)
-        job["tune"] = {
-            "search": {"strategy": strategy, "strategy_options": options, "max_fevals": max_fevals,
-                       "time_limit": time_limit, "seed": int(seed or 0)},
-            "device": device, "devices": devices, "cache": document, "outputs_dir": outputs_dir,
-        }
+        job["request"].update(_request(strategy=strategy, strategy_options=options, max_fevals=max_fevals,
+                                       time_limit=time_limit, seed=None if seed is None else int(seed),
+                                       devices=devices or str(device)))
+        job["tune"] = {"cache": document, "outputs_dir": outputs_dir}
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
                                            self._check if self.verify is not None else None, self.constants)
         data = json.loads(text)

@@ -14,7 +14,7 @@ def use_schedule(kernel, args: Mapping[str, Any], grid, config: Mapping[str, Any
     from triton.runtime import driver
 
     from kerntune._space import launch_options
-    from kerntune._tune import jit_function
+    from kerntune._arguments import jit_function
 
     if isinstance(cubin, str):
         cubin = base64.b64decode(cubin)

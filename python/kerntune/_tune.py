@@ -1,4 +1,5 @@
-"""``kerntune.tune``: tune a ``@triton.jit`` kernel on the GPU.
+"""``kerntune.tune``: tune a ``@triton.jit`` kernel on the GPU, and ``kerntune.compile``:
+compile every configuration without one.
 
 The kernel is compiled by worker processes on the CPU (one per core), each specializing a
 configuration exactly as Triton's JIT would specialize this call; the benchmark worker
@@ -7,686 +8,27 @@ owns copies of the call's tensors and launches the cubins from Rust with Triton'
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import os
-import struct
-import sys
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
-from kerntune import _kerntune
-from kerntune._errors import (ArgumentError, ArgumentTypeError, ReferenceDisagreementError, check_arch, check_device, check_devices,
-                              check_search, check_strategy, warn_unchecked)
-from kerntune._kernel_source import capture
+from kerntune import _edges, _kerntune, _pointer_tables, _ptxas
+from kerntune._arguments import (_bind, _buffer_entry, _grid_function, _is_tensor, _storage_span, _tensor_of,
+                                 _write_tensor, jit_function, kernel_defaults)
+from kerntune._errors import (ArgumentError, ArgumentTypeError, check_arch, check_device, check_devices, check_search,
+                              check_strategy, warn_unchecked)
+from kerntune._hooks import Hooks, _descriptor_blocks
+from kerntune._job import (RayCheck, _bench_through_ray, _job, _measured_identity, _objective, _through_ray, check_ray,
+                           check_ray_gpus, worker_command)
+from kerntune._progress import _Progress
+from kerntune._reference import (VERIFY_SETS, _default_tolerance, _extra_sets, _named_tensor, _position,
+                                 _reference_outputs)
+from kerntune._request import DEFAULTS, request as _request
 from kerntune._results import NoValidConfigError, TuneResult
-from kerntune import _edges, _pointer_tables, _ptxas
-from kerntune._space import CONTROL_NAMES, OPTION_NAMES, config_key, launch_options, names_of, space_of
-
-# Element types the benchmark worker knows, by torch dtype name.
-_DTYPES = {
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "float32": "f32",
-    "float64": "f64",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-    "bool": "u8",
-}
-
-# How Triton's launcher packs a scalar of each type.
-_SCALAR_FORMATS = {
-    "i1": "<b", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
-    "u1": "<B", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
-    "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
-}
-
-
-def jit_function(kernel):
-    """The ``JITFunction`` inside decorators (``triton.autotune``, ``kerntune.autotune``)."""
-    from triton.runtime.jit import JITFunction
-
-    fn = kernel
-    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
-        fn = fn.fn
-    if not isinstance(fn, JITFunction):
-        raise ArgumentTypeError(f"{kernel!r} is not a @triton.jit function")
-    return fn
-
-
-def _is_tensor(value) -> bool:
-    return hasattr(value, "data_ptr") and hasattr(value, "dtype") and hasattr(value, "element_size")
-
-
-def _is_descriptor(value) -> bool:
-    """A host-side TMA tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``)."""
-    return type(value).__name__ == "TensorDescriptor" and _is_tensor(getattr(value, "base", None))
-
-
-def _tensor_of(value):
-    """The tensor an argument holds: the tensor itself, a descriptor's base, else None."""
-    if _is_tensor(value):
-        return value
-    return value.base if _is_descriptor(value) else None
-
-
-def _with_tensor(value, tensor):
-    """``value`` holding ``tensor`` instead: the tensor, or a copy of the descriptor over it
-    (its block shape free to change, as a config's ``pre_hook`` changes it)."""
-    if not _is_descriptor(value):
-        return tensor
-    desc = copy.copy(value)
-    desc.base = tensor
-    desc.block_shape = list(value.block_shape)
-    return desc
-
-
-def _dtype_name(tensor) -> str:
-    return str(tensor.dtype).split(".")[-1]
-
-
-def _storage_span(tensor) -> int:
-    """Elements of storage the tensor reaches, from its first element."""
-    if tensor.numel() == 0:
-        return 0
-    if any(s < 0 for s in tensor.stride()):
-        raise ArgumentError("tensors with negative strides are not supported")
-    return 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
-
-
-def _write_tensor(tensor, path: str) -> None:
-    import torch
-
-    span = _storage_span(tensor)
-    flat = torch.as_strided(tensor, (span,), (1,))
-    flat.detach().contiguous().cpu().view(torch.uint8).numpy().tofile(path)
-
-
-def _pack_scalar(kind: str, value) -> str:
-    import base64
-
-    if kind == "bf16":
-        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-        data = struct.pack("<H", ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
-    else:
-        fmt = _SCALAR_FORMATS.get(kind)
-        if fmt is None:
-            raise ArgumentTypeError(f"scalar arguments of Triton type {kind} are not supported")
-        data = struct.pack(fmt, value)
-    return base64.b64encode(data).decode()
-
-
-def worker_env() -> dict:
-    """The environment workers need on top of ours: this interpreter's import path, so that
-    they import kerntune and the user's modules as this process does."""
-    return {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
-
-
-def worker_command(extra: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "kerntune._worker", *extra]
-
-
-def _grid_function(grid, call_args: Mapping[str, Any], names: Sequence[str]):
-    """Turns the user's grid (a callable of META, a tuple, or an expression string) into a
-    function of a configuration's values."""
-    def meta(values):
-        m = dict(call_args)
-        m.update(zip(names, values))
-        return m
-
-    if callable(grid):
-        def fn(values):
-            g = grid(meta(values))
-            return [int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))]
-    elif isinstance(grid, str):
-        def cdiv(a, b):
-            return -(-a // b)
-
-        def fn(values):
-            g = eval(grid, {"__builtins__": {}, "cdiv": cdiv, "min": min, "max": max}, meta(values))
-            return [int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))]
-    else:
-        fixed = [int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,))]
-
-        def fn(values):
-            return fixed
-    return fn
-
-
-def _specialization(fn, call: Mapping[str, Any], config: Mapping[str, Any], arch: int):
-    """Triton's specialization of this call (types and constants), from its own binder."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    backend = make_backend(GPUTarget("cuda", arch, 32))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    kwargs = dict(call)
-    kwargs.update({k: v for k, v in config.items() if k in fn.arg_names})
-    options = {k: v for k, v in config.items()
-               if k not in fn.arg_names and not (k == "maxnreg" and v == 0) and k not in CONTROL_NAMES}
-    _, specialization, _ = binder(**kwargs, **options)
-    return specialization
-
-
-def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[str], limit: int = 64) -> list[dict]:
-    return json.loads(_kerntune.valid_configs(json.dumps(params), list(restrictions), limit))
-
-
-#: Configurations that run through Triton and must agree before their outputs are the
-#: reference (without ``answer``): one wrong configuration cannot then set the standard
-#: every other is held to. Each costs one compile in this process (1.5 s for the tutorial
-#: matmul) and one launch, once per tuning; two detect a wrong one, a third would not say
-#: more than "pass answer=".
-AGREEING_CONFIGS = 2
-
-
-def _clones(call):
-    """Copies of a call's tensors (the rest as given; a pointer table over copies of what it
-    points into), and no check after a launch."""
-    def clone(v):
-        if _pointer_tables.table_of(v) is not None:
-            return _pointer_tables.cloned(v)
-        return _with_tensor(v, _tensor_of(v).clone()) if _tensor_of(v) is not None else v
-    return {k: clone(v) for k, v in call.items()}, None
-
-
-def _named_tensor(call, name):
-    """The tensor an argument holds, or the one a pointer-table entry named ``name`` points into."""
-    return _tensor_of(call[name]) if name in call else _pointer_tables.targets(call)[name]
-
-
-def _position(fn, call, name) -> int:
-    """Where ``name`` is among the job's arguments: a pointer table's targets come after the kernel's own."""
-    return fn.arg_names.index(name) if name in fn.arg_names else _pointer_tables.positions(fn, call)[name]
-
-
-def _run_configs(fn, grid, call, configs, reset_to_zero, hooks, limit, copy=_clones):
-    """Runs configurations through Triton itself, each on copies of the tensors, until
-    ``limit`` have run. Returns ``[(config, {name: changed tensor})]`` and the errors of those
-    that did not run. ``copy(call)`` makes the copies and a check called after the launch,
-    whose exception fails the run (default: ``_clones``)."""
-    import torch
-
-    runs, errors = [], []
-    for config in configs:
-        if len(runs) == limit:
-            break
-        copies, after = copy(call)
-        for name in reset_to_zero:
-            copies[name].zero_()
-        launch = launch_options(config)
-        try:
-            hooks.around(lambda: fn[lambda meta: tuple(grid(list(config.values())))](**copies, **launch), {**copies, **launch}, config)
-            torch.cuda.synchronize()
-            if after is not None:
-                after()
-        except Exception as error:  # try the next configuration
-            errors.append(f"{config}: {type(error).__name__}: {error}")
-            continue
-        # A pointer table's copy points at copies: what changed is what it points into.
-        changed = {k: _tensor_of(copies[k]) for k, v in call.items()
-                   if _tensor_of(v) is not None and k not in reset_to_zero and _pointer_tables.table_of(v) is None
-                   and not _same_bytes(_tensor_of(copies[k]), _tensor_of(v))}
-        changed.update({k: copies[k] for k in reset_to_zero if copies[k].count_nonzero().item() > 0})
-        changed.update(_pointer_tables.changed(call, copies, _same_bytes))
-        runs.append((config, changed))
-    return runs, errors
-
-
-def _agreement_check(fn, call, reset_to_zero, atol, rtol, where=""):
-    """A function that raises ``ReferenceDisagreementError`` when reference runs disagree."""
-    import torch
-
-    def unchanged(name):
-        return torch.zeros_like(call[name]) if name in reset_to_zero else _named_tensor(call, name)
-
-    def difference(name, actual, expected):
-        tolerance = _default_tolerance(expected)
-        return _difference(actual, expected, tolerance if atol is None else atol, tolerance if rtol is None else rtol)
-
-    def check(runs):
-        problem = _disagreement(runs, unchanged, difference)
-        if problem is not None:
-            raise ReferenceDisagreementError(
-                f"{fn.__name__}: without answer=, the reference is the outputs of the first configurations that run "
-                f"through Triton, and they disagree{where}: {problem}. One of them is wrong (or the kernel is not "
-                f"deterministic beyond atol/rtol); give answer= (the expected outputs) to check against")
-    return check
-
-
-def _reference_outputs(fn, grid, call, configs, reset_to_zero, hooks, atol, rtol):
-    """Runs the first configurations that run (up to ``AGREEING_CONFIGS``) through Triton
-    itself, each on copies of the tensors: the tensors a run changes are the outputs. Their
-    outputs must agree within the tolerances; the first configuration's are the reference.
-    Returns the runs, the first being the reference."""
-    runs, errors = _run_configs(fn, grid, call, configs, reset_to_zero, hooks, AGREEING_CONFIGS)
-    if not runs:
-        raise RuntimeError("no configuration ran through Triton to give a reference:\n" + "\n".join(errors[:5]))
-    if not any(changed for _, changed in runs):
-        written = _written_outputs(fn, grid, call, runs[0][0], reset_to_zero, hooks)
-        runs = [(config, {name: _tensor_of(call[name]).clone() for name in written}) for config, _ in runs]
-    _agreement_check(fn, call, reset_to_zero, atol, rtol)(runs)
-    return runs
-
-
-def _written_outputs(fn, grid, call, config, reset_to_zero, hooks) -> list:
-    """The floating-point tensors a launch of ``config`` writes, for a call whose outputs
-    already held what the kernel computes (an output from ``torch.empty`` on memory where
-    the same product was freed: a benchmark calling one computation after another). Each
-    such tensor in turn is filled with NaN on a copy, the others left as they are, and is an
-    output when the launch leaves a number in it. Index and pointer tensors keep their
-    values, so no launch reads out of bounds."""
-    written = []
-    for name, value in call.items():
-        tensor = _tensor_of(value)
-        if tensor is None or not tensor.is_floating_point() or name in reset_to_zero:
-            continue
-
-        def copy(call, name=name):
-            copies, _ = _clones(call)
-            _tensor_of(copies[name]).fill_(float("nan"))
-            return copies, lambda: None if _tensor_of(copies[name]).isnan().all().item() else written.append(name)
-
-        _run_configs(fn, grid, call, [config], reset_to_zero, hooks, 1, copy=copy)
-    return written
-
-
-#: Input sets beyond the call's own on which every configuration is checked when the
-#: reference configurations compute the expected outputs (``verify_sets=``): a
-#: configuration right on one set of inputs by accident (a bound the data happen to respect,
-#: a race the data hide) is caught on the next, as ``[verify] sets`` does for CUDA C.
-VERIFY_SETS = 2
-
-
-def _shuffled_inputs(call, outputs, reset_to_zero, number: int) -> dict:
-    """The call's tensors with each floating-point input's elements shuffled, seeded by
-    the set's ``number`` and the tensor's place: the same values in other places, so the same range and no NaN or
-    infinity the call lacked. Integer tensors (indices, offsets, lengths) keep their data,
-    as do outputs, zeroed tensors and tensors that are not plain contiguous blocks."""
-    import torch
-
-    shuffled = {}
-    for index, (name, value) in enumerate(call.items()):
-        tensor = _tensor_of(value)
-        if (tensor is not None and tensor.is_floating_point() and name not in outputs and name not in reset_to_zero
-                and tensor.is_contiguous() and tensor.numel() > 1):
-            # Drawn on the tensor's device (no permutation built on the host and copied over),
-            # each tensor its own.
-            generator = torch.Generator(device=tensor.device).manual_seed(0x5EED + 1009 * number + index)
-            order = torch.randperm(tensor.numel(), generator=generator, device=tensor.device)
-            shuffled[name] = _with_tensor(value, tensor.reshape(-1)[order].reshape(tensor.shape))
-    return shuffled
-
-
-def _extra_sets(fn, grid, call, runs, reset_to_zero, hooks, atol, rtol, count, workdir, positions):
-    """Input sets beyond the call's own, with the outputs the reference configurations
-    (``runs``, which agreed on the call's tensors) compute on each; they must agree again.
-    Returns the job's ``extra_sets``: empty when no input can be shuffled."""
-    sets = []
-    expected_names = list(runs[0][1])
-    for number in range(1, count + 1):
-        shuffled = _shuffled_inputs(call, set(expected_names), reset_to_zero, number)
-        if not shuffled:
-            return []
-        data = {**call, **shuffled}
-        configs = [config for config, _ in runs]
-        again, errors = _run_configs(fn, grid, data, configs, reset_to_zero, hooks, len(configs))
-        if len(again) < len(configs):
-            raise RuntimeError(f"{fn.__name__}: a reference configuration failed on input set {number + 1} "
-                               f"(the call's inputs shuffled): " + "; ".join(errors[:2]))
-        _agreement_check(fn, data, reset_to_zero, atol, rtol,
-                         f" on input set {number + 1} (the call's floating-point inputs shuffled)")(again)
-        inputs = []
-        for name, value in shuffled.items():
-            path = os.path.join(workdir, f"{name}.set{number}.bin")
-            _write_tensor(_tensor_of(value), path)
-            inputs.append([positions[name], path])
-        expected = []
-        for name in expected_names:
-            path = os.path.join(workdir, f"{name}.set{number}.expected.bin")
-            output = again[0][1].get(name)
-            if output is None:  # this set's run left it as the call had it (zeroed, if reset)
-                output = call[name].new_zeros(call[name].shape) if name in reset_to_zero else _named_tensor(call, name)
-            _write_tensor(output, path)
-            expected.append(path)
-        sets.append({"inputs": inputs, "expected": expected})
-    return sets
-
-
-def _disagreement(runs, unchanged, difference) -> Optional[str]:
-    """How the runs' outputs differ, or None when they agree. ``runs`` holds
-    ``(config, {name: output})`` of each run, the first being the reference; a tensor one
-    run leaves alone is ``unchanged(name)`` there; ``difference(name, actual, expected)``
-    says how two outputs differ beyond the tolerances, or None."""
-    (first, expected), others = runs[0], runs[1:]
-    for config, outputs in others:
-        for name in sorted(set(expected) | set(outputs)):
-            actual = outputs[name] if name in outputs else unchanged(name)
-            found = difference(name, actual, expected[name] if name in expected else unchanged(name))
-            if found is not None:
-                return f"{name} of {_describe_config(config)} differs from that of {_describe_config(first)}: {found}"
-    return None
-
-
-def _describe_config(config: Mapping[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {v!r}" for k, v in config.items()) + "}"
-
-
-def _difference(actual, expected, atol: float, rtol: float) -> Optional[str]:
-    """How ``actual`` differs from ``expected`` (torch tensors), by the rule the benchmark
-    worker applies: an element passes when ``|actual - expected| <= atol + rtol * |expected|``,
-    and NaN never passes. None when every element passes."""
-    a, e = actual.reshape(-1), expected.reshape(-1)
-    if expected.is_floating_point():
-        a, e = a.double(), e.double()
-        bad = ~((a - e).abs() <= atol + rtol * e.abs())
-    else:
-        bad = a != e
-    count = int(bad.sum().item())
-    if count == 0:
-        return None
-    first = int(bad.nonzero()[0].item())
-    return (f"{count} of {bad.numel()} elements differ beyond atol {atol}, rtol {rtol} "
-            f"(first at index {first}: {a[first].item()!r} against {e[first].item()!r})")
-
-
-def _same_bytes(a, b) -> bool:
-    import torch
-
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
-
-
-def _default_tolerance(tensor) -> float:
-    return 1e-2 if tensor.is_floating_point() else 0.0
-
-
-class _DType(str):
-    """A stand-in tensor's element type: its name, with the two facts a host-side
-    ``TensorDescriptor`` reads of a torch dtype."""
-
-    @property
-    def itemsize(self) -> int:
-        from triton._utils import BITWIDTH_DICT
-
-        return max(BITWIDTH_DICT[str(self)] // 8, 1)
-
-    @property
-    def is_floating_point(self) -> bool:
-        return str(self).startswith(("float", "bfloat"))
-
-
-class Tensor:
-    """A stand-in for a tensor argument when compiling without a GPU
-    (``kerntune.compile``): its element type, shape and address (for alignment). It can be
-    the base of a ``TensorDescriptor`` (``TensorDescriptor.from_tensor``), contiguous."""
-
-    def __init__(self, dtype: str, shape: Sequence[int], data_ptr: int = 1 << 20):
-        # Triton's own table of element types: a name it lacks would fail inside Triton
-        # (a KeyError) at the first compile.
-        from triton._utils import BITWIDTH_DICT
-
-        if not isinstance(dtype, str) or BITWIDTH_DICT.get(dtype, 0) == 0:
-            raise ArgumentError(f"Tensor dtype {dtype!r} is not an element type Triton knows; give a torch dtype's "
-                                f"name: {', '.join(_DTYPES)}, or another of Triton's (int8, float8_e4m3fn...)")
-        self.dtype = _DType(dtype)
-        self.shape = tuple(shape)
-        self._data_ptr = data_ptr
-
-    def data_ptr(self) -> int:
-        return self._data_ptr
-
-    def element_size(self) -> int:
-        return self.dtype.itemsize
-
-    def stride(self) -> tuple:
-        strides, step = [], 1
-        for extent in reversed(self.shape):
-            strides.insert(0, step)
-            step *= extent
-        return tuple(strides)
-
-
-def kernel_defaults(fn) -> dict:
-    """The kernel's parameters that have default values, with them."""
-    return {p.name: p.default for p in fn.params if p.has_default}
-
-
-def _bind(fn, args: Mapping[str, Any], params: Mapping[str, Sequence]) -> dict:
-    """The call's arguments in the kernel's order (defaults filled in), tuned ones left out."""
-    if not isinstance(args, Mapping):
-        raise ArgumentTypeError(f"args must be a dict of {fn.__name__}'s argument names to values, got {type(args).__name__}")
-    unknown = [k for k in args if k not in fn.arg_names]
-    if unknown:
-        raise ArgumentTypeError(f"{fn.__name__} has no argument named {', '.join(unknown)}")
-    for name in params:
-        if name not in fn.arg_names and name not in OPTION_NAMES:
-            raise ArgumentError(f"parameter '{name}' is neither an argument of {fn.__name__} nor a compile option ({', '.join(OPTION_NAMES)})")
-        if name in fn.arg_names and not fn.params[fn.arg_names.index(name)].is_constexpr:
-            raise ArgumentError(f"parameter '{name}' must be a tl.constexpr argument of {fn.__name__} to be tuned")
-    call = {}
-    for p in fn.params:
-        if p.name in params:
-            continue
-        if p.name in args:
-            call[p.name] = args[p.name]
-        elif p.has_default:
-            call[p.name] = p.default
-        else:
-            raise ArgumentTypeError(f"missing argument '{p.name}' of {fn.__name__} (give it in args or tune it in params)")
-    return call
-
-
-def _constexpr_value(fn, name, value) -> dict:
-    """A constexpr argument's value as the compile worker reads it: JSON, or a Triton dtype
-    by its name (a default such as ``OUT: tl.constexpr = tl.float16``)."""
-    import triton.language as tl
-
-    if isinstance(value, tl.dtype):
-        return {"value": str(value), "triton_dtype": value.name}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return {"value": value}
-    raise ArgumentTypeError(f"{fn.__name__}: constexpr argument {name} = {value!r}: kerntune sends constexpr values "
-                            f"to its compile workers, which take an int, float, bool, str, None or a Triton dtype")
-
-
-def _buffer_entry(name, tensor) -> dict:
-    """The job's entry of a buffer argument; its file and length are filled in later."""
-    dtype = _DTYPES.get(_dtype_name(tensor), "u8" if tensor.element_size() == 1 else None)
-    if dtype is None:
-        raise ArgumentTypeError(f"argument {name}: tensors of {tensor.dtype} are not supported yet")
-    return {"kind": "buffer", "name": name, "dtype": dtype, "len": 0, "file": "", "output": False}
-
-
-def _describe(fn, call, params, specialization):
-    """Per kernel parameter: the job's argument entry (buffer, scalar or constant) and the
-    compile worker's stand-in description."""
-    job_args, describe = [], []
-    for index, p in enumerate(fn.params):
-        kind = specialization[index][0]
-        if p.name in params:
-            job_args.append({"kind": "constant", "name": p.name})
-            describe.append({"name": p.name, "kind": "tuned"})
-            continue
-        value = call[p.name]
-        if kind == "constexpr":
-            job_args.append({"kind": "constant", "name": p.name})
-            describe.append({"name": p.name, "kind": "value", **_constexpr_value(fn, p.name, value)})
-        elif _is_descriptor(value):
-            base = value.base
-            dtype = _DTYPES.get(_dtype_name(base), "u8" if base.element_size() == 1 else None)
-            if dtype is None:
-                raise ArgumentTypeError(f"argument {p.name}: tensor descriptors over {base.dtype} are not supported yet")
-            job_args.append({"kind": "buffer", "name": p.name, "dtype": dtype, "len": 0, "file": "", "output": False})
-            describe.append({"name": p.name, "kind": "tensordesc", "dtype": _dtype_name(base), "data_ptr": base.data_ptr(),
-                             "shape": [int(n) for n in value.shape], "strides": [int(n) for n in value.strides],
-                             "block_shape": [int(n) for n in value.block_shape], "padding": value.padding})
-        elif _is_tensor(value):
-            job_args.append(_buffer_entry(p.name, value))
-            describe.append({"name": p.name, "kind": "tensor", "dtype": _dtype_name(value), "data_ptr": value.data_ptr()})
-        else:
-            job_args.append({"kind": "scalar", "name": p.name, "bytes": _pack_scalar(kind, value)})
-            describe.append({"name": p.name, "kind": "value", "value": value})
-    return job_args, describe
-
-
-def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
-    """ACF files (``--apply-controls`` in ``ptx_options``, or an ``acf`` parameter) need
-    ptxas 13.3 or newer: a clear error otherwise, naming the ptxas (``chosen``, or Triton's)."""
-    acfs = [v for v in params.get("acf", []) if v not in ("", "none")]
-    if not acfs and not any("apply-controls" in str(v) for v in params.get("ptx_options", [])):
-        return
-    if chosen is None:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        ptxas = get_ptxas(90)
-        version, path = str(ptxas.version), ptxas.path
-    else:
-        version, path = chosen["version"], chosen["path"]
-    found = tuple(int(x) for x in version.split(".")[:2])
-    if found < (13, 3):
-        raise _kerntune.SpecError(
-            f"ACF files (--apply-controls) need ptxas 13.3 or newer; this Triton uses ptxas {version} "
-            f"({path}); pass ptxas=\"pip\" (with nvidia-cuda-nvcc 13.3 installed) or a newer ptxas's path"
-        )
-    for acf in acfs:
-        if not os.path.isfile(str(acf)):
-            raise ArgumentError(f"acf = {acf!r}: no such file")
-
-
-def check_ray(address: str, gpus: int = 0) -> int:
-    """Checks, in a process of its own, that Ray is there, the cluster at ``address``
-    answers and has ``gpus`` GPUs at least, else raises one line saying what to do.
-    Returns how many GPUs the cluster has."""
-    return RayCheck(address, gpus).result()
-
-
-class RayCheck:
-    """``check_ray`` started now and answered later: joining a cluster takes its process a
-    few seconds, which a run spends preparing its reference meanwhile. ``ray_gpus`` is what
-    the call asked for (None, a count, or ``"all"``)."""
-
-    def __init__(self, address: str, ray_gpus: Union[int, str, None] = None):
-        import subprocess
-
-        from kerntune import ray_worker
-
-        self.address, self.ray_gpus = address, ray_gpus
-        asked = ray_gpus if isinstance(ray_gpus, int) else 0
-        self.process = subprocess.Popen(
-            [sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(asked)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def result(self) -> int:
-        """How many GPUs the cluster has, or the check's one-line error."""
-        stdout, stderr = self.process.communicate()
-        if self.process.returncode != 0:
-            lines = [line for line in stderr.splitlines() if line.strip()]
-            reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
-                f"the relay exited with {self.process.returncode}"
-            raise _kerntune.BackendError(f"ray={self.address!r}: {reason}")
-        answers = [line for line in stdout.splitlines() if line.startswith("{")]
-        return int(json.loads(answers[-1])["gpus"]) if answers else 0
-
-    def bench_gpus(self) -> Optional[int]:
-        """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every
-        one, and a cluster without any is refused), None for this machine's."""
-        have = self.result()
-        if self.ray_gpus != "all":
-            return self.ray_gpus
-        if have == 0:
-            raise _kerntune.BackendError(f"ray={self.address!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
-        return have
-
-
-def check_ray_gpus(ray_gpus, ray, devices=None) -> Union[int, str, None]:
-    """``ray_gpus``: None, ``"all"`` or a count of 1 or more, only with ``ray`` and not with
-    ``devices``."""
-    if ray_gpus is None:
-        return None
-    if ray is None:
-        raise ArgumentError("ray_gpus= measures on a Ray cluster's GPUs: give ray= (the cluster's address) too")
-    if devices is not None:
-        raise ArgumentError("give devices= (this machine's GPUs) or ray_gpus= (the Ray cluster's), not both")
-    if ray_gpus == "all" or (isinstance(ray_gpus, int) and not isinstance(ray_gpus, bool) and ray_gpus >= 1):
-        return ray_gpus
-    raise ArgumentError(f"ray_gpus = {ray_gpus!r}: give a number of GPUs (1 or more) or \"all\"")
-
-
-def _through_ray(job: dict, address: str) -> None:
-    """Runs the job's compile workers as actors of the Ray cluster at ``address`` (through
-    ``kerntune.ray_worker``, which ships them their setup file); call ``check_ray`` first."""
-    from kerntune import ray_worker
-
-    argv = job["compile_worker"]
-    setup = argv[argv.index("--triton-setup") + 1]
-    job["compile_worker"] = ray_worker.command(sys.executable, address, argv, env=list(job["worker_env"]), ship=[setup])
-
-
-def _bench_through_ray(job: dict, address: str) -> None:
-    """Runs the job's benchmark workers as Ray actors holding one GPU each, shipped every
-    file they read (the arguments, the expected outputs, the extra input sets): a node that
-    lacks one gets it written at the same path."""
-    from kerntune import ray_worker
-
-    files = [entry["file"] for entry in job["args"] if entry.get("file")]
-    files += [entry["file"] for entry in job.get("reference") or []]
-    for extra in job.get("extra_sets") or []:
-        files += [path for _, path in extra["inputs"]] + list(extra["expected"])
-    job["bench_worker"] = ray_worker.command(sys.executable, address, job["bench_worker"], env=list(job["worker_env"]),
-                                             ship=files, gpus=1)
-
-
-def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, ptxas=None):
-    """The tuning job every call shares: arguments described, the compile worker's setup
-    file written, the kernel fingerprinted. ``ptxas`` is the chosen one (``_ptxas.resolve``)."""
-    import triton
-
-    check_ptx_options(params, ptxas)
-
-    configs = listed.rows if listed is not None else _first_valid_config(params, restrictions)
-    if not configs:
-        raise _kerntune.SpaceError("no configuration satisfies the restrictions")
-    specialization = _specialization(fn, call, configs[0], arch)
-    job_args, describe = _describe(fn, call, params, specialization)
-    setup_path = os.path.join(workdir, "triton-setup.json")
-    with open(setup_path, "w") as f:
-        json.dump({
-            "kernel": capture(fn),
-            "args": describe,
-            "arch": arch,
-            "shared_limit": shared_limit,
-        }, f)
-    problem = {
-        "args": {d["name"]: (f"{d['dtype']}{list(_tensor_of(call[d['name']]).shape)}" if d["kind"] in ("tensor", "tensordesc")
-                             else d.get("value")) for d in describe if d["kind"] != "tuned"},
-        "specialization": [list(s) for s in specialization if s[0] != "constexpr"],
-    }
-    identity = [fn.cache_key, triton.__version__, problem["specialization"]]
-    if ptxas is not None:
-        identity.append(f"ptxas {ptxas['version']}")  # another ptxas makes other binaries
-    fingerprint = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
-    env = worker_env()
-    if ptxas is not None:
-        env["TRITON_PTXAS_PATH"] = ptxas["path"]
-    job = {
-        "kernel_name": fn.__name__,
-        "params": params,
-        "restrictions": list(restrictions),
-        "configs": None if listed is None else listed.rows,
-        "args": job_args,
-        "fingerprint": fingerprint,
-        "problem": problem,
-        "compile_worker": worker_command(["--triton-setup", setup_path]),
-        "bench_worker": worker_command([]),
-        "worker_env": env,
-        "ptxas": ptxas,
-    }
-    return job, describe, configs
+from kerntune._space import names_of, space_of
 
 
 def compile(
@@ -696,7 +38,7 @@ def compile(
     restrictions: Optional[Sequence[str]] = None,
     *,
     configs: Optional[Sequence] = None,
-    arch: str = "sm_90",
+    arch: str = DEFAULTS["arch"],
     shared_limit: int = 232448,
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
@@ -736,7 +78,8 @@ def compile(
         # answers are not this call's.
         job["problem"]["shared_limit"] = shared_limit
         hooks = Hooks.of(listed)
-        text = _kerntune.compile_triton(json.dumps(job), f"sm_{number}", compile_workers, db,
+        asked = _request(arch=f"sm_{number}", compile_workers=compile_workers, db=db)
+        text = _kerntune.compile_triton(json.dumps(job, default=str), json.dumps(asked, default=str),
                                         _descriptor_blocks(call, list(params), hooks))
     return json.loads(text)
 
@@ -750,7 +93,7 @@ def tune(
     answer: Optional[Mapping[str, Any]] = None,
     atol: Optional[float] = None,
     rtol: Optional[float] = None,
-    strategy: str = "default",
+    strategy: str = DEFAULTS["strategy"],
     max_fevals: Optional[int] = None,
     time_limit: Optional[float] = None,
     db: Optional[str] = None,
@@ -771,8 +114,8 @@ def tune(
     ray: Optional[str] = None,
     ray_gpus: Union[int, str, None] = None,
     progress: bool = True,
-    finalists: int = 4,
-    finalists_within: float = 0.05,
+    finalists: int = DEFAULTS["finalists"],
+    finalists_within: float = DEFAULTS["finalists_within"],
     schedule: bool = False,
     schedule_options: Optional[Mapping[str, Any]] = None,
     hooks: Optional["Hooks"] = None,
@@ -780,7 +123,7 @@ def tune(
     edge_args: Optional[Sequence] = None,
     ptxas: Optional[str] = None,
     controls: Optional[str] = None,
-    controls_budget: int = 24,
+    controls_budget: int = DEFAULTS["controls_budget"],
 ) -> TuneResult:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -892,8 +235,9 @@ def tune(
     ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
     if devices is not None and device is not None:
         raise ArgumentError("give device= or devices=, not both")
-    strategy = check_strategy(strategy, "default")
-    check_search(strategy, strategy_options, "default", max_fevals=max_fevals, time_limit=time_limit, target=target)
+    strategy = check_strategy(strategy, DEFAULTS["strategy"])
+    check_search(strategy, strategy_options, DEFAULTS["strategy"], max_fevals=max_fevals, time_limit=time_limit,
+                 target=target)
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     restore_value = names_of(restore_value, "restore_value")
@@ -921,20 +265,22 @@ def tune(
     chosen = _ptxas.resolve(ptxas)
     if controls == "compileiq" and chosen is None:
         raise ArgumentError("controls=\"compileiq\" needs ptxas= (ACF files are read by a ptxas of their own version)")
+    request = _request(strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals,
+                       time_limit=time_limit, target=target, seed=seed, db=db, fresh=fresh,
+                       compile_workers=compile_workers, devices=devices or str(device), finalists=finalists,
+                       finalists_within=finalists_within, schedule=schedule,
+                       schedule_options=schedule_options if schedule else None,
+                       controls={"budget": controls_budget, "ptxas_version": chosen["version"], "worker": worker_command([])}
+                       if controls == "compileiq" else None)
+    checks = _Checks(answer, atol, rtol, restore_value, reset_to_zero, hooks or Hooks.of(listed), verify_sets,
+                     edges)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
     try:
         result = _tune_in(
-            fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-            hooks or Hooks.of(listed), device, arch, info, workdir, dict(
-                strategy=strategy, strategy_options=strategy_options, max_fevals=max_fevals, time_limit=time_limit,
-                target=target, seed=seed, db=db, fresh=fresh, compile_workers=compile_workers, progress=progress,
-                objective=_objective(objective, objective_higher_is_better), timing=timing, schedule=schedule,
-                schedule_options=schedule_options, finalists=finalists, finalists_within=finalists_within, ptxas=chosen,
-                devices=devices, ray=ray, ray_gpus=ray_gpus,
-                controls={"budget": controls_budget, "ptxas_version": chosen["version"], "worker": worker_command([])}
-                if controls == "compileiq" else None,
+            fn, call, grid_fn, params, listed, restrictions, checks, arch, info, workdir, request, dict(
+                progress=progress, objective=_objective(objective, objective_higher_is_better), timing=timing,
+                ptxas=chosen, ray=ray, ray_gpus=ray_gpus,
             ),
-            verify_sets, edges,
         )
     finally:
         if os.environ.get("KERNTUNE_KEEP_TEMP") != "1":
@@ -944,107 +290,26 @@ def tune(
     return result
 
 
-def _measured_identity(job: dict, edge_sizes: Sequence[str] = ()) -> str:
-    """The job's fingerprint, with what changes the measured values folded in: the
-    objective, graph timing, energy measurement, the edge sizes checked. A store then never
-    answers an energy objective with rows measured for time alone, nor a run without edge
-    sizes with rows found wrong at one."""
-    timing = job.get("timing") or {}
-    measured = {key: timing[key] for key in ("graph", "energy") if timing.get(key)}
-    objective = job.get("objective")
-    if objective is None and not measured and not edge_sizes:
-        return job["fingerprint"]
-    parts = [objective, measured] + ([list(edge_sizes)] if edge_sizes else [])
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return f"{job['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+class _Checks(NamedTuple):
+    """How a tuning checks its configurations' outputs: ``tune``'s arguments of these names
+    (``hooks`` settled, ``edges`` bound)."""
+
+    answer: Optional[Mapping[str, Any]]
+    atol: Optional[float]
+    rtol: Optional[float]
+    restore_value: Sequence[str]
+    reset_to_zero: Sequence[str]
+    hooks: Hooks
+    verify_sets: int
+    edges: Sequence[_edges.Edge]
 
 
-def _objective(objective, higher_is_better) -> Optional[dict]:
-    """The job's objective from ``objective=`` (a name or expression, or a ``(name,
-    expression)`` pair) and ``objective_higher_is_better=``; ``None`` for the time."""
-    if higher_is_better is not None and not isinstance(higher_is_better, bool):
-        raise ArgumentTypeError("objective_higher_is_better: give True or False")
-    if objective is None or objective == "time":
-        if higher_is_better:
-            raise ArgumentError("objective_higher_is_better=True: the time is better lower; give objective= as well")
-        return None
-    if isinstance(objective, str):
-        name, expression = objective, None
-    elif isinstance(objective, tuple) and len(objective) == 2 and all(isinstance(x, str) for x in objective):
-        name, expression = objective
-    else:
-        raise ArgumentTypeError("objective: give a name or expression ('energy', 'edp', 'energy*time**2') or a "
-                                "(name, expression) pair of strings")
-    if not name.strip():
-        raise ArgumentError("objective: give a name (time, energy, edp) or an expression such as energy*time**2")
-    return {"name": name, "expression": expression, "higher_is_better": higher_is_better}
-
-
-class Hooks:
-    """Python code a Triton user runs around launches (``pre_hook``, ``post_hook``,
-    ``triton.Config.pre_hook``). kerntune runs them around the launches made in this
-    process: the reference runs and every launch of the chosen configuration. The benchmark
-    worker launches the cubins on its own copies of the tensors, where Python cannot run;
-    ``reset_to_zero`` and ``restore_value`` say declaratively what such hooks usually do."""
-
-    def __init__(self, pre_hook=None, post_hook=None, config_hooks=None):
-        self.pre_hook = pre_hook
-        self.post_hook = post_hook
-        self.config_hooks = config_hooks or {}
-
-    @classmethod
-    def of(cls, listed, pre_hook=None, post_hook=None) -> "Hooks":
-        """The call's hooks, with each listed configuration's ``pre_hook`` (``listed``: a
-        ``Listed`` space, or None)."""
-        return cls(pre_hook, post_hook, listed.config_hooks() if listed is not None else None)
-
-    def before(self, nargs: dict, config: Mapping[str, Any]) -> None:
-        """The hooks that run before a launch of ``config``: its own, then the call's."""
-        config_hook = self.config_hooks.get(config_key(config))
-        if config_hook is not None:
-            config_hook(nargs)
-        if self.pre_hook is not None:
-            self.pre_hook(nargs)
-
-    @property
-    def active(self) -> bool:
-        """Whether there is any hook to run."""
-        return bool(self.config_hooks or self.pre_hook or self.post_hook)
-
-    def around(self, launch, nargs: dict, config: Mapping[str, Any]):
-        if not self.active:
-            return launch()
-        self.before(nargs, config)
-        try:
-            result = launch()
-        except Exception as error:
-            if self.post_hook is not None:
-                self.post_hook(nargs, exception=error)
-            raise
-        if self.post_hook is not None:
-            self.post_hook(nargs, exception=None)
-        return result
-
-
-def _descriptor_blocks(call: Mapping[str, Any], names: Sequence[str], hooks: Hooks):
-    """For a call with host-side tensor descriptors, the function the run asks for each
-    configuration's block shapes (values in the order of ``names``; JSON ``{name: [dims]}``
-    back): the hooks that run before a launch set them, as Triton's tutorials do in a
-    config's ``pre_hook``, here on copies of the descriptors. None without descriptors."""
-    described = [name for name, value in call.items() if _is_descriptor(value)]
-    if not described:
-        return None
-
-    def blocks(values):
-        config = dict(zip(names, values))
-        nargs = {**call, **{name: _with_tensor(call[name], call[name].base) for name in described}, **config}
-        hooks.before(nargs, config)
-        return json.dumps({name: [int(n) for n in nargs[name].block_shape] for name in described})
-    return blocks
-
-
-def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol, restore_value, reset_to_zero,
-             hooks, device, arch, info, workdir, search, verify_sets, edges) -> TuneResult:
+def _tune_in(fn, call, grid_fn, params, listed, restrictions, checks: _Checks, arch, info, workdir, request,
+             search) -> TuneResult:
+    """Tunes the bound ``call`` as ``request`` (``kerntune._request``) asks, checking outputs
+    as ``checks`` say; ``search`` holds what this front settles itself: ``progress``,
+    ``objective``, ``timing``, ``ptxas``, ``ray`` and ``ray_gpus``."""
+    answer, atol, rtol, restore_value, reset_to_zero, hooks, verify_sets, edges = checks
     clock = time.perf_counter()
     phases = {}
     call = _pointer_tables.mark(fn, call, _is_tensor)
@@ -1129,36 +394,16 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     if objective is not None:
         job["objective"] = {**objective, "values": scalars}
     job["fingerprint"] = _measured_identity(job, [edge.label for edge in edges] if vet else [])
-    request = {
-        "search": {
-            "strategy": search["strategy"],
-            "strategy_options": dict(search["strategy_options"] or {}),
-            "max_fevals": search["max_fevals"],
-            "time_limit": search["time_limit"],
-            "target": search["target"],
-            "seed": search["seed"],
-        },
-        "db": search["db"],
-        "fresh": search["fresh"],
-        "device": device,
-        "devices": search["devices"],
-        "compile_workers": search["compile_workers"],
-        "retime": {"finalists": int(search["finalists"]), "within": float(search["finalists_within"]), "seed": search["seed"]}
-        if search["finalists"] > 1 else None,
-        "schedule": dict(search["schedule_options"] or {}) if search["schedule"] else None,
-        "controls": search["controls"],
-        "edge_sizes": [edge.label for edge in edges] if vet else [],
-    }
     if checking is not None:
         ray_gpus = checking.bench_gpus()
         _through_ray(job, search["ray"])
-    request["bench_workers"] = ray_gpus
     if ray_gpus:
         _bench_through_ray(job, search["ray"])
     bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
     try:
-        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request), grid_fn, bar, vet,
-                                     _descriptor_blocks(call, list(params), hooks))
+        text = _kerntune.tune_triton(json.dumps(job), json.dumps(request, default=str), grid_fn, bar, vet,
+                                     [edge.label for edge in edges] if vet else [],
+                                     _descriptor_blocks(call, list(params), hooks), ray_gpus)
     finally:
         if bar:
             bar.close()
@@ -1168,73 +413,3 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, answer, atol, rtol
     if result.failure is not None:
         raise NoValidConfigError(f"{fn.__name__}: {result.failure}", result)
     return result
-
-
-class _Progress:
-    """A tuning's progress, where the caller looks: on a terminal, one line on standard error
-    redrawn in place with the count and the best so far; in a Jupyter notebook, that line in
-    the cell's output, updated in place; elsewhere (a pipe, a log file) nothing while the run
-    goes, then one summary line. ``stream`` and ``display`` are for tests."""
-
-    #: Seconds between two updates of a notebook's line (a redraw per evaluation is slow there).
-    NOTEBOOK_INTERVAL = 0.25
-
-    def __init__(self, kernel_name: str, objective: str, stream=None, display=None):
-        self.kernel_name = kernel_name
-        self.unit = "ms" if objective == "time" else objective
-        self.stream = sys.stderr if stream is None else stream
-        self.handle = None
-        self.last = None
-        self.updated = 0.0
-        if self.stream.isatty():
-            self.mode = "terminal"
-        else:
-            display = display or _notebook_display()
-            self.mode = "quiet" if display is None else "notebook"
-            self.display = display
-
-    def line(self) -> str:
-        done, total, best = self.last
-        best_text = "no configuration has worked yet" if best is None else f"best {best:.5g} {self.unit}"
-        return f"kerntune: {self.kernel_name}: {done}/{total} configurations, {best_text}"
-
-    def __call__(self, done, total, best):
-        self.last = (done, total, best)
-        if self.mode == "terminal":
-            self.stream.write(f"\r{self.line()}   ")
-            self.stream.flush()
-        elif self.mode == "notebook":
-            now = time.monotonic()
-            if self.handle is None:
-                self.handle = self.display(self.line(), display_id=True)
-                self.updated = now
-            elif now - self.updated >= self.NOTEBOOK_INTERVAL:
-                self.handle.update(self.line())
-                self.updated = now
-
-    def close(self):
-        """Ends the line (terminal), shows the last state (notebook) or writes the summary."""
-        if self.last is None:
-            return
-        if self.mode == "terminal":
-            self.stream.write("\n")
-        elif self.mode == "notebook":
-            if self.handle is None:
-                self.display(self.line())
-            else:
-                self.handle.update(self.line())
-        else:
-            self.stream.write(self.line() + "\n")
-        self.stream.flush()
-
-
-def _notebook_display():
-    """IPython's ``display`` when running in a Jupyter kernel (whose standard error is no
-    terminal, but whose cell output can be updated in place), else None."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    if getattr(shell, "kernel", None) is None:
-        return None
-    from IPython.display import display
-
-    return display

@@ -59,7 +59,8 @@ class CompileWorker:
 
     def __init__(self, directory, kernel, args, params, cache=None):
         from kerntune._space import space_of
-        from kerntune._tune import _bind, _job, jit_function, kernel_defaults
+        from kerntune._arguments import _bind, jit_function, kernel_defaults
+        from kerntune._job import _job
 
         directory.mkdir()
         fn = jit_function(kernel)
@@ -310,7 +311,7 @@ def test_every_example_compiles_for_sm90(tmp_path):
          {"BLOCK_NI_HO_WO": [64, 128], "BLOCK_CI": [32], "BLOCK_CO": [64], "num_warps": [4], "num_stages": [2]}, 17),
     ]
     for kernel, args, params, count in cases:
-        name = kerntune._tune.jit_function(kernel).__name__
+        name = kerntune._arguments.jit_function(kernel).__name__
         outcomes = kerntune.compile(kernel, args, params, compile_workers=2)
         # One outcome per configuration of the space, and every one compiles.
         configurations = math.prod(len(values) for values in params.values())

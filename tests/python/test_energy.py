@@ -9,7 +9,7 @@ import pytest
 import kerntune
 from kerntune import _kt_cache
 from kerntune._kernel_tuner import _Call, _direction
-from kerntune._tune import _objective
+from kerntune._job import _objective
 from kerntune.observers import NVMLObserver
 from kerntune.observers.nvml import observed_keys
 
@@ -120,7 +120,7 @@ def test_simulation_mode_replays_recorded_energy(tmp_path):
 
 
 def test_an_energy_objective_or_graph_timing_is_a_different_tuning_in_the_store():
-    from kerntune._tune import _measured_identity
+    from kerntune._job import _measured_identity
 
     base = {"fingerprint": "abc", "timing": {}}
     assert _measured_identity(base) == "abc", "time, measured as before, keeps its identity"

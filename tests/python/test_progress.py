@@ -3,7 +3,7 @@ terminal, a line updated in place in a notebook, and only one summary line elsew
 
 import io
 
-from kerntune._tune import _Progress
+from kerntune._progress import _Progress
 
 
 class Stream(io.StringIO):

@@ -189,7 +189,7 @@ def test_the_check_counts_the_clusters_gpus_for_ray_gpus_all(cluster):
 
 
 def test_pythons_check_counts_the_gpus_and_refuses_more_than_the_cluster_has(cluster):
-    from kerntune._tune import check_ray
+    from kerntune._job import check_ray
 
     assert check_ray(cluster.address) == 1
     with pytest.raises(kerntune.BackendError) as raised:
@@ -222,7 +222,7 @@ def test_the_cli_takes_the_clusters_gpu_count_from_the_relays_check(cluster):
 def test_ray_gpus_runs_benchmark_workers_through_the_relay_on_one_gpu_with_every_file_they_read(tmp_path):
     """`tune(..., ray=ADDR, ray_gpus=N)`: the job's bench worker becomes the relay, holding
     one GPU, shipping the tensors' files, the expected outputs and the extra sets' files."""
-    from kerntune._tune import _bench_through_ray
+    from kerntune._job import _bench_through_ray
 
     paths = {name: str(tmp_path / f"{name}.bin") for name in ("a", "c", "expected", "set1", "set1.expected")}
     job = {"args": [{"name": "a", "file": paths["a"]}, {"name": "n", "kind": "value"}, {"name": "c", "file": paths["c"]}],
@@ -314,7 +314,7 @@ def test_tune_kernel_ray_gpus_all_runs_a_benchmark_worker_per_gpu_through_the_re
     workers as the cluster has GPUs, each the relay holding one GPU and shipping every
     argument's and expected output's file. The GPU and the run are stood in for here."""
     import kerntune._kernel_tuner as kt
-    import kerntune._tune as tune
+    import kerntune._job as job_module
 
     seen = {}
 
@@ -334,14 +334,14 @@ def test_tune_kernel_ray_gpus_all_runs_a_benchmark_worker_per_gpu_through_the_re
 
     monkeypatch.setattr(kt, "_kerntune", Native())
     monkeypatch.setattr(kt, "check_device", lambda device: None)
-    class ThreeGpus(tune.RayCheck):
+    class ThreeGpus(job_module.RayCheck):
         def __init__(self, address, ray_gpus=None):
             self.address, self.ray_gpus = address, ray_gpus
 
         def result(self):
             return 3
 
-    monkeypatch.setattr(tune, "RayCheck", ThreeGpus)
+    monkeypatch.setattr(job_module, "RayCheck", ThreeGpus)
     source, args, answer = _copy_kernel()
     with pytest.raises(kerntune.BackendError, match="stood in for"):
         kerntune.tune_kernel("copy", source, 64, args, {"block_size_x": [32, 64]}, answer=answer, ray="10.0.0.1:6379",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kerntune
-from kerntune._tune import _disagreement
+from kerntune._reference import _disagreement
 
 
 def within_1e_2(name, actual, expected):
@@ -49,7 +49,7 @@ def test_one_run_has_nothing_to_disagree_with():
 
 def test_differences_follow_the_benchmark_workers_rule_and_nan_never_passes():
     torch = pytest.importorskip("torch")
-    from kerntune._tune import _difference
+    from kerntune._reference import _difference
 
     expected = torch.tensor([1.0, 2.0, 100.0, 4.0])
     assert _difference(expected + torch.tensor([0.01, 0.0, 0.5, 0.0]), expected, 0.01, 0.01) is None
@@ -77,5 +77,3 @@ def test_compiling_without_answer_warns_of_nothing(db):
         warnings.simplefilter("error", kerntune.UncheckedOutputsWarning)
         kerntune.tune_kernel("fill", source, 256, [np.zeros(256, np.float32), np.int32(256)], {"block_size_x": [128]},
                              compile_only=True, arch="sm_90", db=db)
-
-

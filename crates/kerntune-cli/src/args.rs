@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Tune a CUDA C kernel described by a spec file on this machine's GPU.
-    Tune(TuneArgs),
+    Tune(Box<TuneArgs>),
     /// Tune on a recorded landscape instead of a GPU (Kernel Tuner cache or T4 file).
     Simulate(SimulateArgs),
     /// Build a search space from a file and count its valid configurations.
@@ -183,25 +183,9 @@ pub struct StrategiesArgs {
 pub struct TuneArgs {
     /// Kernel spec (TOML; see docs/spec.md).
     pub spec: PathBuf,
+    /// The run's settings, as every front gives them.
     #[command(flatten)]
-    pub search: SearchOptions,
-    /// Results database. Default: $KERNTUNE_DB, else ~/.cache/kerntune/results.db.
-    #[arg(long)]
-    pub db: Option<PathBuf>,
-    /// GPUs to tune on: `all`, or indices separated by commas (0,1). Each runs its own
-    /// benchmark worker; they must be of one model. The finalists and the schedule stage
-    /// measure on the first.
-    #[arg(long, visible_alias = "device", value_name = "all|0,1,...", default_value = "0")]
-    pub devices: kerntune_run::Devices,
-    /// Measure every configuration again instead of answering from the store (new results
-    /// replace the stored ones).
-    #[arg(long)]
-    pub fresh: bool,
-    /// Compile workers running ahead of the GPU. Default: one per core, but with
-    /// --max-fevals no more than a sixth of it (never fewer than 16), so a small budget is
-    /// not spent on picks made before any result is back.
-    #[arg(long)]
-    pub compile_workers: Option<usize>,
+    pub request: kerntune_run::Request,
     /// Run the compile workers as actors of the Ray cluster at this address (`auto`,
     /// HOST:PORT), on any of its nodes; needs `pip install 'kerntune[ray]'` in the Python
     /// named by $KERNTUNE_PYTHON (default: the python3 beside kerntune, else python3 on the
@@ -232,32 +216,9 @@ pub struct TuneArgs {
     /// Only compile every configuration (no GPU needed) and keep the cubins in the store.
     #[arg(long)]
     pub compile_only: bool,
-    /// Target architecture for --compile-only (the GPU's own when tuning).
-    #[arg(long, default_value = "sm_90")]
-    pub arch: String,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
-    /// After the search, time the best N (those within 5% of the best) again, interleaved
-    /// with the best and against a copy of it (an A/A control); one replaces the best only
-    /// when it is faster beyond that control's noise. 1 takes the search's best as it is.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub finalists: usize,
-    /// Finalists are those whose search median is within this fraction of the best's.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
-    pub finalists_within: f64,
-    /// Then tune the native instruction schedule (SASS) of the best configuration.
-    #[arg(long)]
-    pub schedule: bool,
-    /// Candidate schedules to evaluate.
-    #[arg(long, default_value_t = 1000)]
-    pub schedule_budget: usize,
-    /// Search method for schedules: hill_climb or anneal.
-    #[arg(long, default_value = "hill_climb")]
-    pub schedule_method: String,
-    /// Random input sets on which the best schedule must match the original bit for bit.
-    #[arg(long, default_value_t = 10_000)]
-    pub schedule_check_sets: u32,
     /// What to optimise, replacing the spec's [objective]: time (the default), energy (J
     /// per launch, read through NVML), edp (energy x time), or an expression over time,
     /// energy, power, clock_MHz, the problem variables and parameters, such as

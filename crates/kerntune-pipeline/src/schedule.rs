@@ -31,29 +31,44 @@ use crate::timing::EarlyStop;
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::{block_medians, median, median_interval};
 
-/// How the schedule search runs.
+/// How the schedule search runs. The CLI's `--schedule-*` flags (feature `clap`) and
+/// Python's `schedule_options=` are these fields.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ScheduleOptions {
     /// Candidate schedules to evaluate.
+    #[cfg_attr(feature = "clap", arg(long = "schedule-budget", value_name = "SCHEDULE_BUDGET", default_value_t = ScheduleOptions::default().budget))]
     pub budget: usize,
-    /// `hill_climb` (with restarts) or `anneal`.
+    /// Search method for schedules: hill_climb or anneal.
+    #[cfg_attr(feature = "clap", arg(long = "schedule-method", value_name = "SCHEDULE_METHOD", default_value_t = ScheduleOptions::default().method))]
     pub method: String,
-    pub seed: u64,
-    /// Random input sets the winner must match the original on, bit for bit.
+    /// Seed of the search and of the timing's order; `None`: 0 (a run gives its search's).
+    #[cfg_attr(feature = "clap", arg(skip))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Random input sets on which the best schedule must match the original bit for bit.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "schedule-check-sets", value_name = "SCHEDULE_CHECK_SETS", default_value_t = ScheduleOptions::default().check_sets)
+    )]
     pub check_sets: u32,
     /// Interleaved A/B rounds timing the winner against the original, and the original
     /// against a second copy of itself (the control).
+    #[cfg_attr(feature = "clap", arg(skip = ScheduleOptions::default().rounds))]
     pub rounds: u32,
     /// Blocks those rounds are split into; each loads both kernels afresh, since where the
     /// driver places the code changes a short kernel's time. The intervals are computed
     /// over the blocks' medians, so at least 5.
+    #[cfg_attr(feature = "clap", arg(skip = ScheduleOptions::default().blocks))]
     pub blocks: u32,
     /// The search's fastest candidates (at most 16) timed again, interleaved with the
     /// original, before the winner is chosen: one timing each is too noisy to pick from.
     /// 1 takes the search's best as it is.
+    #[cfg_attr(feature = "clap", arg(skip = ScheduleOptions::default().finalists))]
     pub finalists: usize,
     /// Interleaved rounds for each finalist.
+    #[cfg_attr(feature = "clap", arg(skip = ScheduleOptions::default().finalist_rounds))]
     pub finalist_rounds: u32,
 }
 
@@ -62,7 +77,7 @@ impl Default for ScheduleOptions {
         ScheduleOptions {
             budget: 1000,
             method: "hill_climb".into(),
-            seed: 0,
+            seed: None,
             check_sets: 10_000,
             rounds: 200,
             blocks: 20,
@@ -377,6 +392,7 @@ pub fn tune_schedule(
             options.blocks, options.rounds
         )));
     }
+    let seed = options.seed.unwrap_or(0);
     let sass = |e: SassError| BackendError::Other(format!("schedule: {e}"));
     let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm).map_err(sass)?;
     let legal_moves = schedule.legal_moves().len();
@@ -422,14 +438,14 @@ pub fn tune_schedule(
             &schedule,
             &mut objective,
             &AnnealingOptions { steps: options.budget, ..AnnealingOptions::default() },
-            options.seed,
+            seed,
         ),
         // Restarts (from the best so far, perturbed) continue until the budget is spent.
         "hill_climb" => hill_climb(
             &schedule,
             &mut objective,
             &HillClimbOptions { evaluations: options.budget, restarts: options.budget, ..HillClimbOptions::default() },
-            options.seed,
+            seed,
         ),
         other => return Err(BackendError::Other(format!("unknown schedule method '{other}' (hill_climb or anneal)"))),
     }
@@ -452,7 +468,7 @@ pub fn tune_schedule(
         for contender in contenders {
             let rounds = options.finalist_rounds;
             let Interleaved { a, b, .. } =
-                session.interleave((original.clone(), image(&contender.cubin)), rounds, 2, options.seed, stop)?;
+                session.interleave((original.clone(), image(&contender.cubin)), rounds, 2, seed, stop)?;
             finalists.push(Finalist {
                 moves: contender.moves.len(),
                 search_ratio: contender.energy / outcome.baseline_energy,
@@ -468,7 +484,7 @@ pub fn tune_schedule(
     let changed = winner.is_some();
     let candidate = winner.map_or_else(|| original.clone(), |w| image(&w.cubin));
     let (differing, first_difference) = if changed {
-        session.compare(original.clone(), candidate.clone(), options.check_sets, options.seed ^ 0x5eed)?
+        session.compare(original.clone(), candidate.clone(), options.check_sets, seed ^ 0x5eed)?
     } else {
         (0, None)
     };
@@ -478,9 +494,9 @@ pub fn tune_schedule(
         let blocks = block_medians(&per_round_ratios(&a, &b), options.blocks as usize);
         Ok((median(&a), median(&b), median(&blocks), median_interval(&blocks)))
     };
-    let (original_ms, candidate_ms, ratio, (low, high)) = compare_with_original(candidate, options.seed)?;
+    let (original_ms, candidate_ms, ratio, (low, high)) = compare_with_original(candidate, seed)?;
     let (_, _, control_ratio, (control_low, control_high)) =
-        compare_with_original(original.clone(), options.seed.wrapping_add(1))?;
+        compare_with_original(original.clone(), seed.wrapping_add(1))?;
     let keep = changed && differing == 0 && high < control_low.min(1.0);
     Ok(ScheduleReport {
         kernel: original.name.clone(),

@@ -7,10 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kerntune_engine::SearchOptions;
 use kerntune_lang_cuda::{CheckFn, CudaLanguage, Instance, InstanceFn, KernelSpec, OutputCheck};
 use kerntune_pipeline::Geometry;
-use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Devices, Prepared, Tuning, Workers};
+use kerntune_run::{Compilation, CompileOnly, CompiledConfig, Front, Prepared, Request, Tuning, Workers};
 use kerntune_space::Value;
 use kerntune_store::{config_key, Landscape, Store, TuningId};
 use pyo3::prelude::*;
@@ -19,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::errors;
-use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, run, worker_command, LongSearch, WITHOUT_GPU};
+use crate::tuning::{compile_interruptibly, keep_interrupt, py_value, run, worker_command, LongSearch};
 
 /// What `kerntune.tune_kernel` asks for, as JSON.
 #[derive(Debug, Deserialize)]
@@ -42,28 +41,17 @@ struct Job {
     bench_workers: Option<usize>,
     #[serde(default)]
     worker_env: Vec<(String, String)>,
-    /// Default: one per core.
+    /// The settings the user gave (`strategy`, `devices`, `arch`, `db`...).
     #[serde(default)]
-    compile_workers: Option<usize>,
-    #[serde(default)]
-    db: Option<String>,
+    request: Request,
     #[serde(default)]
     tune: Option<TuneSettings>,
-    /// Compile every configuration for this architecture instead of tuning (no GPU).
-    #[serde(default)]
-    arch: Option<String>,
 }
 
+/// What only a tuning with Kernel Tuner's conventions has.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TuneSettings {
-    #[serde(default)]
-    search: SearchOptions,
-    #[serde(default)]
-    device: usize,
-    /// `devices=`: `all` or ordinals separated by commas; `device` when absent.
-    #[serde(default)]
-    devices: Option<String>,
     /// A Kernel Tuner cache document whose entries count as measured (`cache=`).
     #[serde(default)]
     cache: Option<Json>,
@@ -101,42 +89,15 @@ pub fn tune_kernel_tuner(
         Some(argv) => worker_command(argv, job.worker_env.clone()),
         None => Ok(worker.clone()),
     };
-    let compile = command_for(&job.compile_worker)?;
-    let bench = command_for(&job.bench_worker)?;
-    let devices = match &settings.devices {
-        None => Devices::List(vec![settings.device]),
-        Some(text) => text.parse().map_err(errors::spec)?,
-    };
-    let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
+    let workers =
+        Workers::new(command_for(&job.bench_worker)?, command_for(&job.compile_worker)?).elsewhere(job.bench_workers);
     let result = py.detach(|| {
         let mut language =
             CudaLanguage::new(&spec, &space).with_instances(instances(&instance)).with_constants(constants);
         if let (Some(verify), Some(dir)) = (&verify, &settings.outputs_dir) {
             language = language.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
         }
-        let tuning = Tuning {
-            language: &language,
-            space: &space,
-            search: settings.search.clone(),
-            // Kernel Tuner's own default.
-            default_strategy: "brute_force",
-            db,
-            fresh: false,
-            devices,
-            workers: Workers {
-                bench,
-                compile,
-                compile_workers: job.compile_workers,
-                bench_workers: job.bench_workers.filter(|n| *n > 0),
-            },
-            // Kernel Tuner reports the best of its results list; kerntune's finalists are
-            // not re-timed here, so that both answer the same.
-            retime: None,
-            schedule: None,
-            controls: None,
-            without_gpu: WITHOUT_GPU,
-            vetting: None,
-        };
+        let tuning = Tuning::new(&language, &space, job.request.clone(), Front::KernelTuner, workers);
         // Entries of Kernel Tuner's cache file count as measured: into the store first.
         let import = |prepared: &Prepared<'_>| match &settings.cache {
             Some(cache) => import_cache(&prepared.store, prepared.tuning_id, cache).map_err(errors::store),
@@ -153,30 +114,22 @@ pub fn tune_kernel_tuner(
     Ok(result.to_string())
 }
 
-/// Compiles every configuration for the job's architecture, with no GPU, resuming from
+/// Compiles every configuration for the request's architecture, with no GPU, resuming from
 /// the store: returns, per configuration, its parameters, `status` (`compiled` or why
 /// not), `symbol` (the kernel's name in the cubin) and whether the store answered.
 #[pyfunction]
 #[pyo3(signature = (job, instance))]
 pub fn compile_kernel_tuner(py: Python<'_>, job: &str, instance: Py<PyAny>) -> PyResult<String> {
     let (job, spec) = Job::parse(job)?;
-    let arch = job.arch.clone().ok_or_else(|| errors::spec("the job names no architecture"))?;
     let space = spec.space().map_err(errors::space)?;
     let worker = worker_command(&job.worker, job.worker_env.clone())?;
-    let db = job.db.clone().map_or_else(Store::default_path, PathBuf::from);
+    let request = &job.request;
     let rows = py.detach(|| -> PyResult<Vec<Json>> {
-        let store = Store::open(&db).map_err(errors::store)?;
-        let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {arch}"))).map_err(errors::store)?;
+        let store = Store::open(&request.database()).map_err(errors::store)?;
+        let info = spec.tuning_info(&format!("compile-only {}", request.arch));
+        let tuning = store.tuning(&info).map_err(errors::store)?;
         let language = CudaLanguage::new(&spec, &space).with_instances(instances(&instance));
-        let compile = CompileOnly {
-            language: &language,
-            space: &space,
-            arch: &arch,
-            worker,
-            compile_workers: job.compile_workers,
-            store: Some((&store, tuning)),
-            resume: true,
-        };
+        let compile = CompileOnly::new(&language, &space, request, worker).keeping_in(&store, tuning);
         let report = compile_interruptibly(&compile)?;
         Ok(report.configs.iter().map(kernel_tuner_row).collect())
     })?;

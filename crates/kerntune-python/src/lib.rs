@@ -94,6 +94,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::request_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -5,25 +5,20 @@
 //! function, to report progress and to check for Ctrl-C after every evaluation.
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use kerntune_device::driver_available;
-use kerntune_engine::{Event, SearchOptions, DEFAULT_STRATEGY};
+use kerntune_engine::{Event, SearchOptions};
 use kerntune_lang_triton::{TritonJob, TritonLanguage};
-use kerntune_pipeline::controls::ControlsOptions;
-use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::protocol::Bytes;
-use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::WorkerCommand;
 use kerntune_run::vetting::{Unvetted, VetFn, Vetting};
-use kerntune_run::{report, CompileOnly, CompileReport, Devices, Forecast, Prepared, Progress, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, CompileReport, Forecast, Front, Prepared, Progress, Request, Tuning, Workers};
 use kerntune_space::{params_from_json, Space, Value};
 use kerntune_store::{Objective, Store};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use crate::errors;
@@ -35,66 +30,22 @@ pub fn space_of(params: &str, restrictions: &[String]) -> PyResult<Space> {
     Space::new(params, restrictions).map_err(errors::space)
 }
 
-/// What every tuning call from Python asks for besides its kernel: one JSON object.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RunRequest {
-    #[serde(default)]
-    pub search: SearchOptions,
-    /// The results database; default `$KERNTUNE_DB`, else the user's cache.
-    #[serde(default)]
-    pub db: Option<PathBuf>,
-    /// Measure everything again instead of answering from the store.
-    #[serde(default)]
-    pub fresh: bool,
-    #[serde(default)]
-    pub device: usize,
-    /// Several GPUs of one model (`"all"` or `"0,1"`), one benchmark worker each; replaces
-    /// `device`.
-    #[serde(default)]
-    pub devices: Option<String>,
-    /// Default: one per core.
-    #[serde(default)]
-    pub compile_workers: Option<usize>,
-    /// Time the search's best few again before calling one the winner (`null`: do not).
-    #[serde(default = "retime_by_default")]
-    pub retime: Option<RetimeOptions>,
-    /// Then tune the native schedule of the best configuration.
-    #[serde(default)]
-    pub schedule: Option<ScheduleOptions>,
-    /// Then let CompileIQ search ACF files for the best configuration.
-    #[serde(default)]
-    pub controls: Option<ControlsOptions>,
-    /// The labels of the edge sizes the Triton call's `vet` checks (`n = 4095`).
-    #[serde(default)]
-    pub edge_sizes: Vec<String>,
-    /// Benchmark workers on a Ray cluster's GPUs (`ray_gpus=`): this many, the job's bench
-    /// worker being the relay that holds one GPU each; `None` for this machine's.
-    #[serde(default)]
-    pub bench_workers: Option<usize>,
+/// The request of a call (JSON of a [`Request`], the keyword arguments the user gave).
+pub(crate) fn request_of(text: &str) -> PyResult<Request> {
+    serde_json::from_str(text).map_err(errors::spec)
 }
 
-fn retime_by_default() -> Option<RetimeOptions> {
-    Some(RetimeOptions::default())
+/// The defaults of a request from `front` (`"python"` or `"kernel_tuner"`), as JSON, for the
+/// Python package's signatures.
+#[pyfunction]
+pub fn request_defaults(front: &str) -> PyResult<String> {
+    let front = match front {
+        "python" => Front::Python,
+        "kernel_tuner" => Front::KernelTuner,
+        other => return Err(errors::spec(format!("no front named {other:?}: python or kernel_tuner"))),
+    };
+    Ok(front.defaults().to_string())
 }
-
-impl RunRequest {
-    pub(crate) fn db(&self) -> PathBuf {
-        self.db.clone().unwrap_or_else(Store::default_path)
-    }
-
-    /// The GPUs that measure: `devices` when given, else the one `device`.
-    pub(crate) fn devices(&self) -> PyResult<Devices> {
-        match &self.devices {
-            None => Ok(Devices::List(vec![self.device])),
-            Some(text) => text.parse().map_err(errors::spec),
-        }
-    }
-}
-
-/// What Python offers without a GPU, said when there is none.
-pub(crate) const WITHOUT_GPU: &str =
-    "kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one";
 
 pub(crate) fn worker_command(argv: &[String], env: Vec<(String, String)>) -> PyResult<WorkerCommand> {
     WorkerCommand::from_argv(argv, env).ok_or_else(|| errors::spec("an empty worker command"))
@@ -128,7 +79,7 @@ pub(crate) fn run(
     before_search: &dyn Fn(&Prepared<'_>) -> PyResult<()>,
     long_search: Option<&LongSearch>,
 ) -> PyResult<Json> {
-    let space_len = tuning.space.len();
+    let space_len = tuning.space().len();
     let prepared = tuning.prepare().map_err(errors::run)?;
     before_search(&prepared)?;
     let mut forecast = long_search.and_then(|_| Forecast::of(&prepared.search, space_len));
@@ -189,25 +140,27 @@ pub fn device_info(device: usize) -> PyResult<String> {
 
 pub(crate) fn require_gpu(device: usize) -> PyResult<kerntune_device::DeviceInfo> {
     if !driver_available() {
-        return Err(errors::no_gpu(
-            "no NVIDIA driver on this machine: tuning needs a GPU (kerntune.compile(...) and tune_kernel(..., compile_only=True) compile without one)",
-        ));
+        let without_gpu = Front::Python.without_gpu();
+        return Err(errors::no_gpu(format!("no NVIDIA driver on this machine: tuning needs a GPU ({without_gpu})")));
     }
     kerntune_device::driver::probe(device)
         .map(|(_, info)| info)
         .map_err(|e| errors::no_gpu(format!("GPU #{device}: {e}")))
 }
 
-/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._tune`) as `request`
-/// (JSON, a [`RunRequest`]) asks. `grid` maps a configuration (a list of parameter values)
+/// Tunes a Triton kernel described by `job` (JSON, see `kerntune._job`) as `request`
+/// (JSON, a [`Request`]) asks. `grid` maps a configuration (a list of parameter values)
 /// to the launch grid in programs. `vet`, where given, checks a configuration at the
-/// request's edge sizes through Triton (`None` when right there, else why not); it is
-/// asked of the best configurations after the search (see `kerntune_run::vetting`).
-/// Returns the run's summary as JSON.
+/// `edge_sizes` (their labels, `n = 4095`) through Triton (`None` when right there, else why
+/// not); it is asked of the best configurations after the search (see
+/// `kerntune_run::vetting`). Returns the run's summary as JSON.
 /// `descriptors`, where the kernel takes host-side tensor descriptors, maps a
-/// configuration to their block shapes (`{name: [rows, columns]}`).
+/// configuration to their block shapes (`{name: [rows, columns]}`). `bench_workers`: that
+/// many benchmark workers on a Ray cluster's GPUs (`ray_gpus=`), the job's bench worker
+/// being the relay that holds one GPU each; `None` for this machine's.
 #[pyfunction]
-#[pyo3(signature = (job, request, grid, progress, vet = None, descriptors = None))]
+#[pyo3(signature = (job, request, grid, progress, vet = None, edge_sizes = Vec::new(), descriptors = None, bench_workers = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn tune_triton(
     py: Python<'_>,
     job: &str,
@@ -215,77 +168,57 @@ pub fn tune_triton(
     grid: Py<PyAny>,
     progress: Option<Py<PyAny>>,
     vet: Option<Py<PyAny>>,
+    edge_sizes: Vec<String>,
     descriptors: Option<Py<PyAny>>,
+    bench_workers: Option<usize>,
 ) -> PyResult<String> {
+    // The user's settings are checked first: a misspelt one is named whatever the job.
+    let request = request_of(request)?;
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
-    let request: RunRequest = serde_json::from_str(request).map_err(errors::spec)?;
-    let devices = request.devices()?;
-    let workers = Workers {
-        bench: job.worker(&job.bench_worker).map_err(errors::spec)?,
-        compile: job.worker(&job.compile_worker).map_err(errors::spec)?,
-        compile_workers: request.compile_workers,
-        bench_workers: request.bench_workers.filter(|n| *n > 0),
-    };
+    let workers = Workers::new(
+        job.worker(&job.bench_worker).map_err(errors::spec)?,
+        job.worker(&job.compile_worker).map_err(errors::spec)?,
+    )
+    .elsewhere(bench_workers);
     let result = py.detach(|| -> PyResult<Json> {
         let language = with_descriptors(
             TritonLanguage::new(&job, triton_grid(&grid)).map_err(errors::spec)?,
             descriptors.as_ref(),
         );
         let space = job.space(language.params().to_vec()).map_err(errors::space)?;
-        let tuning = Tuning {
-            language: &language,
-            space: &space,
-            search: request.search.clone(),
-            default_strategy: DEFAULT_STRATEGY,
-            db: request.db(),
-            fresh: request.fresh,
-            devices,
-            workers,
-            retime: request.retime.clone(),
-            schedule: request.schedule.clone(),
-            controls: request.controls.clone(),
-            without_gpu: WITHOUT_GPU,
-            vetting: vet.as_ref().map(|check| Vetting { sizes: request.edge_sizes.clone(), check: triton_vet(check) }),
-        };
+        let mut tuning = Tuning::new(&language, &space, request, Front::Python, workers);
+        if let Some(check) = vet.as_ref() {
+            tuning = tuning.with_vetting(Vetting { sizes: edge_sizes, check: triton_vet(check) });
+        }
         run(tuning, progress.as_ref(), &|_| Ok(()), None)
     })?;
     Ok(result.to_string())
 }
 
-/// Compiles every configuration of a Triton job for `arch` with no GPU, keeping the cubins
-/// in `db` when given and answering from it what an earlier call kept there. Returns, per
-/// configuration, what the compile produced.
+/// Compiles every configuration of a Triton job for the `request`'s `arch` (JSON, a
+/// [`Request`]) with no GPU, keeping the cubins in its `db` when it names one and answering
+/// from it what an earlier call kept there. Returns, per configuration, what the compile
+/// produced.
 #[pyfunction]
-#[pyo3(signature = (job, arch, compile_workers = None, db = None, descriptors = None))]
-pub fn compile_triton(
-    py: Python<'_>,
-    job: &str,
-    arch: &str,
-    compile_workers: Option<usize>,
-    db: Option<String>,
-    descriptors: Option<Py<PyAny>>,
-) -> PyResult<String> {
+#[pyo3(signature = (job, request, descriptors = None))]
+pub fn compile_triton(py: Python<'_>, job: &str, request: &str, descriptors: Option<Py<PyAny>>) -> PyResult<String> {
+    // The user's settings are checked first: a misspelt one is named whatever the job.
+    let request = request_of(request)?;
     let job = TritonJob::from_json(job).map_err(errors::spec)?;
     let params = job.param_list().map_err(errors::spec)?;
     let space = job.space(params.clone()).map_err(errors::space)?;
     let worker = job.worker(&job.compile_worker).map_err(errors::spec)?;
     let rows = py.detach(|| -> PyResult<Vec<Json>> {
-        let store = db.map(|path| Store::open(std::path::Path::new(&path))).transpose().map_err(errors::store)?;
+        let store = request.db.as_deref().map(Store::open).transpose().map_err(errors::store)?;
         let language = with_descriptors(
             TritonLanguage::new(&job, Box::new(|_: &[Value]| Ok([1, 1, 1]))).map_err(errors::spec)?,
             descriptors.as_ref(),
         );
-        let info = job.tuning_info(&format!("compile-only {arch}"), params.clone(), Objective::time());
-        let tuning = store.as_ref().map(|s| s.tuning(&info).map(|t| (s, t))).transpose().map_err(errors::store)?;
-        let compile = CompileOnly {
-            language: &language,
-            space: &space,
-            arch,
-            worker,
-            compile_workers,
-            store: tuning,
-            resume: true,
-        };
+        let info = job.tuning_info(&format!("compile-only {}", request.arch), params.clone(), Objective::time());
+        let mut compile = CompileOnly::new(&language, &space, &request, worker);
+        if let Some(store) = store.as_ref() {
+            compile = compile.keeping_in(store, store.tuning(&info).map_err(errors::store)?);
+        }
         let report = compile_interruptibly(&compile)?;
         Ok(report.configs.iter().map(report::compiled_json).collect())
     })?;

@@ -15,21 +15,19 @@ use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::{config_key, Costs, Evaluation, Status, Store, TuningId};
 use serde_json::{json, Map, Value as Json};
 
-use crate::{default_compile_workers, RunError};
+use crate::{default_compile_workers, Request, RunError};
 
-/// A compile-only run.
+/// A compile-only run: the request's `arch` and `compile_workers` (default: one per core).
 pub struct CompileOnly<'a> {
-    pub language: &'a dyn Language,
-    pub space: &'a Space,
+    language: &'a dyn Language,
+    space: &'a Space,
     /// `sm_90`, `sm_90a`...
-    pub arch: &'a str,
-    pub worker: WorkerCommand,
-    /// Default: one per core.
-    pub compile_workers: Option<usize>,
-    /// Where cubins and failures are kept.
-    pub store: Option<(&'a Store, TuningId)>,
-    /// Skip what the store already holds for this tuning.
-    pub resume: bool,
+    arch: String,
+    worker: WorkerCommand,
+    compile_workers: Option<usize>,
+    /// Where cubins and failures are kept; what it holds for this tuning is not compiled
+    /// again.
+    store: Option<(&'a Store, TuningId)>,
 }
 
 /// What became of one configuration.
@@ -99,7 +97,22 @@ impl CompileReport {
     }
 }
 
-impl CompileOnly<'_> {
+impl<'a> CompileOnly<'a> {
+    pub fn new(language: &'a dyn Language, space: &'a Space, request: &Request, worker: WorkerCommand) -> Self {
+        let (arch, compile_workers) = (request.arch.clone(), request.compile_workers);
+        CompileOnly { language, space, arch, worker, compile_workers, store: None }
+    }
+
+    /// Keeping cubins and failures in `store` under `tuning`, and answering from it.
+    pub fn keeping_in(self, store: &'a Store, tuning: TuningId) -> Self {
+        CompileOnly { store: Some((store, tuning)), ..self }
+    }
+
+    /// The architecture compiled for.
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
     /// Compiles what the store does not answer; `on_done` hears of each configuration as it
     /// finishes (for a progress bar), `stop` ends the run early (Ctrl-C).
     pub fn run(
@@ -108,7 +121,7 @@ impl CompileOnly<'_> {
         stop: &dyn Fn() -> bool,
     ) -> Result<CompileReport, RunError> {
         let clock = Instant::now();
-        let target = DeviceInfo::compile_target(self.arch).map_err(|_| RunError::Arch(self.arch.to_string()))?;
+        let target = DeviceInfo::compile_target(&self.arch).map_err(|_| RunError::Arch(self.arch.to_string()))?;
         self.language.preflight().map_err(RunError::Toolchain)?;
         let known = self.known()?;
         let ids: Vec<ConfigId> = self.space.ids().collect();
@@ -183,7 +196,7 @@ impl CompileOnly<'_> {
     /// Outcomes the store holds for this tuning, by configuration.
     fn known(&self) -> Result<HashMap<String, Compilation>, RunError> {
         let mut known = HashMap::new();
-        let Some((store, tuning)) = self.store.filter(|_| self.resume) else { return Ok(known) };
+        let Some((store, tuning)) = self.store else { return Ok(known) };
         for row in store.evaluations(tuning)? {
             let reason = row.evaluation.reason.clone().unwrap_or_default();
             known.insert(config_key(&row.config), Compilation::Failed { status: row.evaluation.status, reason });
@@ -327,15 +340,9 @@ mod tests {
         let space = Space::new::<&str>(params_from_json(&params).expect("params"), &[]).expect("space");
         let store = Store::in_memory().expect("store");
         let tuning = store.tuning(&language.tuning_info("compile-only sm_90")).expect("tuning");
-        let compile = CompileOnly {
-            language,
-            space: &space,
-            arch: "sm_90",
-            worker: WorkerCommand::from_argv(&["true".to_string()], Vec::new()).expect("a command"),
-            compile_workers: Some(1),
-            store: Some((&store, tuning)),
-            resume: true,
-        };
+        let request = Request { compile_workers: Some(1), ..Request::default() };
+        let worker = WorkerCommand::from_argv(&["true".to_string()], Vec::new()).expect("a command");
+        let compile = CompileOnly::new(language, &space, &request, worker).keeping_in(&store, tuning);
         let report = compile.run(&mut |_| {}, stop).expect("runs");
         (report, store.evaluations(tuning).expect("reads").len())
     }

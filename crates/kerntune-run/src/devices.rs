@@ -2,10 +2,12 @@
 //! checked before any worker starts. GPUs of one model are one target, their results one
 //! tuning's; GPUs of several models are refused, since no one answer fits them all.
 
+use std::fmt;
 use std::str::FromStr;
 
 use kerntune_device::DeviceInfo;
 use kerntune_pipeline::one_model;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::RunError;
 
@@ -43,6 +45,31 @@ impl FromStr for Devices {
             ordinals.push(ordinal);
         }
         Ok(Devices::List(ordinals))
+    }
+}
+
+/// As the user writes them: `all`, or the ordinals separated by commas.
+impl fmt::Display for Devices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Devices::All => f.write_str("all"),
+            Devices::List(ordinals) => {
+                let texts: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+                f.write_str(&texts.join(","))
+            }
+        }
+    }
+}
+
+impl Serialize for Devices {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -2,11 +2,10 @@
 //! stage and the compiler-controls stage, each step in one place for every front and
 //! language.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
-use kerntune_engine::{BackendError, Event, Lazy, Search, SearchOptions, StopReason, Tuner};
+use kerntune_engine::{BackendError, Event, Lazy, Search, StopReason, Tuner};
 use kerntune_pipeline::controls::{tune_controls, ControlsOptions, ProposerWorker};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
@@ -17,49 +16,62 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, tuning_compile_workers, Devices, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Front, Request, RunError, RunSummary};
 
-/// The worker programs of a run and how many compilers run ahead of the GPU.
+/// The worker programs of a run.
 #[derive(Debug, Clone)]
 pub struct Workers {
     /// Runs `<args> __worker bench --device N`.
-    pub bench: WorkerCommand,
+    bench: WorkerCommand,
     /// Runs `<args> __worker compile`.
-    pub compile: WorkerCommand,
-    /// Default: one per core, fewer for a small evaluation budget on a large host
-    /// ([`crate::tuning_compile_workers`]).
-    pub compile_workers: Option<usize>,
+    compile: WorkerCommand,
     /// Benchmark workers when they are not one per local GPU: `bench` then runs each on a
     /// GPU of its own elsewhere (a Ray cluster's, through the relay), and `devices` is only
     /// probed for the target (the cluster's GPUs must be of its model: the workers check).
-    pub bench_workers: Option<usize>,
+    bench_workers: Option<usize>,
 }
 
-/// What a front asks for when it tunes a kernel on a GPU.
+impl Workers {
+    /// `bench` measures on this machine's GPUs, `compile` compiles.
+    pub fn new(bench: WorkerCommand, compile: WorkerCommand) -> Workers {
+        Workers { bench, compile, bench_workers: None }
+    }
+
+    /// One program for both roles.
+    pub fn of(program: WorkerCommand) -> Workers {
+        Workers::new(program.clone(), program)
+    }
+
+    /// `bench` runs `count` benchmark workers on GPUs elsewhere (a Ray cluster's), each
+    /// holding one; `None` or 0 keeps one per GPU of this machine.
+    pub fn elsewhere(self, count: Option<usize>) -> Workers {
+        Workers { bench_workers: count.filter(|n| *n > 0), ..self }
+    }
+
+    /// The compile workers' program.
+    pub fn compile(&self) -> &WorkerCommand {
+        &self.compile
+    }
+}
+
+/// What a front asks for when it tunes a kernel on a GPU: the kernel, its space, the
+/// user's [`Request`] and the front's worker programs.
 pub struct Tuning<'a> {
-    pub language: &'a dyn Language,
-    pub space: &'a Space,
-    pub search: SearchOptions,
-    /// The strategy when `search` names none (each front's convention).
-    pub default_strategy: &'a str,
-    pub db: PathBuf,
-    /// Measure everything again instead of answering from the store.
-    pub fresh: bool,
-    /// The GPUs that measure, one benchmark worker each.
-    pub devices: Devices,
-    pub workers: Workers,
+    language: &'a dyn Language,
+    space: &'a Space,
+    request: Request,
+    front: Front,
+    workers: Workers,
     /// Time the search's best few again before calling one the winner; `None` takes the
     /// search's best as it is.
-    pub retime: Option<RetimeOptions>,
+    retime: Option<RetimeOptions>,
     /// Then tune the native schedule of the best configuration.
-    pub schedule: Option<ScheduleOptions>,
+    schedule: Option<ScheduleOptions>,
     /// Then let CompileIQ search ACF files for the best configuration.
-    pub controls: Option<ControlsOptions>,
-    /// What the front offers without a GPU, said when there is none.
-    pub without_gpu: &'a str,
+    controls: Option<ControlsOptions>,
     /// A check the front runs itself on the best configurations before a winner is chosen
     /// (the Triton front's edge sizes).
-    pub vetting: Option<Vetting<'a>>,
+    vetting: Option<Vetting<'a>>,
 }
 
 /// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
@@ -72,7 +84,7 @@ pub struct Prepared<'a> {
     pub search: Search,
     pub store: Store,
     pub tuning_id: TuningId,
-    request: Tuning<'a>,
+    tuning: Tuning<'a>,
     info: TuningInfo,
     options: PipelineOptions,
     /// CompileIQ's worker for the compiler-controls stage, started before the search.
@@ -91,6 +103,29 @@ pub enum Progress<'a> {
 }
 
 impl<'a> Tuning<'a> {
+    pub fn new(
+        language: &'a dyn Language,
+        space: &'a Space,
+        request: Request,
+        front: Front,
+        workers: Workers,
+    ) -> Tuning<'a> {
+        let retime = request.retime().filter(|_| front.retimes());
+        let schedule = request.schedule();
+        let controls = request.controls.clone();
+        Tuning { language, space, request, front, workers, retime, schedule, controls, vetting: None }
+    }
+
+    /// With a check of the front's own on the best configurations (see [`Vetting`]).
+    pub fn with_vetting(self, vetting: Vetting<'a>) -> Tuning<'a> {
+        Tuning { vetting: Some(vetting), ..self }
+    }
+
+    /// The space searched.
+    pub fn space(&self) -> &'a Space {
+        self.space
+    }
+
     /// Checks everything that can be checked before any work: a driver and the GPU, the
     /// language's tools, a non-empty space, the search settings, the store.
     pub fn prepare(self) -> Result<Prepared<'a>, RunError> {
@@ -100,7 +135,7 @@ impl<'a> Tuning<'a> {
         if self.space.is_empty() {
             return Err(RunError::EmptySpace);
         }
-        let search = self.search.resolve(self.default_strategy)?;
+        let search = self.request.search.resolve(self.front.default_strategy())?;
         if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
             return Err(RunError::Setting(
                 "the controls search needs a budget of 1 or more candidate ACF files".into(),
@@ -109,14 +144,14 @@ impl<'a> Tuning<'a> {
         if !driver_available() {
             return Err(RunError::NoGpu(format!(
                 "no NVIDIA driver on this machine: tuning needs a GPU. {}",
-                self.without_gpu
+                self.front.without_gpu()
             )));
         }
-        let devices = self.devices.probe()?;
+        let devices = self.request.devices.probe()?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
         let proposer = self.controls.as_ref().map(|c| c.start_proposer(&|| false)).transpose()?;
-        let store = Store::open(&self.db)?;
+        let store = Store::open(&self.request.database())?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
         let bench_devices: Vec<usize> = match self.workers.bench_workers {
@@ -124,7 +159,7 @@ impl<'a> Tuning<'a> {
             None => devices.iter().map(|d| d.ordinal).collect(),
         };
         let compile_workers = self
-            .workers
+            .request
             .compile_workers
             .unwrap_or_else(|| tuning_compile_workers(&search.budget, bench_devices.len(), default_compile_workers()));
         let options = PipelineOptions {
@@ -133,7 +168,7 @@ impl<'a> Tuning<'a> {
             devices: bench_devices,
             compile_workers: compile_workers.max(1),
         };
-        Ok(Prepared { device, devices, search, store, tuning_id, request: self, info, options, proposer, clock })
+        Ok(Prepared { device, devices, search, store, tuning_id, tuning: self, info, options, proposer, clock })
     }
 }
 
@@ -145,9 +180,9 @@ impl Prepared<'_> {
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, devices: _, search, store, tuning_id, request, info, options, mut proposer, clock } =
+        let Prepared { device, devices: _, search, store, tuning_id, tuning, info, options, mut proposer, clock } =
             self;
-        let (language, space) = (request.language, request.space);
+        let (language, space) = (tuning.language, tuning.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
         let start = || Pipeline::start(language, space, options.clone());
         let mut backend = Lazy::new(capacity, start);
@@ -163,7 +198,7 @@ impl Prepared<'_> {
             strategy: search.strategy,
             backend: &mut backend,
             store: Some((&store, tuning_id)),
-            reuse_stored: !request.fresh,
+            reuse_stored: !tuning.request.fresh,
             objective: info.objective.clone(),
             budget: search.budget,
             seed: search.seed,
@@ -173,7 +208,7 @@ impl Prepared<'_> {
         let wall_s = clock.elapsed().as_secs_f64();
         let compile_workers = backend.started().map(Pipeline::compile_workers);
         // The finalists' re-timing goes on with the search's workers; nothing else needs them.
-        let mut warm = backend.into_started().filter(|_| request.retime.is_some());
+        let mut warm = backend.into_started().filter(|_| tuning.retime.is_some());
         let facts = RunFacts {
             kernel: language.kernel_name().to_string(),
             device,
@@ -181,22 +216,22 @@ impl Prepared<'_> {
             strategy: search.strategy_name,
             seed: search.seed,
             verified_sets: language.verified_sets(),
-            verified_sizes: request.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
+            verified_sizes: tuning.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
             wall_s,
             compile_workers,
-            db: request.db.display().to_string(),
+            db: tuning.request.database().display().to_string(),
             tuning: tuning_id.get(),
             compiler: language.compiler(),
         };
         let mut run = RunSummary::new(summary, space, tally, facts);
-        if let Some(vetting) = request.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
-            let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
+        if let Some(vetting) = tuning.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
+            let (count, within) = tuning.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
             let failed = run
                 .vet(vetting, space, count, within)
                 .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
-        if let Some(retime) = request.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
+        if let Some(retime) = tuning.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             // Times rank configurations only when the objective is the time, or a function
             // of it that no parameter changes.
             let measured_now = run.evaluations > run.from_store;
@@ -210,7 +245,7 @@ impl Prepared<'_> {
             }
         }
         drop(warm);
-        let schedule = request.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        let schedule = tuning.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
         if let (Some(schedule), Some(best)) = (schedule, &run.best) {
             on_progress(Progress::Schedule(schedule));
             let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
@@ -221,7 +256,7 @@ impl Prepared<'_> {
                 Err(error) => return Err(error),
             }
         }
-        let controls = request.controls.as_ref().filter(|_| !interrupted(&mut run, interrupt));
+        let controls = tuning.controls.as_ref().filter(|_| !interrupted(&mut run, interrupt));
         if let (Some(controls), Some(proposer), Some(best)) = (controls, proposer.as_mut(), &run.best) {
             let values: Vec<Value> = space.values(best.id).into_iter().cloned().collect();
             let acf_at = space.params().iter().position(|p| p.name() == "acf");
@@ -377,12 +412,12 @@ impl ScheduleStage<'_> {
 
 impl std::fmt::Debug for Tuning<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tuning").field("kernel", &self.language.kernel_name()).field("search", &self.search).finish()
+        f.debug_struct("Tuning").field("kernel", &self.language.kernel_name()).field("request", &self.request).finish()
     }
 }
 
 impl std::fmt::Debug for Prepared<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared").field("request", &self.request).field("device", &self.device.name).finish()
+        f.debug_struct("Prepared").field("tuning", &self.tuning).field("device", &self.device.name).finish()
     }
 }

@@ -3,6 +3,8 @@
 //! The CLI and the Python extension parse what the user asked for, call this crate, and
 //! render what it returns; neither assembles a run itself.
 //!
+//! - [`Request`] is what a user asks of a run besides the kernel, every default applied
+//!   there; each front builds one from its arguments ([`Front`] names where they differ).
 //! - [`Tuning`] tunes a kernel of any [`kerntune_pipeline::Language`] on one GPU or
 //!   several of one model ([`Devices`]): pre-flight
 //!   checks ([`Tuning::prepare`]), the results store, the search settings
@@ -20,6 +22,7 @@ mod error;
 mod forecast;
 mod gpu;
 pub mod report;
+mod request;
 mod simulate;
 mod summary;
 pub mod vetting;
@@ -29,6 +32,7 @@ pub use devices::Devices;
 pub use error::RunError;
 pub use forecast::{duration_words, Forecast, Pace, LONG_SEARCH};
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
+pub use request::{Front, Request};
 pub use simulate::{Simulation, SimulationSummary};
 pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSummary};
 

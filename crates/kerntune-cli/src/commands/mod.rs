@@ -18,7 +18,7 @@ use crate::args::{Cli, Command};
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Tune(args) => tune::run(args),
+        Command::Tune(args) => tune::run(*args),
         Command::Worker(args) => Ok(tune::worker(args)),
         Command::Simulate(args) => simulate::run(args),
         Command::Space(args) => space::run(args),

@@ -2,20 +2,17 @@
 //! compile (`--compile-only`) its space without one. Also the hidden `__worker` command
 //! that runs the compile and benchmark worker processes.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use kerntune_device::DeviceInfo;
-use kerntune_engine::{objective, Event, DEFAULT_STRATEGY};
+use kerntune_engine::{objective, Event};
 use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::controls::ControlsOptions;
-use kerntune_pipeline::finalists::RetimeOptions;
-use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_pipeline::{Language as _, RayRelay, WorkerCommand};
-use kerntune_run::{report, CompileOnly, Progress, Tuning, Workers};
+use kerntune_run::{report, CompileOnly, Front, Progress, Request, Tuning, Workers};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
@@ -38,11 +35,6 @@ pub fn worker(args: WorkerArgs) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// The results database: `--db`, else the default one.
-fn database(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(Store::default_path)
-}
-
 fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
     space.values(id).into_iter().cloned().collect()
 }
@@ -50,10 +42,10 @@ fn config_values(space: &Space, id: ConfigId) -> Vec<Value> {
 /// This binary as a worker program; with `--ray`, its compile workers run on the cluster
 /// through the relay, checked first, and with `--ray-gpus N|all` its benchmark workers too,
 /// one GPU of the cluster each.
-fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<RayGpus>) -> Result<Workers> {
+fn workers(ray: Option<&str>, ray_gpus: Option<RayGpus>) -> Result<Workers> {
     let worker = WorkerCommand::new(std::env::current_exe().context("locating the kerntune binary")?, Vec::new());
     let Some(address) = ray else {
-        return Ok(Workers { bench: worker.clone(), compile: worker, compile_workers, bench_workers: None });
+        return Ok(Workers::of(worker));
     };
     let relay = RayRelay::new(address);
     let asked = match ray_gpus {
@@ -69,7 +61,7 @@ fn workers(compile_workers: Option<usize>, ray: Option<&str>, ray_gpus: Option<R
         _ => asked,
     };
     let bench = if gpus > 0 { relay.wrap_on_a_gpu(&worker) } else { worker.clone() };
-    Ok(Workers { bench, compile: relay.wrap(&worker), compile_workers, bench_workers: (gpus > 0).then_some(gpus) })
+    Ok(Workers::new(bench, relay.wrap(&worker)).elsewhere(Some(gpus)))
 }
 
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
@@ -77,8 +69,10 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let pareto = measurement_options(&mut spec, &args).map_err(anyhow::Error::msg)?;
     // Everything the user wrote is checked before anything is built, compiled or probed,
     // whichever mode runs: a mistake found only by a tuning run would pass a dry run.
-    DeviceInfo::compile_target(&args.arch).map_err(anyhow::Error::msg)?;
-    args.search.clone().or(&spec.search).resolve(DEFAULT_STRATEGY)?;
+    let mut request = args.request.clone();
+    request.search = request.search.or(&spec.search);
+    DeviceInfo::compile_target(&request.arch).map_err(anyhow::Error::msg)?;
+    request.search.resolve(Front::Cli.default_strategy())?;
     let clock = Instant::now();
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
     if space.is_empty() {
@@ -97,40 +91,16 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     }
     let language = CudaLanguage::new(&spec, &space);
     if args.compile_only {
-        return compile_only(&spec, &space, &language, &args);
+        return compile_only(&spec, &space, &language, &request, &args);
     }
-    let db = database(args.db.clone());
-    let tuning = Tuning {
-        language: &language,
-        space: &space,
-        search: args.search.clone().or(&spec.search),
-        default_strategy: DEFAULT_STRATEGY,
-        db: db.clone(),
-        fresh: args.fresh,
-        devices: args.devices.clone(),
-        workers: workers(args.compile_workers, args.ray.as_deref(), args.ray_gpus)?,
-        retime: (args.finalists > 1).then(|| RetimeOptions {
-            finalists: args.finalists,
-            within: args.finalists_within,
-            seed: args.search.seed.unwrap_or(0),
-            ..RetimeOptions::default()
-        }),
-        schedule: args.schedule.then(|| ScheduleOptions {
-            budget: args.schedule_budget,
-            method: args.schedule_method.clone(),
-            seed: args.search.seed.unwrap_or(0),
-            check_sets: args.schedule_check_sets,
-            ..ScheduleOptions::default()
-        }),
-        controls: args.controls.map(|ControlsSearch::Compileiq| ControlsOptions {
-            budget: args.controls_budget,
-            ptxas_version: spec.ptxas.as_ref().map(|p| p.version.clone()).unwrap_or_default(),
-            ..ControlsOptions::default()
-        }),
-        without_gpu: "`--dry-run` checks the space without one, `--compile-only` compiles every configuration (with NVRTC installed)",
-        vetting: None,
-    };
-    let prepared = tuning.prepare()?;
+    let db = request.database();
+    request.controls = args.controls.map(|ControlsSearch::Compileiq| ControlsOptions {
+        budget: args.controls_budget,
+        ptxas_version: spec.ptxas.as_ref().map(|p| p.version.clone()).unwrap_or_default(),
+        ..ControlsOptions::default()
+    });
+    let workers = workers(args.ray.as_deref(), args.ray_gpus)?;
+    let prepared = Tuning::new(&language, &space, request, Front::Cli, workers).prepare()?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
         let gpus = match prepared.devices.len() {
@@ -311,26 +281,25 @@ fn dry_run(spec: &KernelSpec, space: &Space, clock: Instant, json: bool) -> Resu
     Ok(ExitCode::SUCCESS)
 }
 
-fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, args: &TuneArgs) -> Result<ExitCode> {
-    let db = database(args.db.clone());
+fn compile_only(
+    spec: &KernelSpec,
+    space: &Space,
+    language: &CudaLanguage<'_>,
+    request: &Request,
+    args: &TuneArgs,
+) -> Result<ExitCode> {
+    let (db, arch) = (request.database(), &request.arch);
     let store = Store::open(&db)?;
-    let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {}", args.arch)))?;
-    let compile = CompileOnly {
-        language,
-        space,
-        arch: &args.arch,
-        worker: workers(None, args.ray.as_deref(), None)?.compile,
-        compile_workers: args.compile_workers,
-        store: Some((&store, tuning)),
-        resume: true,
-    };
+    let tuning = store.tuning(&spec.tuning_info(&format!("compile-only {arch}")))?;
+    let worker = workers(args.ray.as_deref(), None)?.compile().clone();
+    let compile = CompileOnly::new(language, space, request, worker).keeping_in(&store, tuning);
     let bar = render::progress(Some(space.len() as u64), "compiled", args.json);
     let report = compile.run(&mut |_| bar.inc(1), &interrupt::requested)?;
     bar.finish_and_clear();
     if args.json {
-        println!("{}", report::compile_json(&report, space, &args.arch));
+        println!("{}", report::compile_json(&report, space, arch));
     } else {
-        print!("{}", report::compile_text(&report, space, &args.arch, &db.display().to_string()));
+        print!("{}", report::compile_text(&report, space, arch, &db.display().to_string()));
     }
     if report.interrupted {
         eprintln!(
@@ -339,6 +308,6 @@ fn compile_only(spec: &KernelSpec, space: &Space, language: &CudaLanguage<'_>, a
         );
         return Ok(ExitCode::from(interrupt::INTERRUPTED_EXIT));
     }
-    report.require_some(&args.arch)?;
+    report.require_some(arch)?;
     Ok(ExitCode::SUCCESS)
 }
