@@ -522,16 +522,12 @@ class _Call:
                                 f"{get_config_string(values, list(self.params))} lacks{why}") from error
 
     def _write_cache(self, path, document, results, device_name):
-        keys = list(self.params)
-        entries = dict((document or {}).get("cache", {}))
-        for row in results:
-            entry = {k: v for k, v in row.items() if k not in ("status", "reason", "verified_sets")}
-            entries[_kt_cache.key_of(row, keys)] = entry
         header = {
             "device_name": device_name, "kernel_name": self.kernel_name, "problem_size": self._cached_size(),
-            "tune_params_keys": keys, "tune_params": self.params, "objective": self.objective,
+            "tune_params_keys": list(self.params), "tune_params": self.params, "objective": self.objective,
+            "cache": (document or {}).get("cache", {}),
         }
-        _kt_cache.write(path, header, entries)
+        _kt_cache.write(path, header, results)
 
 
 def _source(kernel_source):

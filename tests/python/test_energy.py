@@ -109,11 +109,12 @@ def test_bad_triton_objectives_are_errors(given, higher, match):
 def test_simulation_mode_replays_recorded_energy(tmp_path):
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
-              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time"}
-    entries = {"64": {"block_size_x": 64, "time": 2.0, "nvml_energy": 0.1},
-               "128": {"block_size_x": 128, "time": 1.0, "nvml_energy": 0.3},
-               "256": {"block_size_x": 256, "time": 1.5, "nvml_energy": 0.2}}
-    _kt_cache.write(path, header, entries)
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time",
+              "cache": {}}
+    results = [{"block_size_x": 64, "time": 2.0, "nvml_energy": 0.1},
+               {"block_size_x": 128, "time": 1.0, "nvml_energy": 0.3},
+               {"block_size_x": 256, "time": 1.5, "nvml_energy": 0.2}]
+    _kt_cache.write(path, header, results)
     _, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128, 256]},
                                   simulation_mode=True, cache=path, quiet=True, objective="nvml_energy")
     assert env["best_config"]["block_size_x"] == 64

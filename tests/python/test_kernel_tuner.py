@@ -230,13 +230,17 @@ def test_a_kernel_tuner_cache_file_round_trips(tmp_path):
 
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [4096], "tune_params_keys": ["bx"],
-              "tune_params": {"bx": [64, 128]}, "objective": "time"}
-    entries = {"64": {"bx": 64, "time": 1.0, "times": [1.0]}, "128": {"bx": 128, "time": "CompilationFailedConfig"}}
-    _kt_cache.write(path, header, entries)
+              "tune_params": {"bx": [64, 128]}, "objective": "time", "cache": {"32": {"bx": 32, "time": 3.0}}}
+    results = [{"bx": 64, "time": 1.0, "times": [1.0]}, {"bx": 128, "time": util.CompilationFailedConfig()}]
+    _kt_cache.write(path, header, results)
     text = open(path).read()
     assert text.endswith("}\n}"), "Kernel Tuner reopens a cache for appending only when it ends like this"
+    assert text.splitlines()[-3].startswith('"64": {"bx": 64, "time": 1.0, "times": [1.0], '), "an entry a line"
     document = _kt_cache.read(path)
-    assert document["cache"] == entries and document["kernel_name"] == "k"
+    entries = document["cache"]
+    assert list(entries) == ["32", "64", "128"] and document["kernel_name"] == "k"
+    assert entries["32"] == {"bx": 32, "time": 3.0}, "entries already there are kept as they were"
+    assert entries["128"]["time"] == "CompilationFailedConfig" and entries["64"]["compile_time"] == 0.0
     # Kernel Tuner leaves a file it is still appending to open: no closing braces.
     open(path, "w").write(text[:-3] + ",")
     assert _kt_cache.read(path)["cache"] == entries
@@ -252,10 +256,11 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
 
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
-              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time"}
-    entries = {"64": {"block_size_x": 64, "time": 2.0}, "128": {"block_size_x": 128, "time": 1.0},
-               "256": {"block_size_x": 256, "time": "RuntimeFailedConfig"}}
-    _kt_cache.write(path, header, entries)
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time",
+              "cache": {}}
+    results = [{"block_size_x": 64, "time": 2.0}, {"block_size_x": 128, "time": 1.0},
+               {"block_size_x": 256, "time": "RuntimeFailedConfig"}]
+    _kt_cache.write(path, header, results)
     results, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(),
                                         {"block_size_x": [64, 128, 256]}, simulation_mode=True, cache=path, quiet=True)
     assert [r["block_size_x"] for r in results] == [64, 128, 256]
@@ -278,8 +283,9 @@ def test_a_configuration_stopped_early_is_marked_and_its_cache_entry_never_wins_
     # A replay takes the mark: a stopped entry, however fast its two samples, is not the best.
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
-              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128]}, "objective": "time"}
-    _kt_cache.write(path, header, {"64": {**stopped, "time": 0.5}, "128": timed})
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128]}, "objective": "time",
+              "cache": {}}
+    _kt_cache.write(path, header, [{**stopped, "time": 0.5}, timed])
     _, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]},
                                   simulation_mode=True, cache=path, quiet=True)
     assert env["best_config"]["block_size_x"] == 128

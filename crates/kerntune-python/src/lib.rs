@@ -8,6 +8,7 @@
 //! GIL and check for Ctrl-C after every evaluation.
 
 mod errors;
+mod formats;
 mod kernel_tuner;
 mod tuning;
 
@@ -94,6 +95,10 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::t4_results, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
