@@ -25,7 +25,7 @@ from collections import Counter
 
 from kerntune import _kerntune, _kt_cache
 from kerntune._kt_conventions import Conventions, describe, evaluate, restriction_of_threads
-from kerntune._errors import (ArgumentError, ArgumentTypeError, check_arch, check_device, check_search, check_strategy,
+from kerntune._errors import (ArgumentError, ArgumentTypeError, check_device, check_search, check_strategy, compile_target,
                               warn_unchecked)
 from kerntune._results import NoValidConfigError
 from kerntune.observers.nvml import OBSERVABLES, check_tunables, observed_keys
@@ -40,8 +40,6 @@ _HIGHER_IS_BETTER = {"time": False, "energy": False, "fitness": True, "cost": Fa
 _MEASURED_OBJECTIVES = {"energy", "edp", "power", *OBSERVABLES, *OBSERVABLES.values()}
 _COSTS = {"compile_time": "compile_s", "verification_time": "verify_s", "benchmark_time": "benchmark_s",
           "framework_time": "framework_s", "strategy_time": "strategy_s"}
-# The compile-only stand-in device: Hopper's limits.
-_COMPILE_ONLY_LIMITS = {"name": "compile-only", "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448}
 
 
 def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=None, grid_div_y=None,
@@ -354,10 +352,9 @@ class _Call:
         }
 
     def compile(self, arch, db, parallel, higher_is_better):
-        number = check_arch(arch)
-        arch = arch if str(arch).startswith("sm_") else f"sm_{number}"
-        limits = _COMPILE_ONLY_LIMITS
-        spec = self.spec(limits["max_threads_per_block"], limits["max_shared_per_block_optin"], higher_is_better)
+        target = compile_target(arch)
+        arch = target["arch"]
+        spec = self.spec(target["max_threads_per_block"], target["max_shared_per_block_optin"], higher_is_better)
         job = self.job(spec, db, parallel)
         job["arch"] = arch
         rows = json.loads(_kerntune.compile_kernel_tuner(json.dumps(job), self.conventions.instance))

@@ -1,6 +1,7 @@
 """The files kerntune shares with other tools, written from Python by the Rust writers the
 CLI uses: ``kerntune.export`` against ``kerntune export``, byte for byte, and the T4
-statuses of ``kerntune.file_utils`` as the T4 schema names them."""
+statuses of ``kerntune.file_utils`` as the T4 schema names them; and the rules Python
+reads from Rust: the architecture a compile targets, the relay's command for Ray."""
 
 import os
 import subprocess
@@ -47,3 +48,23 @@ def test_t4_results_name_a_wrong_output_and_a_timeout_as_the_schema_does(tmp_pat
     document = file_utils.get_t4_results(results, {"bx": [64, 128, 256, 512]})
     assert [r["invalidity"] for r in document["results"]] == ["correctness", "timeout", "runtime", "correct"]
     assert [r["correctness"] for r in document["results"]] == [0, 0, 0, 1]
+
+
+def test_an_architecture_is_read_by_the_clis_rule_with_its_own_limits():
+    from kerntune._errors import check_arch, compile_target
+
+    assert check_arch("sm_90a") == 90 and check_arch(90) == 90 and check_arch("sm_120") == 120
+    assert compile_target("80")["max_shared_per_block_optin"] == 163 << 10, "an A100 is not given Hopper's limits"
+    for typo in ("sm90", "sm_1234", "compute_90", "gfx90a"):
+        with pytest.raises(kerntune.ArgumentError, match="not an NVIDIA architecture"):
+            check_arch(typo)
+
+
+def test_a_relayed_worker_is_the_clis_relay_command_with_its_files_shipped():
+    from kerntune import ray_worker
+
+    argv = ray_worker.command("/venv/bin/python", "10.0.0.1:6379", ["/venv/bin/python", "-m", "kerntune._worker"],
+                              env=["PYTHONPATH"], ship=["/tmp/setup.json"], gpus=1)
+    assert argv == ["/venv/bin/python", "-m", "kerntune.ray_worker", "--address", "10.0.0.1:6379", "--gpus", "1",
+                    "--env", "PYTHONPATH", "--ship", "/tmp/setup.json", "--", "/venv/bin/python", "-m",
+                    "kerntune._worker"]

@@ -10,6 +10,7 @@
 mod errors;
 mod formats;
 mod kernel_tuner;
+mod rules;
 mod tuning;
 
 use pyo3::prelude::*;
@@ -99,6 +100,10 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;
     m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::ray_command, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::ray_check, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
