@@ -270,9 +270,9 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
 
 def test_a_configuration_stopped_early_is_marked_and_its_cache_entry_never_wins_a_replay(tmp_path):
     from kerntune import _kt_cache
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
-    call = _Call("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]}, (None, None, None), None,
+    call = Call("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]}, (None, None, None), None,
                  None, 1e-6, 1e-5, None, None, None, None, None, None, 32, None, "time", str(tmp_path))
     stopped = call._row({"config": {"block_size_x": 64}, "status": "early_stopped", "time_ms": 2.0,
                          "samples": [2.0, 2.1], "objective": 2.0}, {})
@@ -328,7 +328,7 @@ def kernel_tuner_example(name):
 
 
 def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
     partial = np.zeros(8, np.float32)
     values = np.ones(64, np.float32)
@@ -338,7 +338,7 @@ def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
         seen.update(answer=answer, result=result, atol=atol)
         return np.isclose(result[0].sum(), answer[0])
 
-    call = _Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
+    call = Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
                  ([], None, None), None, [64.0, None, None], 1e-3, 0.0, verify, None, None, None, None, None, 7, None,
                  "time", str(tmp_path))
     assert call.args[0]["output"] and call.args[0]["poison"] is False, "outputs start from their contents, unpoisoned"
@@ -352,7 +352,7 @@ def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
 
 def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(tmp_path):
     # Kernel Tuner calls verify(None, result) then, with every array copied back.
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
     c, a, b = np.zeros(16, np.float32), np.ones(16, np.float32), np.ones(16, np.float32)
     seen = {}
@@ -361,7 +361,7 @@ def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(t
         seen.update(answer=answer, result=result)
         return np.allclose(result[0], result[1] + result[2])
 
-    call = _Call("vector_add", VECTOR_ADD, 16, [c, a, b, np.int32(16)], {"block_size_x": [16]}, (None, None, None),
+    call = Call("vector_add", VECTOR_ADD, 16, [c, a, b, np.int32(16)], {"block_size_x": [16]}, (None, None, None),
                  None, None, 1e-6, 0.0, verify, None, None, None, None, None, 7, None, "time", str(tmp_path))
     assert [arg.get("output", False) for arg in call.args] == [True, True, True, False]
     assert all(arg["poison"] is False for arg in call.args[:3]), "each array starts from its own contents"
@@ -377,12 +377,12 @@ def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(t
 
 
 def energy_call(tmp_path, observers):
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
     from kerntune.observers.nvml import observed_keys
 
     n = 1 << 20
     metrics = {"GFLOPS/W": lambda p: (n / 1e9) / p["nvml_energy"]}
-    return _Call("vector_add", VECTOR_ADD, n, vector_args(16), {"block_size_x": [128, 256]}, (None, None, None), None,
+    return Call("vector_add", VECTOR_ADD, n, vector_args(16), {"block_size_x": [128, 256]}, (None, None, None), None,
                  None, 1e-6, 0.0, None, None, None, None, None, None, 7, metrics, "time", str(tmp_path),
                  observed_keys(observers))
 

@@ -3,7 +3,6 @@ store, written by the same Rust code as ``kerntune report`` (whose test opens it
 Chromium, crates/kerntune-cli/tests/report.rs). The store here is made by ``kerntune
 simulate``; the report of a real tuning is checked in test_gpu.py."""
 
-import os
 import sqlite3
 import subprocess
 
