@@ -151,6 +151,15 @@ def test_a_missing_block_dimension_launches_256_threads_and_divides_by_one():
     assert block == [256, 1, 1] and grid == [1000, 1, 1]
 
 
+def test_an_empty_problem_or_a_zero_divisor_is_the_reason_a_configuration_cannot_launch():
+    conventions = Conventions("k", "", "n", [None, "d", None], None, None, None, ["block_size_x", "n", "d"])
+    with pytest.raises(ValueError, match="problem size of axis x is 0; a problem size is at least 1"):
+        conventions.instance([64, 0, 1])
+    conventions = Conventions("k", "", (64, 64), [None, "d", None], None, None, None, ["block_size_x", "n", "d"])
+    with pytest.raises(ValueError, match="grid divisor of axis y is 0"):
+        conventions.instance([64, 64, 0])
+
+
 def test_loop_unroll_factor_zero_removes_the_pragma_and_others_become_constants():
     source = "void f() {\n    #pragma unroll loop_unroll_factor_0\n    for (;;) {}\n}"
     conventions = Conventions("k", source, 10, [None] * 3, None, None, None, ["loop_unroll_factor_0"])

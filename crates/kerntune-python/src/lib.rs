@@ -102,6 +102,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
     m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::kernel_tuner_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(rules::ray_command, m)?)?;
     m.add_function(wrap_pyfunction!(rules::ray_check, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;

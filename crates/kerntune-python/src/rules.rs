@@ -1,6 +1,7 @@
-//! Rules the Python package applies before a run, declared once in Rust and reached from
-//! here: the architecture a compile targets (with that architecture's limits), the store's
-//! fingerprint, and the relay that runs a worker on a Ray cluster.
+//! Rules the Python package applies, declared once in Rust and reached from here: the
+//! architecture a compile targets (with that architecture's limits), the store's
+//! fingerprint, Kernel Tuner's launch geometry, and the relay that runs a worker on a Ray
+//! cluster.
 
 use std::path::PathBuf;
 
@@ -21,6 +22,22 @@ pub fn compile_target(arch: &str) -> PyResult<String> {
 #[pyfunction]
 pub fn fingerprint(parts: Vec<String>) -> String {
     kerntune_store::fingerprint(&parts)
+}
+
+/// Kernel Tuner's launch of one configuration from what `tune_kernel`'s conventions gave
+/// for it (`sizes` per axis, the factors of each axis's grid divisor, the block and the
+/// dynamic shared memory): `(grid, block, shared_bytes)`; a `ValueError` with the reason
+/// the configuration cannot launch.
+#[pyfunction]
+pub fn kernel_tuner_geometry(
+    sizes: [f64; 3],
+    divisors: [Vec<f64>; 3],
+    block: [i64; 3],
+    shared_bytes: i64,
+) -> PyResult<([u32; 3], [u32; 3], u32)> {
+    let geometry = kerntune_lang_cuda::divided_geometry(sizes, &divisors, block, shared_bytes)
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    Ok((geometry.grid, geometry.block, geometry.shared_bytes))
 }
 
 /// The command (program first) that runs `argv` as a worker in a Ray actor on the cluster
