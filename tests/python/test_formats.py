@@ -3,6 +3,7 @@ CLI uses: ``kerntune.export`` against ``kerntune export``, byte for byte, and th
 statuses of ``kerntune.file_utils`` as the T4 schema names them; and the rules Python
 reads from Rust: the architecture a compile targets, the relay's command for Ray."""
 
+import json
 import os
 import subprocess
 
@@ -48,6 +49,16 @@ def test_t4_results_name_a_wrong_output_and_a_timeout_as_the_schema_does(tmp_pat
     document = file_utils.get_t4_results(results, {"bx": [64, 128, 256, 512]})
     assert [r["invalidity"] for r in document["results"]] == ["correctness", "timeout", "runtime", "correct"]
     assert [r["correctness"] for r in document["results"]] == [0, 0, 0, 1]
+
+
+def test_a_t4_file_of_another_objective_keeps_the_time_and_the_failures(tmp_path):
+    results = [{"bx": 64, "time": 2.0, "times": [2.0], "GFLOP/s": 40.0, "status": "ok"},
+               {"bx": 128, "time": util.CompilationFailedConfig(), "times": [], "status": "compile_failed"}]
+    file_utils.store_output_file(tmp_path / "out", results, {"bx": [64, 128]}, objective="GFLOP/s")
+    first, second = json.loads((tmp_path / "out.json").read_text())["results"]
+    assert first["measurements"] == [{"name": "GFLOP/s", "value": 40.0, "unit": ""},
+                                     {"name": "time", "value": 2.0, "unit": "ms"}]
+    assert second["invalidity"] == "compile" and second["objectives"] == ["GFLOP/s"]
 
 
 def test_an_architecture_is_read_by_the_clis_rule_with_its_own_limits():

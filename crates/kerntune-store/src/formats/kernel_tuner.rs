@@ -16,8 +16,9 @@ use crate::{Format, Landscape, Record};
 const EARLY_STOPPED: &str = "early_stopped";
 
 /// Fields of an entry that are neither parameters nor metrics (`status`, `reason` and
-/// `verified_sets` are kerntune's, in `tune_kernel`'s results).
-const KNOWN_FIELDS: [&str; 11] = [
+/// `verified_sets` are kerntune's, in `tune_kernel`'s results). The time is a metric where
+/// it is not the objective.
+const KNOWN_FIELDS: [&str; 10] = [
     "times",
     "compile_time",
     "verification_time",
@@ -25,7 +26,6 @@ const KNOWN_FIELDS: [&str; 11] = [
     "framework_time",
     "strategy_time",
     "timestamp",
-    "time",
     "status",
     "reason",
     "verified_sets",
@@ -75,7 +75,8 @@ pub(crate) fn parse(document: &Map<String, Json>, origin: &str) -> Result<Landsc
 
 /// The evaluation an entry records: its objective (or the failure's marker), samples, costs
 /// and metrics (the other numbers that are not parameters); `None` without the objective.
-/// An entry of `tune_kernel`'s results list also holds kerntune's `status` and `reason`.
+/// An entry of `tune_kernel`'s results list also holds kerntune's `status` and `reason`, and
+/// a failed one no value of an objective other than the time.
 fn entry_evaluation(entry: &Map<String, Json>, objective: &str, is_param: impl Fn(&str) -> bool) -> Option<Evaluation> {
     let costs = Costs {
         compile_s: seconds(entry, "compile_time"),
@@ -84,8 +85,9 @@ fn entry_evaluation(entry: &Map<String, Json>, objective: &str, is_param: impl F
         framework_s: seconds(entry, "framework_time"),
         strategy_s: seconds(entry, "strategy_time"),
     };
-    let mut evaluation = match entry.get(objective)? {
-        Json::Number(n) => {
+    let status = entry.get("status").and_then(Json::as_str).and_then(|s| s.parse::<Status>().ok());
+    let mut evaluation = match (entry.get(objective), status) {
+        (Some(Json::Number(n)), _) => {
             let samples = entry
                 .get("times")
                 .and_then(Json::as_array)
@@ -96,10 +98,11 @@ fn entry_evaluation(entry: &Map<String, Json>, objective: &str, is_param: impl F
             }
             evaluation
         }
-        Json::String(failure) => Evaluation::failed(failure_status(failure), failure.clone(), costs),
+        (Some(Json::String(failure)), _) => Evaluation::failed(failure_status(failure), failure.clone(), costs),
+        (None, Some(status)) if status.is_failure() => Evaluation::failed(status, status.as_str(), costs),
         _ => return None,
     };
-    if let Some(status) = entry.get("status").and_then(Json::as_str).and_then(|s| s.parse::<Status>().ok()) {
+    if let Some(status) = status {
         evaluation.status = status;
     }
     if let Some(reason) = entry.get("reason").and_then(Json::as_str) {
@@ -296,6 +299,17 @@ mod tests {
         assert!(evaluation.metrics.is_empty(), "{:?}", evaluation.metrics);
         assert!((evaluation.costs.compile_s - 0.02).abs() < 1e-12);
         assert_eq!(rows[0].config, *json!({"bx": 128, "fast": false}).as_object().expect("an object"));
+    }
+
+    #[test]
+    fn under_another_objective_the_time_is_kept_and_a_failed_result_needs_no_value_of_it() {
+        let names = ["bx".to_string()];
+        let listed = json!([{"bx": 64, "time": 2.0, "GFLOP/s": 40.0, "status": "ok"},
+                            {"bx": 128, "time": "CompilationFailedConfig", "status": "compile_failed"}]);
+        let rows = results(listed.as_array().expect("a list"), &names, "GFLOP/s").expect("reads");
+        assert_eq!(rows[0].evaluation.objective, Some(40.0));
+        assert_eq!(rows[0].evaluation.metrics.get("time"), Some(&json!(2.0)));
+        assert_eq!(rows[1].evaluation.status, Status::CompileFailed);
     }
 
     #[test]
