@@ -33,12 +33,7 @@ pub fn t4_results(results: &str, names: Vec<String>, objective: &str) -> PyResul
 #[pyfunction]
 pub fn kernel_tuner_cache(document: &str, results: &str) -> PyResult<String> {
     let mut document: Json = serde_json::from_str(document).map_err(errors::spec)?;
-    let names: Vec<String> = document["tune_params_keys"]
-        .as_array()
-        .map_or_else(Vec::new, |keys| keys.iter().filter_map(Json::as_str).map(str::to_string).collect());
-    let objective = document["objective"].as_str().unwrap_or("time").to_string();
-    let rows = kernel_tuner::results(&list(results, "results")?, &names, &objective).map_err(errors::store)?;
-    kernel_tuner::add(&mut document, &rows);
+    kernel_tuner::add_results(&mut document, &list(results, "results")?).map_err(errors::store)?;
     Ok(kernel_tuner::text(&document))
 }
 

@@ -217,11 +217,8 @@ pub fn write(tuning: &TuningInfo, rows: &[StoredEvaluation]) -> Json {
 /// Adds `rows` to the cache of `document` (a cache file's header, with the entries it
 /// already holds), each in place of an entry of the same configuration.
 pub fn add(document: &mut Json, rows: &[StoredEvaluation]) {
-    let names: Vec<String> = document["tune_params_keys"]
-        .as_array()
-        .map_or_else(Vec::new, |keys| keys.iter().filter_map(Json::as_str).map(str::to_string).collect());
+    let (names, objective) = header(document);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let objective = document["objective"].as_str().unwrap_or("time").to_string();
     if !document["cache"].is_object() {
         document["cache"] = json!({});
     }
@@ -230,6 +227,21 @@ pub fn add(document: &mut Json, rows: &[StoredEvaluation]) {
             cache.insert(key(&names, &row.config), entry(&objective, row));
         }
     }
+}
+
+/// Adds `tune_kernel`'s results list to the cache of `document`, as [`add`] does.
+pub fn add_results(document: &mut Json, listed: &[Json]) -> Result<(), StoreError> {
+    let (names, objective) = header(document);
+    add(document, &results(listed, &names, &objective)?);
+    Ok(())
+}
+
+/// The parameters' names and the objective a cache file's header states.
+fn header(document: &Json) -> (Vec<String>, String) {
+    let names = document["tune_params_keys"]
+        .as_array()
+        .map_or_else(Vec::new, |keys| keys.iter().filter_map(Json::as_str).map(str::to_string).collect());
+    (names, document["objective"].as_str().unwrap_or("time").to_string())
 }
 
 /// A cache document's text in the layout Kernel Tuner itself appends to: the header's keys
@@ -280,7 +292,7 @@ fn python_json(value: &Json) -> String {
 mod tests {
     use super::*;
 
-    fn header() -> Json {
+    fn cache_header() -> Json {
         json!({"kernel_name": "k", "tune_params_keys": ["bx", "fast"], "tune_params": {"bx": [64, 128], "fast": [true, false]},
                "objective": "time", "cache": {"64,True": {"bx": 64, "fast": true, "time": 9.0, "times": [9.0]}}})
     }
@@ -314,11 +326,10 @@ mod tests {
 
     #[test]
     fn added_results_replace_their_entries_and_the_text_has_one_entry_a_line_last() {
-        let mut document = header();
-        let names = ["bx".to_string(), "fast".to_string()];
+        let mut document = cache_header();
         let listed =
             json!([{"bx": 64, "fast": true, "time": 1.5, "times": [1.5]}, {"bx": 128, "fast": true, "time": 2.5}]);
-        add(&mut document, &results(listed.as_array().expect("a list"), &names, "time").expect("reads"));
+        add_results(&mut document, listed.as_array().expect("a list")).expect("reads");
         let text = text(&document);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[lines.len() - 3].starts_with("\"64,True\": {"), "{text}");
