@@ -6,7 +6,8 @@
   kernels (``kerntune.util`` and ``kerntune.file_utils`` hold the helpers its scripts import);
 - ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU;
 - ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton;
-- ``kerntune.report(db, path)`` (or ``result.report(path)``) writes an HTML report of a results store.
+- ``kerntune.report(db, path)`` (or ``result.report(path)``) writes an HTML report of a results store,
+  ``kerntune.export(db, path)`` its tuning as a T4 or Kernel Tuner cache file.
 
 Results are kept in a SQLite store, so tuning the same thing again costs nothing.
 """
@@ -25,7 +26,7 @@ from kerntune._kerntune import (
 from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, LongSearchWarning,
                               ReferenceDisagreementError, UncheckedOutputsWarning)
 from kerntune._ranks import RankTuningError
-from kerntune._results import NoValidConfigError, TuneResult, report
+from kerntune._results import NoValidConfigError, TuneResult, export, report
 from kerntune._arguments import Tensor
 from kerntune._tune import compile, tune
 from kerntune._autotune import autotune
@@ -57,6 +58,7 @@ __all__ = [
     "autotune",
     "compile",
     "default_db",
+    "export",
     "load_configs",
     "report",
     "run_kernel",

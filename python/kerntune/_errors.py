@@ -101,9 +101,24 @@ def check_search(strategy, strategy_options, default: str, kernel_tuner: bool = 
         raise ArgumentError(str(error)) from None
 
 
+def compile_target(arch) -> dict:
+    """The device a compile for ``arch`` targets: an NVIDIA architecture, ``sm_90`` (or
+    ``sm_90a``, ``90``), with that architecture's limits, as the CLI's ``--arch`` reads it
+    (the rule is Rust's); ``arch`` holds its name."""
+    import json
+
+    from kerntune import _kerntune
+
+    text = str(arch).strip()
+    name = f"sm_{text}" if text.isdigit() else text
+    try:
+        target = json.loads(_kerntune.compile_target(name))
+    except SpecError:
+        raise ArgumentError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'") from None
+    return {**target, "arch": name}
+
+
 def check_arch(arch) -> int:
-    """``arch``: an NVIDIA architecture, ``sm_90`` (or ``sm_90a``, ``90``); its number."""
-    digits = str(arch).strip().removeprefix("sm_").rstrip("af")
-    if not digits.isdigit() or int(digits) < 50:
-        raise ArgumentError(f"arch {arch!r} is not an NVIDIA architecture; give one like 'sm_90'")
-    return int(digits)
+    """``arch``: an NVIDIA architecture (see ``compile_target``); its number (90 for sm_90)."""
+    major, minor = compile_target(arch)["compute_capability"]
+    return major * 10 + minor

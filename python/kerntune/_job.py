@@ -4,7 +4,6 @@ worker programs, and their Ray wiring."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -67,26 +66,23 @@ class RayCheck:
     the call asked for (None, a count, or ``"all"``)."""
 
     def __init__(self, address: str, ray_gpus: Union[int, str, None] = None):
-        import subprocess
-
-        from kerntune import ray_worker
+        from concurrent.futures import ThreadPoolExecutor
 
         self.address, self.ray_gpus = address, ray_gpus
         asked = ray_gpus if isinstance(ray_gpus, int) else 0
-        self.process = subprocess.Popen(
-            [sys.executable, *ray_worker.RELAY, "--check", "--address", address, "--gpus", str(asked)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The relay's check, as the CLI's --ray runs it (kerntune_pipeline::RayRelay), on a
+        # thread of its own: the extension lets go of the GIL while it waits.
+        pool = ThreadPoolExecutor(1)
+        self.answer = pool.submit(_kerntune.ray_check, sys.executable, address, asked)
+        pool.shutdown(wait=False)
 
     def result(self) -> int:
         """How many GPUs the cluster has, or the check's one-line error."""
-        stdout, stderr = self.process.communicate()
-        if self.process.returncode != 0:
-            lines = [line for line in stderr.splitlines() if line.strip()]
-            reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
-                f"the relay exited with {self.process.returncode}"
-            raise _kerntune.BackendError(f"ray={self.address!r}: {reason}")
-        answers = [line for line in stdout.splitlines() if line.startswith("{")]
-        return int(json.loads(answers[-1])["gpus"]) if answers else 0
+        try:
+            return self.answer.result()
+        except _kerntune.BackendError as error:
+            reason = str(error).replace("(--ray-gpus)", "(ray_gpus=)")
+            raise _kerntune.BackendError(f"ray={self.address!r}: {reason}") from None
 
     def bench_gpus(self) -> Optional[int]:
         """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every
@@ -165,7 +161,7 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, pt
     identity = [fn.cache_key, triton.__version__, problem["specialization"]]
     if ptxas is not None:
         identity.append(f"ptxas {ptxas['version']}")  # another ptxas makes other binaries
-    fingerprint = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
+    fingerprint = _kerntune.fingerprint([json.dumps(identity, default=str)])
     env = worker_env()
     if ptxas is not None:
         env["TRITON_PTXAS_PATH"] = ptxas["path"]
@@ -197,7 +193,7 @@ def _measured_identity(job: dict, edge_sizes: Sequence[str] = ()) -> str:
         return job["fingerprint"]
     parts = [objective, measured] + ([list(edge_sizes)] if edge_sizes else [])
     text = json.dumps(parts, sort_keys=True, default=str)
-    return f"{job['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return _kerntune.fingerprint([job["fingerprint"], text])
 
 
 def _objective(objective, higher_is_better) -> Optional[dict]:

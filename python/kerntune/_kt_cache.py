@@ -1,6 +1,6 @@
 """Kernel Tuner's cache file (``cache=``): read before tuning, so that its entries count as
-measured, and written after, in the layout Kernel Tuner itself appends to: the header
-first, ``"cache"`` last, one entry per line, so that Kernel Tuner can resume from it too.
+measured, and written after by kerntune's Rust writer (the one ``kerntune export --format
+kernel-tuner`` uses), in the layout Kernel Tuner itself appends to.
 
 An entry is keyed by the configuration's values joined with commas (Python's ``str`` of
 each, in ``tune_params`` order) and holds the parameters, the objective (a number, or the
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Optional, Sequence
 
+from kerntune import _kerntune
 from kerntune._errors import ArgumentError
+from kerntune.util import NpEncoder
 
 
 def cache_path(cache) -> str:
@@ -61,22 +63,14 @@ def _listed(size) -> list:
 
 
 def key_of(config: dict, keys: list) -> str:
-    return ",".join(str(config[k]) for k in keys)
+    return _kerntune.kernel_tuner_key(list(keys), json.dumps({k: config[k] for k in keys}, cls=NpEncoder))
 
 
-def write(path: str, header: dict, entries: dict):
-    """Writes the cache: the header's keys, then ``"cache"`` with one entry per line."""
-    head = json.dumps({**header, "cache": {}}, indent="", default=_plain)
-    head = head[: head.rindex("{}")] + "{"
-    lines = [json.dumps({key: entry}, default=_plain)[1:-1] for key, entry in entries.items()]
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+def write(path: str, document: dict, results: Sequence[dict]):
+    """Writes the cache ``document`` (its header, and under ``"cache"`` the entries it
+    already holds) with ``results`` (rows as ``tune_kernel`` returns them) in place of the
+    entries of their configurations."""
+    text = _kerntune.kernel_tuner_cache(json.dumps(document, cls=NpEncoder), json.dumps(list(results), cls=NpEncoder))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        f.write(head + "\n" + ",\n".join(lines) + "}\n}")
-
-
-def _plain(value: Any):
-    """numpy scalars and arrays as JSON numbers and lists."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        f.write(text)

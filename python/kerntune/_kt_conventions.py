@@ -9,8 +9,9 @@ own functions (``problem_size``, ``grid_div_*``, ``defines``, ``smem_args`` and
 Definitions follow Kernel Tuner: without ``defines``, every parameter, the block and grid
 dimensions and ``kernel_tuner`` are ``#define``d; a ``loop_unroll_factor*`` parameter
 becomes a ``constexpr int`` and its ``#pragma unroll`` disappears when it is 0. Sizes
-written as strings are Python expressions over the parameters, truncated to integers;
-a grid dimension is ``ceil(problem_size / product of its divisors)``.
+written as strings are Python expressions over the parameters, truncated to integers; the
+grid is laid out from them in Rust (``kerntune_lang_cuda::divided_geometry``), by the rule a
+spec's ``[launch]`` follows: ``ceil(problem_size / product of its divisors)`` per axis.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import re
 from typing import Any, Optional, Sequence
 
+from kerntune import _kerntune
 from kerntune._errors import ArgumentError, ArgumentTypeError
 
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
@@ -73,7 +75,12 @@ class Conventions:
     def block(self, params: dict) -> list[int]:
         return [int(params.get(name, default)) for name, default in zip(self.block_names, DEFAULT_BLOCK)]
 
-    def grid(self, params: dict) -> list[int]:
+    def launch(self, params: dict) -> tuple:
+        """``(grid, block, shared_bytes)`` of a configuration: what the conventions (the
+        caller's functions and expressions among them) give for it, laid out by Kernel
+        Tuner's rule as the spec's ``[launch]`` is (in Rust: a grid dimension is the problem
+        size divided by the product of its divisors, rounded up); ValueError saying why it
+        cannot launch."""
         size = self.problem_size(params) if callable(self.problem_size) else self.problem_size
         size = [size] if isinstance(size, (str, int)) or _is_integer(size) else list(size)
         if not 1 <= len(size) <= 3:
@@ -81,25 +88,19 @@ class Conventions:
         sizes = [1, 1, 1]
         for axis, value in enumerate(size):
             sizes[axis] = _integer(value, params, "problem_size")
-        grid = []
-        for axis in range(3):
-            divisor = self.divisor(self.grid_div[axis], params, self.block_names[axis])
-            if divisor <= 0:
-                raise ValueError(f"grid_div_{_AXES[axis]} is {divisor} for this configuration")
-            grid.append(max(1, int(math.ceil(float(sizes[axis]) / float(divisor)))))
-        return grid
+        divisors = [self.factors(self.grid_div[axis], params, self.block_names[axis]) for axis in range(3)]
+        return _kerntune.kernel_tuner_geometry(sizes, divisors, self.block(params), self.shared_bytes(params))
 
-    def divisor(self, div, params: dict, block_name: str):
+    def factors(self, div, params: dict, block_name: str) -> list:
+        """The factors of a grid divisor for a configuration; the block dimension's
+        parameter when none is given."""
         if div is None:
-            return params.get(block_name, 1)
+            return [params.get(block_name, 1)]
         if callable(div):
-            return div(params)
+            return [div(params)]
         if isinstance(div, list):
-            product = 1
-            for part in div:
-                product *= self.divisor(part, params, block_name) if part is not None else 1
-            return product
-        return _integer(div, params, "grid divisor")
+            return [factor for part in div if part is not None for factor in self.factors(part, params, block_name)]
+        return [_integer(div, params, "grid divisor")]
 
     def shared_bytes(self, params: dict) -> int:
         if self.shared is None:
@@ -127,8 +128,7 @@ class Conventions:
         """``(source, name, grid, block, shared_bytes)`` of the configuration with these
         parameter values; an exception is the reason it cannot run."""
         params = dict(zip(self.param_names, values))
-        block = self.block(params)
-        grid = self.grid(params)
+        grid, block, shared_bytes = self.launch(params)
         source = self.source(params)
         prefix = []
         for name, value in self.definitions(params, grid, block).items():
@@ -150,7 +150,7 @@ class Conventions:
             prefix.append("#line 1")
             source = "\n".join(prefix) + "\n" + source
         name = substitute(self.kernel_name, params)
-        return source, name, grid, block, self.shared_bytes(params)
+        return source, name, grid, block, shared_bytes
 
 
 def _is_integer(value) -> bool:

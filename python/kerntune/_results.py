@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from kerntune._kerntune import BackendError, write_report
+from kerntune._kerntune import BackendError, export_text, write_report
 from kerntune._space import launch_options, without_compilers_choice
 
 
@@ -149,4 +149,21 @@ def report(db: Union[str, os.PathLike], path: Union[str, os.PathLike] = "report.
 
         raise ArgumentTypeError(f"tuning: give a tuning's number (an int), not {tuning!r}")
     write_report(os.fspath(db), os.fspath(path), tuning)
+    return os.fspath(path)
+
+
+def export(db: Union[str, os.PathLike], path: Union[str, os.PathLike], format: str = "t4",
+           kernel: Optional[str] = None) -> str:
+    """Writes the tuning in the results store ``db`` to ``path`` as a T4 results file
+    (``format="t4"``) or a Kernel Tuner cache file (``"kernel_tuner"``), byte for byte what
+    ``kerntune export DB --format t4|kernel-tuner`` writes, and returns the path. ``kernel``
+    picks the tuning by its kernel's name where the store holds several.
+    ``kerntune.StoreError`` when the store has no such tuning."""
+    if kernel is not None and not isinstance(kernel, str):
+        from kerntune._errors import ArgumentTypeError
+
+        raise ArgumentTypeError(f"kernel: give a kernel's name (a string), not {kernel!r}")
+    text = export_text(os.fspath(db), format, kernel)
+    with open(path, "w") as f:
+        f.write(text)
     return os.fspath(path)

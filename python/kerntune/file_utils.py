@@ -12,20 +12,12 @@ import subprocess
 import sys
 from typing import Sequence
 
+from kerntune import _kerntune
 from kerntune.util import NpEncoder
 
 __all__ = ["get_t4_metadata", "get_t4_results", "store_metadata_file", "store_output_file"]
 
 SCHEMA_VERSION = "1.0.0"
-_COSTS = {
-    "compilation": "compile_time",
-    "benchmark": "benchmark_time",
-    "framework": "framework_time",
-    "search_algorithm": "strategy_time",
-    "validation": "verification_time",
-}
-_NOT_MEASURED = {"times", "timestamp", "status", "reason", *_COSTS.values()}
-_INVALIDITY = {"ok": "correct", "early_stopped": "correct", "compile_failed": "compile", "invalid_config": "constraints"}
 
 
 def _json_name(filename) -> str:
@@ -33,40 +25,30 @@ def _json_name(filename) -> str:
     return name if name.endswith(".json") else name + ".json"
 
 
-def get_t4_results(results: Sequence[dict], tune_params: dict, objective: str = "time") -> dict:
-    """The T4 document of ``results`` (the list ``tune_kernel`` returns)."""
-    if not isinstance(objective, str):
-        raise TypeError("objective: the T4 format holds one objective; give its name")
-    entries = []
-    for result in results:
-        status = result.get("status", "ok" if isinstance(result.get(objective), (int, float)) else "runtime_failed")
-        entry = {}
-        if "timestamp" in result:
-            entry["timestamp"] = result["timestamp"]
-        entry["configuration"] = {k: v for k, v in result.items() if k in tune_params}
-        times = {t4: result.get(ours, 0) for t4, ours in _COSTS.items()}
-        times["runtimes"] = list(result.get("times", []))
-        entry["times"] = times
-        entry["invalidity"] = _INVALIDITY.get(status, "runtime")
-        entry["correctness"] = 0 if status == "invalid_output" else 1
-        entry["measurements"] = [
-            {"name": k, "value": v, "unit": "ms" if k.startswith("time") else ""}
-            for k, v in result.items()
-            if k not in tune_params and k not in _NOT_MEASURED
-        ]
-        entry["objectives"] = [objective]
-        entries.append(entry)
-    return {"results": entries, "schema_version": SCHEMA_VERSION, "metadata": {"timeunit": "milliseconds"}}
-
-
-def store_output_file(output_filename, results: Sequence[dict], tune_params: dict, objective: str = "time"):
-    """Writes ``results`` as a T4 results file (``.json`` is appended if missing)."""
-    path = _json_name(output_filename)
+def _write(filename, text: str) -> None:
+    path = _json_name(filename)
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
     with open(path, "w") as f:
-        json.dump(get_t4_results(results, tune_params, objective), f, cls=NpEncoder)
+        f.write(text)
+
+
+def _t4_text(results: Sequence[dict], tune_params: dict, objective: str) -> str:
+    if not isinstance(objective, str):
+        raise TypeError("objective: the T4 format holds one objective; give its name")
+    return _kerntune.t4_results(json.dumps(list(results), cls=NpEncoder), list(tune_params), objective)
+
+
+def get_t4_results(results: Sequence[dict], tune_params: dict, objective: str = "time") -> dict:
+    """The T4 document of ``results`` (the list ``tune_kernel`` returns), written by
+    kerntune's T4 writer, the one ``kerntune export --format t4`` uses."""
+    return json.loads(_t4_text(results, tune_params, objective))
+
+
+def store_output_file(output_filename, results: Sequence[dict], tune_params: dict, objective: str = "time"):
+    """Writes ``results`` as a T4 results file (``.json`` is appended if missing)."""
+    _write(output_filename, _t4_text(results, tune_params, objective))
 
 
 def _nvidia_smi() -> list:
@@ -109,9 +91,4 @@ def get_t4_metadata() -> dict:
 
 def store_metadata_file(metadata_filename):
     """Writes the T4 metadata of this machine (``.json`` is appended if missing)."""
-    path = _json_name(metadata_filename)
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(get_t4_metadata(), f, cls=NpEncoder)
+    _write(metadata_filename, json.dumps(get_t4_metadata(), cls=NpEncoder))

@@ -35,15 +35,11 @@ RELAY = ["-m", "kerntune.ray_worker"]
 
 def command(python: str, address: str, argv: Sequence[str], env: Sequence[str] = (), ship: Sequence[str] = (),
             gpus: int = 0) -> list[str]:
-    """The argv that runs ``argv`` as a worker on the Ray cluster at ``address``."""
-    relay = [python, *RELAY, "--address", address]
-    if gpus:
-        relay += ["--gpus", str(gpus)]
-    for name in env:
-        relay += ["--env", name]
-    for path in ship:
-        relay += ["--ship", os.fspath(path)]
-    return [*relay, "--", *argv]
+    """The argv that runs ``argv`` as a worker on the Ray cluster at ``address``, as the
+    CLI's ``--ray`` makes it (``kerntune_pipeline::RayRelay``)."""
+    from kerntune import _kerntune
+
+    return _kerntune.ray_command(python, address, list(argv), list(env), [os.fspath(p) for p in ship], gpus)
 
 
 class _Worker:

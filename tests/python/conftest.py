@@ -4,6 +4,7 @@ and two guards: the suite's default results store is a temporary one (the user's
 opens a network connection (one that tries is skipped, naming the host, and fails in CI)."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -58,6 +59,16 @@ def script_runner(tmp_path):
 @pytest.fixture
 def db(tmp_path):
     return str(tmp_path / "results.db")
+
+
+@pytest.fixture
+def kerntune_cli() -> str:
+    """The CLI that the Rust tests built (scripts/test.sh runs them first), else one on PATH."""
+    for candidate in (os.environ.get("KERNTUNE_BIN"), os.path.join(ROOT, "target", "debug", "kerntune"),
+                      shutil.which("kerntune")):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    pytest.skip("no kerntune command to make a store with (cargo build, or set KERNTUNE_BIN)")
 
 
 def _users_store_folder() -> str:

@@ -151,6 +151,15 @@ def test_a_missing_block_dimension_launches_256_threads_and_divides_by_one():
     assert block == [256, 1, 1] and grid == [1000, 1, 1]
 
 
+def test_an_empty_problem_or_a_zero_divisor_is_the_reason_a_configuration_cannot_launch():
+    conventions = Conventions("k", "", "n", [None, "d", None], None, None, None, ["block_size_x", "n", "d"])
+    with pytest.raises(ValueError, match="problem size of axis x is 0; a problem size is at least 1"):
+        conventions.instance([64, 0, 1])
+    conventions = Conventions("k", "", (64, 64), [None, "d", None], None, None, None, ["block_size_x", "n", "d"])
+    with pytest.raises(ValueError, match="grid divisor of axis y is 0"):
+        conventions.instance([64, 64, 0])
+
+
 def test_loop_unroll_factor_zero_removes_the_pragma_and_others_become_constants():
     source = "void f() {\n    #pragma unroll loop_unroll_factor_0\n    for (;;) {}\n}"
     conventions = Conventions("k", source, 10, [None] * 3, None, None, None, ["loop_unroll_factor_0"])
@@ -230,13 +239,17 @@ def test_a_kernel_tuner_cache_file_round_trips(tmp_path):
 
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [4096], "tune_params_keys": ["bx"],
-              "tune_params": {"bx": [64, 128]}, "objective": "time"}
-    entries = {"64": {"bx": 64, "time": 1.0, "times": [1.0]}, "128": {"bx": 128, "time": "CompilationFailedConfig"}}
-    _kt_cache.write(path, header, entries)
+              "tune_params": {"bx": [64, 128]}, "objective": "time", "cache": {"32": {"bx": 32, "time": 3.0}}}
+    results = [{"bx": 64, "time": 1.0, "times": [1.0]}, {"bx": 128, "time": util.CompilationFailedConfig()}]
+    _kt_cache.write(path, header, results)
     text = open(path).read()
     assert text.endswith("}\n}"), "Kernel Tuner reopens a cache for appending only when it ends like this"
+    assert text.splitlines()[-3].startswith('"64": {"bx": 64, "time": 1.0, "times": [1.0], '), "an entry a line"
     document = _kt_cache.read(path)
-    assert document["cache"] == entries and document["kernel_name"] == "k"
+    entries = document["cache"]
+    assert list(entries) == ["32", "64", "128"] and document["kernel_name"] == "k"
+    assert entries["32"] == {"bx": 32, "time": 3.0}, "entries already there are kept as they were"
+    assert entries["128"]["time"] == "CompilationFailedConfig" and entries["64"]["compile_time"] == 0.0
     # Kernel Tuner leaves a file it is still appending to open: no closing braces.
     open(path, "w").write(text[:-3] + ",")
     assert _kt_cache.read(path)["cache"] == entries
@@ -252,10 +265,11 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
 
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
-              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time"}
-    entries = {"64": {"block_size_x": 64, "time": 2.0}, "128": {"block_size_x": 128, "time": 1.0},
-               "256": {"block_size_x": 256, "time": "RuntimeFailedConfig"}}
-    _kt_cache.write(path, header, entries)
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128, 256]}, "objective": "time",
+              "cache": {}}
+    results = [{"block_size_x": 64, "time": 2.0}, {"block_size_x": 128, "time": 1.0},
+               {"block_size_x": 256, "time": "RuntimeFailedConfig"}]
+    _kt_cache.write(path, header, results)
     results, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(),
                                         {"block_size_x": [64, 128, 256]}, simulation_mode=True, cache=path, quiet=True)
     assert [r["block_size_x"] for r in results] == [64, 128, 256]
@@ -265,9 +279,9 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path):
 
 def test_a_configuration_stopped_early_is_marked_and_its_cache_entry_never_wins_a_replay(tmp_path):
     from kerntune import _kt_cache
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
-    call = _Call("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]}, (None, None, None), None,
+    call = Call("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]}, (None, None, None), None,
                  None, 1e-6, 1e-5, None, None, None, None, None, None, 32, None, "time", str(tmp_path))
     stopped = call._row({"config": {"block_size_x": 64}, "status": "early_stopped", "time_ms": 2.0,
                          "samples": [2.0, 2.1], "objective": 2.0}, {})
@@ -278,8 +292,9 @@ def test_a_configuration_stopped_early_is_marked_and_its_cache_entry_never_wins_
     # A replay takes the mark: a stopped entry, however fast its two samples, is not the best.
     path = str(tmp_path / "cache.json")
     header = {"device_name": "NVIDIA H100", "kernel_name": "vector_add", "problem_size": 4096,
-              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128]}, "objective": "time"}
-    _kt_cache.write(path, header, {"64": {**stopped, "time": 0.5}, "128": timed})
+              "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": [64, 128]}, "objective": "time",
+              "cache": {}}
+    _kt_cache.write(path, header, [{**stopped, "time": 0.5}, timed])
     _, env = kerntune.tune_kernel("vector_add", VECTOR_ADD, 4096, vector_args(), {"block_size_x": [64, 128]},
                                   simulation_mode=True, cache=path, quiet=True)
     assert env["best_config"]["block_size_x"] == 128
@@ -322,7 +337,7 @@ def kernel_tuner_example(name):
 
 
 def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
     partial = np.zeros(8, np.float32)
     values = np.ones(64, np.float32)
@@ -332,7 +347,7 @@ def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
         seen.update(answer=answer, result=result, atol=atol)
         return np.isclose(result[0].sum(), answer[0])
 
-    call = _Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
+    call = Call("k", VECTOR_ADD, "num_blocks", [partial, values, np.int32(64)], {"num_blocks": [8]},
                  ([], None, None), None, [64.0, None, None], 1e-3, 0.0, verify, None, None, None, None, None, 7, None,
                  "time", str(tmp_path))
     assert call.args[0]["output"] and call.args[0]["poison"] is False, "outputs start from their contents, unpoisoned"
@@ -346,7 +361,7 @@ def test_a_custom_verify_gets_the_outputs_the_worker_wrote_back(tmp_path):
 
 def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(tmp_path):
     # Kernel Tuner calls verify(None, result) then, with every array copied back.
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
 
     c, a, b = np.zeros(16, np.float32), np.ones(16, np.float32), np.ones(16, np.float32)
     seen = {}
@@ -355,7 +370,7 @@ def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(t
         seen.update(answer=answer, result=result)
         return np.allclose(result[0], result[1] + result[2])
 
-    call = _Call("vector_add", VECTOR_ADD, 16, [c, a, b, np.int32(16)], {"block_size_x": [16]}, (None, None, None),
+    call = Call("vector_add", VECTOR_ADD, 16, [c, a, b, np.int32(16)], {"block_size_x": [16]}, (None, None, None),
                  None, None, 1e-6, 0.0, verify, None, None, None, None, None, 7, None, "time", str(tmp_path))
     assert [arg.get("output", False) for arg in call.args] == [True, True, True, False]
     assert all(arg["poison"] is False for arg in call.args[:3]), "each array starts from its own contents"
@@ -371,12 +386,12 @@ def test_a_custom_verify_without_answer_gets_none_and_every_array_as_an_output(t
 
 
 def energy_call(tmp_path, observers):
-    from kerntune._kernel_tuner import _Call
+    from kerntune._kt_call import Call
     from kerntune.observers.nvml import observed_keys
 
     n = 1 << 20
     metrics = {"GFLOPS/W": lambda p: (n / 1e9) / p["nvml_energy"]}
-    return _Call("vector_add", VECTOR_ADD, n, vector_args(16), {"block_size_x": [128, 256]}, (None, None, None), None,
+    return Call("vector_add", VECTOR_ADD, n, vector_args(16), {"block_size_x": [128, 256]}, (None, None, None), None,
                  None, 1e-6, 0.0, None, None, None, None, None, None, 7, metrics, "time", str(tmp_path),
                  observed_keys(observers))
 

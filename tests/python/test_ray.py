@@ -313,7 +313,7 @@ def test_tune_kernel_ray_gpus_all_runs_a_benchmark_worker_per_gpu_through_the_re
     """`tune_kernel(..., ray=ADDR, ray_gpus="all")`: the job asks for as many benchmark
     workers as the cluster has GPUs, each the relay holding one GPU and shipping every
     argument's and expected output's file. The GPU and the run are stood in for here."""
-    import kerntune._kernel_tuner as kt
+    import kerntune._kt_call as kt
     import kerntune._job as job_module
 
     seen = {}

@@ -3,8 +3,6 @@ store, written by the same Rust code as ``kerntune report`` (whose test opens it
 Chromium, crates/kerntune-cli/tests/report.rs). The store here is made by ``kerntune
 simulate``; the report of a real tuning is checked in test_gpu.py."""
 
-import os
-import shutil
 import sqlite3
 import subprocess
 
@@ -12,21 +10,10 @@ import pytest
 
 import kerntune
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def kerntune_command():
-    """The CLI that the Rust tests built (scripts/test.sh runs them first), else one on PATH."""
-    for candidate in (os.environ.get("KERNTUNE_BIN"), os.path.join(ROOT, "target", "debug", "kerntune"),
-                      shutil.which("kerntune")):
-        if candidate and os.path.isfile(candidate):
-            return candidate
-    pytest.skip("no kerntune command to make a store with (cargo build, or set KERNTUNE_BIN)")
-
-
-def test_report_of_a_simulated_store_has_its_tables_and_charts(tmp_path):
+def test_report_of_a_simulated_store_has_its_tables_and_charts(tmp_path, kerntune_cli):
     db = tmp_path / "results.db"
-    subprocess.run([kerntune_command(), "simulate", "--max-fevals", "30", "--db", str(db), "--json"],
+    subprocess.run([kerntune_cli, "simulate", "--max-fevals", "30", "--db", str(db), "--json"],
                    check=True, capture_output=True)
     path = kerntune.report(db, tmp_path / "report.html")
     assert path == str(tmp_path / "report.html")

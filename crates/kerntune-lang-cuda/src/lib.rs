@@ -11,4 +11,4 @@ mod language;
 pub mod spec;
 
 pub use language::{check_device_limits, CheckFn, CudaLanguage, Instance, InstanceFn, OutputCheck};
-pub use spec::{KernelSpec, SpecError};
+pub use spec::{divided_geometry, KernelSpec, SpecError};

@@ -242,16 +242,19 @@ impl RayRelay {
     /// `worker`, run by a Ray actor that needs no GPU (a compile worker); the variables
     /// `worker` sets are passed on to it.
     pub fn wrap(&self, worker: &WorkerCommand) -> WorkerCommand {
-        self.wrap_with_gpus(worker, 0)
+        self.wrap_shipping(worker, 0, &[])
     }
 
     /// `worker`, run by a Ray actor that holds one GPU of the cluster (a benchmark worker:
     /// the relay gives it `--device 0`, the one GPU Ray lets it see).
     pub fn wrap_on_a_gpu(&self, worker: &WorkerCommand) -> WorkerCommand {
-        self.wrap_with_gpus(worker, 1)
+        self.wrap_shipping(worker, 1, &[])
     }
 
-    fn wrap_with_gpus(&self, worker: &WorkerCommand, gpus: usize) -> WorkerCommand {
+    /// `worker`, run by a Ray actor that holds `gpus` GPUs, on a node where the relay first
+    /// writes each file of `ship` at the same path (a Triton compile worker's setup, the
+    /// arguments a benchmark worker reads).
+    pub fn wrap_shipping(&self, worker: &WorkerCommand, gpus: usize, ship: &[PathBuf]) -> WorkerCommand {
         let mut args: Vec<String> =
             ["-m", "kerntune.ray_worker", "--address", &self.address].map(String::from).to_vec();
         if gpus > 0 {
@@ -259,6 +262,9 @@ impl RayRelay {
         }
         for (name, _) in &worker.env {
             args.extend(["--env".to_string(), name.clone()]);
+        }
+        for path in ship {
+            args.extend(["--ship".to_string(), path.display().to_string()]);
         }
         args.push("--".into());
         args.push(worker.program.display().to_string());
@@ -285,6 +291,11 @@ mod tests {
         assert_eq!(
             on_a_gpu,
             "-m kerntune.ray_worker --address 10.0.0.1:6379 --gpus 1 --env PYTHONPATH -- /opt/kerntune --quiet"
+        );
+        let shipping = relay.wrap_shipping(&worker, 0, &[PathBuf::from("/tmp/setup.json")]).args.join(" ");
+        assert_eq!(
+            shipping,
+            "-m kerntune.ray_worker --address 10.0.0.1:6379 --env PYTHONPATH --ship /tmp/setup.json -- /opt/kerntune --quiet"
         );
     }
 }

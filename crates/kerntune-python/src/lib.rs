@@ -8,7 +8,9 @@
 //! GIL and check for Ctrl-C after every evaluation.
 
 mod errors;
+mod formats;
 mod kernel_tuner;
+mod rules;
 mod tuning;
 
 use pyo3::prelude::*;
@@ -95,6 +97,15 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::request_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::t4_results, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::kernel_tuner_geometry, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::ray_command, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::ray_check, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::tune_kernel_tuner, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_tuner::compile_kernel_tuner, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use kerntune_store::{formats, Landscape, Store};
+use kerntune_store::formats::{self, Exchange};
+use kerntune_store::{Landscape, Store};
 
 use crate::args::{ExportArgs, ExportFormat, ImportArgs};
 
@@ -59,10 +60,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let info = &tuning.info;
     let (text, count) = match args.format {
         ExportFormat::Cubin => return export_cubin(&store, tuning, &args),
-        ExportFormat::KernelTuner => {
-            (serde_json::to_string_pretty(&formats::kernel_tuner::write(info, &rows))?, rows.len())
-        }
-        ExportFormat::T4 => (serde_json::to_string_pretty(&formats::t4::write(info, &rows))?, rows.len()),
+        // The file's text as `kerntune.export` writes it too; `write_export` ends the line.
+        ExportFormat::KernelTuner => (Exchange::KernelTuner.text(info, &rows).trim_end().to_string(), rows.len()),
+        ExportFormat::T4 => (Exchange::T4.text(info, &rows).trim_end().to_string(), rows.len()),
         ExportFormat::Header => {
             let Some(header) = formats::deploy::header(info, &rows) else {
                 bail!(

@@ -49,33 +49,14 @@ impl Launch {
                 GridRule::Explicit(expressions) => u64::from(positive(&expressions[axis], values, "grid")?),
                 GridRule::Divide { problem_size, div } => {
                     let size = number(&problem_size[axis], values)?;
-                    // An empty problem would launch one block over zero-sized buffers and
-                    // "measure" nothing.
-                    if size < 1.0 {
-                        return Err(format!(
-                            "problem size '{}' of axis {} is {size}; a problem size is at least 1",
-                            problem_size[axis],
-                            ["x", "y", "z"][axis]
-                        ));
-                    }
                     let mut divisor = 1.0;
                     for d in &div[axis] {
                         divisor *= number(d, values)?;
                     }
-                    if divisor <= 0.0 {
-                        return Err(format!("grid divisor of axis {} is {divisor}", ["x", "y", "z"][axis]));
-                    }
-                    (size / divisor).ceil().max(1.0) as u64
+                    divided(size, divisor, axis, &format!("problem size '{}'", problem_size[axis]))?
                 }
             };
-            if count > GRID_LIMITS[axis] {
-                return Err(format!(
-                    "grid {} = {count} exceeds the hardware limit {}",
-                    ["x", "y", "z"][axis],
-                    GRID_LIMITS[axis]
-                ));
-            }
-            grid[axis] = count as u32;
+            grid[axis] = within_limit(count, axis)?;
         }
         let shared_bytes = match &self.shared_bytes {
             Some(expression) => {
@@ -89,6 +70,52 @@ impl Launch {
         };
         Ok(Geometry { grid, block, shared_bytes })
     }
+}
+
+/// Kernel Tuner's launch from the numbers a front computed for one configuration (its
+/// conventions may be the caller's own functions): per axis, the grid is `ceil(size /
+/// product of the divisors)`; the block and the dynamic shared memory as given. An error is
+/// a reason the configuration is invalid.
+pub fn divided_geometry(
+    sizes: [f64; 3],
+    divisors: &[Vec<f64>; 3],
+    block: [i64; 3],
+    shared_bytes: i64,
+) -> Result<Geometry, String> {
+    let mut geometry = Geometry { grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+    for axis in 0..3 {
+        let count = divided(sizes[axis], divisors[axis].iter().product(), axis, "problem size")?;
+        geometry.grid[axis] = within_limit(count, axis)?;
+        geometry.block[axis] = u32::try_from(block[axis])
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("block dimension {} is {}", AXES[axis], block[axis]))?;
+    }
+    geometry.shared_bytes =
+        u32::try_from(shared_bytes).map_err(|_| format!("dynamic shared memory of {shared_bytes} bytes"))?;
+    Ok(geometry)
+}
+
+const AXES: [&str; 3] = ["x", "y", "z"];
+
+/// One grid dimension by Kernel Tuner's rule, `ceil(size / divisor)`; `size_name` names the
+/// size in a reason.
+fn divided(size: f64, divisor: f64, axis: usize, size_name: &str) -> Result<u64, String> {
+    // An empty problem would launch one block over zero-sized buffers and "measure" nothing.
+    if size < 1.0 {
+        return Err(format!("{size_name} of axis {} is {size}; a problem size is at least 1", AXES[axis]));
+    }
+    if divisor <= 0.0 {
+        return Err(format!("grid divisor of axis {} is {divisor}", AXES[axis]));
+    }
+    Ok((size / divisor).ceil().max(1.0) as u64)
+}
+
+fn within_limit(count: u64, axis: usize) -> Result<u32, String> {
+    if count > GRID_LIMITS[axis] {
+        return Err(format!("grid {} = {count} exceeds the hardware limit {}", AXES[axis], GRID_LIMITS[axis]));
+    }
+    Ok(count as u32)
 }
 
 fn number(expression: &Expression, values: &[Value]) -> Result<f64, String> {
@@ -157,5 +184,21 @@ mod tests {
         let reason = launch.geometry(&[Value::Int(0)]).unwrap_err();
         assert!(reason.contains("problem size 'N' of axis x is 0"), "{reason}");
         assert!(launch.geometry(&[Value::Int(1)]).is_ok());
+    }
+
+    #[test]
+    fn numbers_a_front_computed_launch_as_the_specs_expressions_do() {
+        let geometry = divided_geometry([100.0, 101.0, 1.0], &[vec![16.0, 2.0], vec![16.0], vec![]], [16, 8, 1], 256)
+            .expect("valid");
+        assert_eq!((geometry.grid, geometry.block, geometry.shared_bytes), ([4, 7, 1], [16, 8, 1], 256));
+        let reason = divided_geometry([0.0, 1.0, 1.0], &Default::default(), [1, 1, 1], 0).unwrap_err();
+        assert_eq!(reason, "problem size of axis x is 0; a problem size is at least 1");
+        let reason = divided_geometry([8.0, 1.0, 1.0], &[vec![0.0], vec![], vec![]], [1, 1, 1], 0).unwrap_err();
+        assert_eq!(reason, "grid divisor of axis x is 0");
+        let reason = divided_geometry([1.0, 1e6, 1.0], &Default::default(), [1, 1, 1], 0).unwrap_err();
+        assert!(reason.contains("grid y = 1000000 exceeds the hardware limit 65535"), "{reason}");
+        assert!(divided_geometry([1.0; 3], &Default::default(), [0, 1, 1], 0)
+            .unwrap_err()
+            .contains("block dimension x"));
     }
 }

@@ -24,7 +24,7 @@ use kerntune_store::{fingerprint, Objective, TuningInfo};
 use serde_json::{Map, Value as Json};
 
 pub use edges::EdgeSize;
-pub use launch::{GridRule, Launch};
+pub use launch::{divided_geometry, GridRule, Launch};
 
 use raw::{ExprText, Exprs, RawInit, RawSpec};
 

@@ -14,7 +14,30 @@ use flate2::read::GzDecoder;
 use kerntune_space::Param;
 use serde_json::{Map, Value as Json};
 
-use crate::{Landscape, StoreError};
+use crate::{Landscape, StoreError, StoredEvaluation, TuningInfo};
+
+/// The files a stored tuning is exported as, by `kerntune export` and `kerntune.export`
+/// alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// Kernel Tuner's cache file, in the layout Kernel Tuner appends to.
+    KernelTuner,
+    /// The T4 results file, indented.
+    T4,
+}
+
+impl Exchange {
+    /// The file's text, ending with a newline.
+    pub fn text(self, tuning: &TuningInfo, rows: &[StoredEvaluation]) -> String {
+        match self {
+            Exchange::KernelTuner => kernel_tuner::text(&kernel_tuner::write(tuning, rows)) + "\n",
+            Exchange::T4 => {
+                let document = t4::write(tuning, rows);
+                serde_json::to_string_pretty(&document).unwrap_or_else(|_| document.to_string()) + "\n"
+            }
+        }
+    }
+}
 
 impl Landscape {
     pub fn read(path: &Path) -> Result<Landscape, StoreError> {

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value as Json};
 
 use kerntune_space::{Param, Value};
 
-use super::{config_indexes, ms, seconds};
+use super::{config_indexes, kernel_tuner, ms, seconds};
 use crate::{Costs, Evaluation, Objective, Status, StoreError, StoredEvaluation, TuningInfo};
 use crate::{Format, Landscape, Record};
 
@@ -145,49 +145,99 @@ fn invalidity(status: Status) -> &'static str {
     }
 }
 
-/// A T4 document of the stored evaluations.
+/// The T4 document of a tuning's stored evaluations, its metadata naming the kernel, the
+/// device and the problem.
 pub fn write(tuning: &TuningInfo, rows: &[StoredEvaluation]) -> Json {
-    let objective = tuning.objective.name.as_str();
-    let results: Vec<Json> = rows
-        .iter()
-        .map(|row| {
-            let evaluation = &row.evaluation;
-            let value = evaluation.objective.map_or_else(|| json!(failure_value(evaluation.status)), |v| json!(v));
-            json!({
-                "timestamp": row.created,
-                "configuration": row.config,
-                "times": {
-                    "compilation": ms(evaluation.costs.compile_s),
-                    "framework": ms(evaluation.costs.framework_s),
-                    "search_algorithm": ms(evaluation.costs.strategy_s),
-                    "validation": ms(evaluation.costs.verify_s),
-                    "benchmark": ms(evaluation.costs.benchmark_s),
-                    "runtimes": evaluation.samples,
-                },
-                "invalidity": invalidity(evaluation.status),
-                "correctness": u8::from(!evaluation.status.is_failure()),
-                "measurements": [{"name": objective, "value": value, "unit": if objective == "time" { "ms" } else { "" }}],
-                "objectives": [objective],
-            })
-        })
-        .collect();
     let problem: Json = serde_json::from_str(&tuning.problem).unwrap_or(Json::String(tuning.problem.clone()));
+    let metadata = json!({"kernel_name": tuning.kernel_name, "device_name": tuning.device, "problem_size": problem});
+    document(&tuning.objective.name, rows, metadata)
+}
+
+/// The T4 document of evaluations that belong to no stored tuning (`tune_kernel`'s results
+/// list, as Kernel Tuner's `store_output_file` writes it): its metadata holds the time unit
+/// alone.
+pub fn results_document(objective: &str, rows: &[StoredEvaluation]) -> Json {
+    document(objective, rows, json!({}))
+}
+
+fn document(objective: &str, rows: &[StoredEvaluation], metadata: Json) -> Json {
+    let mut described = Map::from_iter([("timeunit".to_string(), json!("milliseconds"))]);
+    described.extend(metadata.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
     json!({
         "schema_version": "1.0.0",
-        "metadata": {
-            "timeunit": "milliseconds",
-            "kernel_name": tuning.kernel_name,
-            "device_name": tuning.device,
-            "problem_size": problem,
-        },
-        "results": results,
+        "metadata": described,
+        "results": rows.iter().map(|row| result(objective, row)).collect::<Vec<_>>(),
     })
 }
 
-fn failure_value(status: Status) -> &'static str {
-    match status {
-        Status::CompileFailed => "CompilationFailedConfig",
-        Status::InvalidConfig => "InvalidConfig",
-        _ => "RuntimeFailedConfig",
+/// One result: the objective's measurement first, then every metric; a failure's
+/// `invalidity` as the schema names it (`correctness` for a wrong output, `timeout`).
+fn result(objective: &str, row: &StoredEvaluation) -> Json {
+    let evaluation = &row.evaluation;
+    let value =
+        evaluation.objective.map_or_else(|| json!(kernel_tuner::failure_marker(evaluation.status)), |v| json!(v));
+    let unit = |name: &str| if name == "time" { "ms" } else { "" };
+    let mut measurements = vec![json!({"name": objective, "value": value, "unit": unit(objective)})];
+    measurements.extend(
+        evaluation.metrics.iter().map(|(name, value)| json!({"name": name, "value": value, "unit": unit(name)})),
+    );
+    let mut result = Map::new();
+    if !row.created.is_empty() {
+        result.insert("timestamp".into(), json!(row.created));
+    }
+    result.insert("configuration".into(), Json::Object(row.config.clone()));
+    result.insert(
+        "times".into(),
+        json!({
+            "compilation": ms(evaluation.costs.compile_s),
+            "framework": ms(evaluation.costs.framework_s),
+            "search_algorithm": ms(evaluation.costs.strategy_s),
+            "validation": ms(evaluation.costs.verify_s),
+            "benchmark": ms(evaluation.costs.benchmark_s),
+            "runtimes": evaluation.samples,
+        }),
+    );
+    result.insert("invalidity".into(), json!(invalidity(evaluation.status)));
+    result.insert("correctness".into(), json!(u8::from(!evaluation.status.is_failure())));
+    result.insert("measurements".into(), Json::Array(measurements));
+    result.insert("objectives".into(), json!([objective]));
+    Json::Object(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: Status, objective: Option<f64>) -> StoredEvaluation {
+        let mut evaluation = Evaluation::failed(status, "why", Costs::default());
+        evaluation.objective = objective;
+        evaluation.metrics.insert("GFLOP/s".into(), json!(12.5));
+        StoredEvaluation { config: Map::from_iter([("bx".to_string(), json!(64))]), evaluation, created: String::new() }
+    }
+
+    #[test]
+    fn failures_are_named_as_the_schema_names_them() {
+        let cases = [
+            (Status::InvalidOutput, "correctness"),
+            (Status::Timeout, "timeout"),
+            (Status::RuntimeFailed, "runtime"),
+            (Status::CompileFailed, "compile"),
+            (Status::InvalidConfig, "constraints"),
+        ];
+        for (status, expected) in cases {
+            let document = results_document("time", &[row(status, None)]);
+            assert_eq!(document["results"][0]["invalidity"], json!(expected), "{status}");
+            assert_eq!(document["results"][0]["correctness"], json!(0), "{status}");
+        }
+    }
+
+    #[test]
+    fn every_metric_is_a_measurement_after_the_objective_and_no_timestamp_is_made_up() {
+        let document = results_document("time", &[row(Status::Ok, Some(0.5))]);
+        let result = &document["results"][0];
+        assert_eq!(result["measurements"][0], json!({"name": "time", "value": 0.5, "unit": "ms"}));
+        assert_eq!(result["measurements"][1], json!({"name": "GFLOP/s", "value": 12.5, "unit": ""}));
+        assert!(result.get("timestamp").is_none());
+        assert_eq!(document["metadata"], json!({"timeunit": "milliseconds"}));
     }
 }
