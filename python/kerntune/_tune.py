@@ -550,11 +550,16 @@ class RayCheck:
         stdout, stderr = self.process.communicate()
         if self.process.returncode != 0:
             lines = [line for line in stderr.splitlines() if line.strip()]
-            reason = lines[-1].removeprefix("kerntune: ").replace("(--ray-gpus)", "(ray_gpus=)") if lines else \
+            reason = lines[-1].removeprefix("kerntune: ") if lines else \
                 f"the relay exited with {self.process.returncode}"
             raise _kerntune.BackendError(f"ray={self.address!r}: {reason}")
         answers = [line for line in stdout.splitlines() if line.startswith("{")]
-        return int(json.loads(answers[-1])["gpus"]) if answers else 0
+        have = int(json.loads(answers[-1])["gpus"]) if answers else 0
+        asked = self.ray_gpus if isinstance(self.ray_gpus, int) else 0
+        if asked > have:
+            raise _kerntune.BackendError(f"ray={self.address!r}: the Ray cluster at {self.address!r} has {have} GPU(s); "
+                                         f"{asked} were asked for (ray_gpus=)")
+        return have
 
     def bench_gpus(self) -> Optional[int]:
         """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kerntune_device::{DeviceInfo, Init};
 use kerntune_engine::objective::Formula;
 use kerntune_pipeline::protocol::{ArgSetup, CompileJob, GivenSet, KernelImage, ReferenceSetup, Setup};
-use kerntune_pipeline::{Binary, EnergyMode, Geometry, Language, Timing};
+use kerntune_pipeline::{Binary, EnergyMode, Geometry, Language, LanguageError, Timing};
 use kerntune_space::{Param, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
@@ -99,36 +99,9 @@ impl<'a> TritonLanguage<'a> {
         }
         Ok(())
     }
-}
 
-impl Language for TritonLanguage<'_> {
-    fn kernel_name(&self) -> &str {
-        &self.job.kernel_name
-    }
-
-    fn tuning_info(&self, device: &str) -> TuningInfo {
-        self.job.tuning_info(device, self.params.clone(), self.objective.clone())
-    }
-
-    /// The reference is expected outputs (the user's `answer`, or what Triton computed) on
-    /// the call's own tensors, and on each input set the front drew and computed too.
-    fn verified_sets(&self) -> u32 {
-        self.job.reference.as_ref().map_or(0, |_| 1 + self.job.extra_sets.len() as u32)
-    }
-
-    fn preflight(&self) -> Result<(), String> {
-        let Some(chosen) = &self.job.ptxas else { return Ok(()) };
-        let ptxas = kerntune_device::ptxas::Ptxas { path: chosen.path.clone(), version: chosen.version.clone() };
-        ptxas.check().map_err(|e| e.to_string())
-    }
-
-    fn compiler(&self) -> Option<String> {
-        self.job.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
-    }
-
-    /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
-    /// words of `ptx_options`, after the configuration's own.
-    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
+    /// The compile job of a configuration, or why it cannot launch on `device`.
+    fn build_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
         self.check_launch(config, device)?;
         let mut constexprs = Map::new();
         let mut options = Map::new();
@@ -154,7 +127,8 @@ impl Language for TritonLanguage<'_> {
         Ok(CompileJob::Triton { constexprs, options, descriptors })
     }
 
-    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+    /// How a compiled configuration launches; an error is why it cannot.
+    fn image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
         let Binary { cubin, launch, .. } = binary;
         let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
         let programs = (self.grid)(config)?;
@@ -179,19 +153,55 @@ impl Language for TritonLanguage<'_> {
             edges: Vec::new(),
         })
     }
+}
+
+impl Language for TritonLanguage<'_> {
+    fn kernel_name(&self) -> &str {
+        &self.job.kernel_name
+    }
+
+    fn tuning_info(&self, device: &str) -> TuningInfo {
+        self.job.tuning_info(device, self.params.clone(), self.objective.clone())
+    }
+
+    /// The reference is expected outputs (the user's `answer`, or what Triton computed) on
+    /// the call's own tensors, and on each input set the front drew and computed too.
+    fn verified_sets(&self) -> u32 {
+        self.job.reference.as_ref().map_or(0, |_| 1 + self.job.extra_sets.len() as u32)
+    }
+
+    fn preflight(&self) -> Result<(), LanguageError> {
+        let Some(chosen) = &self.job.ptxas else { return Ok(()) };
+        let ptxas = kerntune_device::ptxas::Ptxas { path: chosen.path.clone(), version: chosen.version.clone() };
+        ptxas.check().map_err(|e| LanguageError::Toolchain(e.to_string()))
+    }
+
+    fn compiler(&self) -> Option<String> {
+        self.job.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
+    }
+
+    /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
+    /// words of `ptx_options`, after the configuration's own.
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
+        self.build_job(config, device).map_err(LanguageError::InvalidConfig)
+    }
+
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
+        self.image(config, binary).map_err(LanguageError::InvalidConfig)
+    }
 
     fn objective(
         &self,
         config: &[Value],
         time_ms: f64,
         metrics: &Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, LanguageError> {
         let Some(formula) = &self.objective_expression else { return Ok(time_ms) };
         let mut values: Vec<Value> = config.to_vec();
         if let Some(spec) = &self.job.objective {
             values.extend(spec.values.values().map(|v| Value::from_json(v).unwrap_or(Value::Int(0))));
         }
-        formula.evaluate(&values, time_ms, metrics)
+        formula.evaluate(&values, time_ms, metrics).map_err(LanguageError::Objective)
     }
 
     fn early_stop_applies(&self) -> bool {
@@ -202,7 +212,7 @@ impl Language for TritonLanguage<'_> {
         &self,
         _device: &DeviceInfo,
         _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup, LanguageError> {
         let args = self
             .job
             .args

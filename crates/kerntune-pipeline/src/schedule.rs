@@ -532,13 +532,13 @@ pub fn schedule_config(
     let timeout = language.compile_timeout();
     let mut pool = CompilePool::new(&pipeline.compile_worker, 1, CompileLimit::new(timeout, false), &hub, 1)
         .map_err(|e| BackendError::CannotStart(format!("cannot start a compile worker: {e}")))?;
-    let job = language.compile_job(config, device).map_err(BackendError::Other)?;
+    let job = language.compile_job(config, device).map_err(|e| BackendError::Other(e.to_string()))?;
     let binary = compile_now(&mut pool, &hub, job, timeout)
         .map_err(|e| BackendError::Other(format!("compiling the best configuration: {e}")))?;
-    let original = language.kernel_image(config, binary).map_err(BackendError::Other)?;
+    let original = language.kernel_image(config, binary).map_err(|e| BackendError::Other(e.to_string()))?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-    let setup = schedule_setup(language.setup(device, &mut compile).map_err(BackendError::CannotStart)?, &original)
-        .map_err(BackendError::CannotStart)?;
+    let setup = language.setup(device, &mut compile).map_err(|e| BackendError::CannotStart(e.to_string()))?;
+    let setup = schedule_setup(setup, &original).map_err(BackendError::CannotStart)?;
     let mut session =
         BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     let nvdisasm =

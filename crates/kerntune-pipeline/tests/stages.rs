@@ -10,7 +10,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_engine::Backend;
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::protocol::{Bytes, CompileJob, KernelImage, Setup};
-use kerntune_pipeline::{Binary, Geometry, Language, Pipeline, PipelineOptions, Timing, WorkerCommand};
+use kerntune_pipeline::{Binary, Geometry, Language, LanguageError, Pipeline, PipelineOptions, Timing, WorkerCommand};
 use kerntune_space::{ConfigId, Param, Space, Value};
 use kerntune_store::TuningInfo;
 
@@ -84,7 +84,7 @@ impl Language for Fake {
         0
     }
 
-    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
+    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
         Ok(CompileJob::Cuda {
             source: "k".into(),
             name: "k".into(),
@@ -94,7 +94,7 @@ impl Language for Fake {
         })
     }
 
-    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
         Ok(KernelImage {
             cubin: Bytes(binary.cubin),
             name: "k".into(),
@@ -110,7 +110,7 @@ impl Language for Fake {
         _config: &[Value],
         time_ms: f64,
         _metrics: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, LanguageError> {
         Ok(time_ms)
     }
 
@@ -122,7 +122,7 @@ impl Language for Fake {
         &self,
         _device: &DeviceInfo,
         _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup, LanguageError> {
         Ok(Setup {
             args: vec![],
             timing: Timing::default(),

@@ -15,7 +15,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, tuning_compile_workers, Devices, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Devices, NoGpu, RunError, RunSummary};
 
 /// The worker programs of a run and how many compilers run ahead of the GPU.
 #[derive(Debug, Clone)]
@@ -96,10 +96,7 @@ impl<'a> Tuning<'a> {
         }
         let search = self.search.resolve(self.default_strategy)?;
         if !driver_available() {
-            return Err(RunError::NoGpu(format!(
-                "no NVIDIA driver on this machine: tuning needs a GPU. {}",
-                self.without_gpu
-            )));
+            return Err(NoGpu::NoDriver(self.without_gpu.to_string()).into());
         }
         let devices = self.devices.probe()?;
         let device = devices[0].clone();
@@ -177,9 +174,7 @@ impl Prepared<'_> {
         let mut run = RunSummary::new(summary, space, tally, facts);
         if let Some(vetting) = request.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             let (count, within) = request.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
-            let failed = run
-                .vet(vetting, space, count, within)
-                .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
+            let failed = run.vet(vetting, space, count, within).map_err(RunError::EdgeCheck)?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
         if let Some(retime) = request.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
@@ -267,7 +262,7 @@ fn retime_finalists(
     };
     // Kept under the search's best, so that a run the store answers says the same.
     let provenance =
-        serde_json::to_string(&finalists).map_err(|e| RunError::Setting(format!("the finalists' report: {e}")))?;
+        serde_json::to_string(&finalists).map_err(|source| RunError::Report { what: "finalists' report", source })?;
     store.save_artifact(tuning_id, &contenders[0].config, FINALISTS, &[], &provenance)?;
     run.finalists = Some(finalists);
     Ok(())
@@ -335,7 +330,7 @@ impl ScheduleStage<'_> {
         let (report, original) =
             schedule_config(self.language, values, self.device, self.options, schedule, interrupt)?;
         let provenance =
-            serde_json::to_string(&report).map_err(|e| RunError::Setting(format!("the schedule report: {e}")))?;
+            serde_json::to_string(&report).map_err(|source| RunError::Report { what: "schedule report", source })?;
         let kept = report.cubin.clone().unwrap_or(original.cubin.0);
         self.store.save_artifact(self.tuning_id, config, "schedule", &kept, &provenance)?;
         Ok((report, kept))

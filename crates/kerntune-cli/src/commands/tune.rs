@@ -76,7 +76,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let pareto = measurement_options(&mut spec, &args).map_err(anyhow::Error::msg)?;
     // Everything the user wrote is checked before anything is built, compiled or probed,
     // whichever mode runs: a mistake found only by a tuning run would pass a dry run.
-    DeviceInfo::compile_target(&args.arch).map_err(anyhow::Error::msg)?;
+    DeviceInfo::compile_target(&args.arch)?;
     args.search.clone().or(&spec.search).resolve(DEFAULT_STRATEGY)?;
     let clock = Instant::now();
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
@@ -239,7 +239,7 @@ fn measurement_options(spec: &mut KernelSpec, args: &TuneArgs) -> Result<Option<
         spec.set_graph_timing(mode == TimingMode::Graph);
     }
     let Some(text) = &args.pareto else { return Ok(None) };
-    let axes = objective::pareto_axes(text)?;
+    let axes = objective::pareto_axes(text).map_err(|e| e.to_string())?;
     if axes.iter().any(|axis| objective::observable(axis).is_some_and(|o| o.energy)) {
         spec.observe_energy();
     }
