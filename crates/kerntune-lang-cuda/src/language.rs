@@ -13,6 +13,8 @@ use kerntune_device::DeviceInfo;
 use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, EdgeSetup, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::refillable;
 use kerntune_pipeline::{Binary, EnergyMode, Flush, Geometry, Language, LanguageError, Timing};
+
+use crate::error::LimitError;
 use kerntune_space::{Expression, Space, Value};
 use kerntune_store::TuningInfo;
 
@@ -310,7 +312,7 @@ impl Language for CudaLanguage<'_> {
 
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
         let Instance { source, name, geometry } = self.instance(config).map_err(LanguageError::InvalidConfig)?;
-        check_device_limits(&geometry, device).map_err(LanguageError::InvalidConfig)?;
+        check_device_limits(&geometry, device)?;
         let ptxas = self.spec.ptxas_step(config).map_err(LanguageError::InvalidConfig)?;
         Ok(CompileJob::Cuda { source, name, options: self.spec.options_for(config), arch: device.arch(), ptxas })
     }
@@ -401,19 +403,18 @@ impl Language for CudaLanguage<'_> {
 
 /// Limits every kernel of the device has, whatever it compiles to: a reason the
 /// configuration is invalid, known before compiling.
-pub fn check_device_limits(geometry: &Geometry, device: &DeviceInfo) -> Result<(), String> {
+pub fn check_device_limits(geometry: &Geometry, device: &DeviceInfo) -> Result<(), LimitError> {
     if geometry.threads_per_block() > device.max_threads_per_block as u64 {
-        return Err(format!(
-            "{} threads per block; the device allows {}",
-            geometry.threads_per_block(),
-            device.max_threads_per_block
-        ));
+        return Err(LimitError::Threads {
+            threads: geometry.threads_per_block(),
+            allowed: device.max_threads_per_block,
+        });
     }
     if u64::from(geometry.shared_bytes) > device.max_shared_per_block_optin as u64 {
-        return Err(format!(
-            "{} bytes of dynamic shared memory per block; the device allows {}",
-            geometry.shared_bytes, device.max_shared_per_block_optin
-        ));
+        return Err(LimitError::SharedMemory {
+            bytes: geometry.shared_bytes,
+            allowed: device.max_shared_per_block_optin,
+        });
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use serde_json::Map;
 
 use kerntune_pipeline::controls::Controls;
 
+use crate::error::LaunchError;
 use crate::job::{is_compilers_choice, is_control_option, JobError, TritonArg, TritonJob, OPTION_NAMES};
 
 /// The launch grid of a configuration (in programs, before `num_ctas`): the user's grid
@@ -84,24 +85,21 @@ impl<'a> TritonLanguage<'a> {
     }
 
     /// Why a configuration cannot launch on `device`, known before compiling.
-    fn check_launch(&self, config: &[Value], device: &DeviceInfo) -> Result<(), String> {
+    fn check_launch(&self, config: &[Value], device: &DeviceInfo) -> Result<(), LaunchError> {
         let num_warps = self.option_int(config, "num_warps", 4);
         let threads = 32 * num_warps;
         if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
-            return Err(format!(
-                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
-                device.max_threads_per_block
-            ));
+            return Err(LaunchError::Warps { num_warps, threads, allowed: device.max_threads_per_block });
         }
         let num_ctas = self.option_int(config, "num_ctas", 1);
         if num_ctas > 1 && device.compute_capability.0 < 9 {
-            return Err(format!("num_ctas = {num_ctas} needs thread-block clusters (sm_90 or newer)"));
+            return Err(LaunchError::Clusters(num_ctas));
         }
         Ok(())
     }
 
     /// The compile job of a configuration, or why it cannot launch on `device`.
-    fn build_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
+    fn build_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LaunchError> {
         self.check_launch(config, device)?;
         let mut constexprs = Map::new();
         let mut options = Map::new();
@@ -113,7 +111,8 @@ impl<'a> TritonLanguage<'a> {
                 options.insert(param.name().to_string(), json);
             }
         }
-        let controls = Controls::of(&self.params, config, is_control_option, std::path::Path::new(""))?;
+        let controls = Controls::of(&self.params, config, is_control_option, std::path::Path::new(""))
+            .map_err(LaunchError::Controls)?;
         let mut words: Vec<String> =
             options.get("ptx_options").and_then(|v| v.as_str()).map(|text| vec![text.to_string()]).unwrap_or_default();
         words.extend(controls.args);
@@ -121,23 +120,24 @@ impl<'a> TritonLanguage<'a> {
             options.insert("ptx_options".into(), words.join(" ").into());
         }
         let descriptors = match &self.descriptors {
-            Some(blocks) => blocks(config)?,
+            Some(blocks) => blocks(config).map_err(LaunchError::Front)?,
             None => Map::new(),
         };
         Ok(CompileJob::Triton { constexprs, options, descriptors })
     }
 
     /// How a compiled configuration launches; an error is why it cannot.
-    fn image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+    fn image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LaunchError> {
         let Binary { cubin, launch, .. } = binary;
-        let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
-        let programs = (self.grid)(config)?;
-        let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or("grid overflow")?;
+        let launch = launch.ok_or(LaunchError::NoLaunchInfo)?;
+        let programs = (self.grid)(config).map_err(LaunchError::Front)?;
+        let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or(LaunchError::GridOverflow)?;
         let limits = [(1u64 << 31) - 1, 65_535, 65_535];
         let grid = [grid_x, programs[1], programs[2]];
         for axis in 0..3 {
             if grid[axis] == 0 || grid[axis] > limits[axis] {
-                return Err(format!("grid {} = {} is outside 1..={}", ["x", "y", "z"][axis], grid[axis], limits[axis]));
+                let axis_name = ['x', 'y', 'z'][axis];
+                return Err(LaunchError::Grid { axis: axis_name, programs: grid[axis], limit: limits[axis] });
             }
         }
         Ok(KernelImage {
@@ -183,11 +183,11 @@ impl Language for TritonLanguage<'_> {
     /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
     /// words of `ptx_options`, after the configuration's own.
     fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
-        self.build_job(config, device).map_err(LanguageError::InvalidConfig)
+        Ok(self.build_job(config, device)?)
     }
 
     fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
-        self.image(config, binary).map_err(LanguageError::InvalidConfig)
+        Ok(self.image(config, binary)?)
     }
 
     fn objective(

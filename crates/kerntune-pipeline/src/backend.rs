@@ -187,7 +187,7 @@ impl<'a> Pipeline<'a> {
         }
         let infos: Vec<DeviceInfo> = bench.iter().filter_map(|s| s.info.clone()).collect();
         one_model(&infos).map_err(|e| BackendError::CannotStart(e.to_string()))?;
-        let device = infos.into_iter().next().ok_or_else(|| BackendError::Other("no device information".into()))?;
+        let device = infos.into_iter().next().ok_or(BackendError::Misuse("no device information"))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
         let setup = language.setup(&device, &mut compile).map_err(|e| BackendError::CannotStart(e.to_string()))?;
         for slot in &mut bench {
@@ -530,7 +530,7 @@ impl<'a> Pipeline<'a> {
                 return Ok(Some(done));
             }
             if self.jobs.is_empty() {
-                return Err(BackendError::Other("next() with nothing in flight".into()));
+                return Err(BackendError::Misuse("next() with nothing in flight"));
             }
             if give_up.is_some_and(|limit| Instant::now() >= limit) {
                 return Ok(None);
@@ -613,7 +613,7 @@ impl Backend for Pipeline<'_> {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        self.next_until(None)?.ok_or_else(|| BackendError::Other("next() gave up with no limit".into()))
+        self.next_until(None)?.ok_or(BackendError::Misuse("next() gave up with no limit"))
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {

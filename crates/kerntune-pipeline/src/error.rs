@@ -3,9 +3,11 @@
 //! `failed` reply names it), so that no outcome is ever decided by a message's wording,
 //! and it becomes the store's [`Status`] in exactly one place (`From<FailureKind>`).
 //! A [`LanguageError`] is why a language cannot do what the pipeline asks, a
-//! [`CompileError`] why a compile pool cannot go on. [`Death`] is how a worker process ended; [`MixedModels`] refuses GPUs of two models as
+//! [`CompileError`] why a compile pool cannot go on, a [`ScheduleError`] why the schedule stage
+//! cannot. [`Death`] is how a worker process ended; [`MixedModels`] refuses GPUs of two models as
 //! one target.
 
+use kerntune_engine::BackendError;
 use kerntune_space::Setting;
 use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
@@ -169,6 +171,30 @@ pub enum CompileError {
     /// An outcome could not be stored.
     #[error(transparent)]
     Store(#[from] kerntune_store::StoreError),
+}
+
+/// Why the schedule stage cannot tune the best configuration's schedule.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// The benchmark worker or the compile worker could not go on, or Ctrl-C came.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The best configuration no longer compiles or launches.
+    #[error("the best configuration: {0}")]
+    Language(LanguageError),
+    #[error("compiling the best configuration: {0}")]
+    Compile(String),
+    /// The A/B timing's settings cannot make a comparison.
+    #[error(
+        "schedule: blocks = {blocks} and rounds = {rounds}: the A/B timing needs at least {min} blocks and a round per block"
+    )]
+    TooFewBlocks { blocks: u32, rounds: u32, min: u32 },
+    #[error("unknown schedule method '{0}' (hill_climb or anneal)")]
+    UnknownMethod(String),
+    /// The cubin's SASS cannot be read or rewritten.
+    #[error("schedule: {0}")]
+    Sass(#[from] kerntune_sass::SassError),
 }
 
 /// GPUs of more than one model, asked to be one tuning's target: the first GPU and the

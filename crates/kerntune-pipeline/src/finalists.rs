@@ -99,7 +99,7 @@ pub fn retime(
     options: &RetimeOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
-    let leader = finalists.first().ok_or_else(|| BackendError::Other("no finalist to time again".into()))?;
+    let leader = finalists.first().ok_or(BackendError::Misuse("no finalist to time again"))?;
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
     let mut leader_times = Vec::new();

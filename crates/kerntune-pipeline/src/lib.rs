@@ -39,7 +39,7 @@ pub use bench::{refillable, run as run_bench_worker};
 pub use compile::run as run_compile_worker;
 pub use early_stop::Bar as EarlyStopBar;
 pub use energy::Energy;
-pub use error::{CompileError, Death, Exit, Failure, FailureKind, LanguageError, MixedModels};
+pub use error::{CompileError, Death, Exit, Failure, FailureKind, LanguageError, MixedModels, ScheduleError};
 pub use language::Language;
 pub use pool::Binary;
 pub use process::{RayError, RayRelay, WorkerCommand};

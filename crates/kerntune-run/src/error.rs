@@ -5,7 +5,7 @@
 use kerntune_device::driver::CudaError;
 use kerntune_device::DeviceError;
 use kerntune_engine::{BackendError, SearchOptionsError, TuneError};
-use kerntune_pipeline::{CompileError, LanguageError, MixedModels};
+use kerntune_pipeline::{CompileError, LanguageError, MixedModels, ScheduleError};
 use kerntune_space::Setting;
 use kerntune_store::StoreError;
 
@@ -38,6 +38,9 @@ pub enum RunError {
     /// The compile pool of a compile-only run could not go on.
     #[error(transparent)]
     Compile(#[from] CompileError),
+    /// The schedule stage could not tune the best configuration's schedule.
+    #[error(transparent)]
+    Schedule(ScheduleError),
     /// A simulation's replay speed that is not a positive number.
     #[error("{} needs a positive speed, not {}", Setting::REALTIME, .0)]
     Realtime(f64),
@@ -48,6 +51,16 @@ pub enum RunError {
     /// A stage's report could not be passed on as JSON.
     #[error("the {what}: {source}")]
     Report { what: &'static str, source: serde_json::Error },
+}
+
+impl From<ScheduleError> for RunError {
+    /// Ctrl-C and a lost worker are the run's backend errors, in whichever stage they came.
+    fn from(error: ScheduleError) -> RunError {
+        match error {
+            ScheduleError::Backend(error) => RunError::Backend(error),
+            other => RunError::Schedule(other),
+        }
+    }
 }
 
 /// Why no GPU can serve the run.
