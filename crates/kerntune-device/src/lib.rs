@@ -25,6 +25,6 @@ pub mod wheels;
 
 pub use data::{f16_to_f32, f32_to_bf16, f32_to_f16, fill, scalar_bytes, DType, Init};
 pub use driver::{driver_available, DeviceInfo, FunctionAttributes};
-pub use error::DeviceError;
+pub use error::{DataError, DeviceError};
 pub use nvrtc::nvrtc_available;
 pub use tensor_map::{TensorMap, TensorMapSpec};
