@@ -93,10 +93,11 @@ def check_search(strategy, strategy_options, default: str, kernel_tuner: bool = 
         for name in ("max_fevals", "time_limit"):
             if name in options:
                 limits[name] = options.pop(name)
+    target = limits.pop("target", None)
     search = {"strategy": check_strategy(strategy, default), "strategy_options": options,
               **{name: value for name, value in limits.items() if value is not None}}
     try:
-        _kerntune.check_search(json.dumps(search, default=str), default)
+        _kerntune.check_search(json.dumps(search, default=str), default, target)
     except KerntuneError as error:
         raise ArgumentError(str(error)) from None
 

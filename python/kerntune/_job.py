@@ -81,8 +81,7 @@ class RayCheck:
         try:
             return self.answer.result()
         except _kerntune.BackendError as error:
-            reason = str(error).replace("(--ray-gpus)", "(ray_gpus=)")
-            raise _kerntune.BackendError(f"ray={self.address!r}: {reason}") from None
+            raise _kerntune.BackendError(f"ray={self.address!r}: {error}") from None
 
     def bench_gpus(self) -> Optional[int]:
         """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every

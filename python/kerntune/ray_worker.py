@@ -150,10 +150,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     ray = connect(options.address)
     if options.check:
+        # How many GPUs the cluster has; whether that is enough, each front says in its words.
         have = int(ray.cluster_resources().get("GPU", 0))
-        if options.gpus > have:
-            raise SystemExit(f"kerntune: the Ray cluster at {options.address!r} has {have} GPU(s); "
-                             f"{options.gpus} were asked for (--ray-gpus)")
         out.write(json.dumps({"gpus": have}).encode() + b"\n")
         out.flush()
         return 0

@@ -16,6 +16,8 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Errors of every crate name a setting as this front spells it: `--target`.
+    kerntune_space::Spelling::Flag.choose();
     let cli = args::Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use kerntune_space::{Rng, Value};
 use serde::{Deserialize, Serialize};
 
+use crate::DataError;
+
 /// Element types a buffer or scalar can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -166,18 +168,15 @@ pub enum Init {
 const CHUNK: usize = 1 << 20;
 
 /// Host contents of a buffer: `len` elements of `dtype` from `init`, with a seed of its own.
-pub fn fill(dtype: DType, len: usize, init: &Init, seed: u64) -> Result<Vec<u8>, String> {
+pub fn fill(dtype: DType, len: usize, init: &Init, seed: u64) -> Result<Vec<u8>, DataError> {
     match init {
         Init::File(path) => return read_npy(path, dtype, len),
         Init::Raw(path) => {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let file = path.display().to_string();
+            let bytes =
+                std::fs::read(path).map_err(|e| DataError::Unreadable { file: file.clone(), reason: e.to_string() })?;
             if bytes.len() != len * dtype.size() {
-                return Err(format!(
-                    "{}: holds {} bytes, the argument needs {}",
-                    path.display(),
-                    bytes.len(),
-                    len * dtype.size()
-                ));
+                return Err(DataError::Bytes { file, holds: bytes.len(), needs: len * dtype.size() });
             }
             return Ok(bytes);
         }
@@ -229,25 +228,25 @@ fn fill_chunk(dtype: DType, init: &Init, seed: u64, index: usize, chunk: &mut [u
 
 /// The data of a `.npy` file (version 1 to 3, little-endian, C order) whose element type
 /// matches `dtype` and whose element count is `len`.
-fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<Vec<u8>, String> {
-    let name = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<Vec<u8>, DataError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| DataError::Unreadable { file: name.clone(), reason: e.to_string() })?;
     if !bytes.starts_with(b"\x93NUMPY") || bytes.len() < 10 {
-        return Err(format!("{name}: not a .npy file"));
+        return Err(DataError::NotNpy(name));
     }
     let (header_len, start) = if bytes[6] == 1 {
         (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10)
     } else {
         if bytes.len() < 12 {
-            return Err(format!("{name}: truncated header"));
+            return Err(DataError::TruncatedHeader(name));
         }
         (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
     };
-    let header = bytes.get(start..start + header_len).ok_or_else(|| format!("{name}: truncated header"))?;
+    let header = bytes.get(start..start + header_len).ok_or_else(|| DataError::TruncatedHeader(name.clone()))?;
     let header = String::from_utf8_lossy(header);
     let expected = match dtype {
         DType::F16 => "<f2",
-        DType::Bf16 => return Err(format!("{name}: .npy has no bfloat16 type; use a raw initialiser")),
+        DType::Bf16 => return Err(DataError::NoBfloat16(name)),
         DType::F32 => "<f4",
         DType::F64 => "<f8",
         DType::I32 => "<i4",
@@ -255,21 +254,21 @@ fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<Vec<u8>, String>
         DType::U8 => "|u1",
     };
     if !header.contains(expected) {
-        return Err(format!("{name}: element type is not {expected} (header {header})"));
+        return Err(DataError::ElementType { file: name, expected, header: header.into_owned() });
     }
     if header.contains("'fortran_order': True") {
-        return Err(format!("{name}: Fortran order is not supported; save a C-contiguous array"));
+        return Err(DataError::FortranOrder(name));
     }
     let data = &bytes[start + header_len..];
     if data.len() != len * dtype.size() {
-        return Err(format!("{name}: holds {} elements, the argument needs {len}", data.len() / dtype.size()));
+        return Err(DataError::Elements { file: name, holds: data.len() / dtype.size(), needs: len });
     }
     Ok(data.to_vec())
 }
 
 /// The value of a scalar argument as the bytes the kernel receives.
-pub fn scalar_bytes(dtype: DType, value: &Value) -> Result<Vec<u8>, String> {
-    let number = value.as_number().ok_or_else(|| format!("{value} is not a number"))?;
+pub fn scalar_bytes(dtype: DType, value: &Value) -> Result<Vec<u8>, DataError> {
+    let number = value.as_number().ok_or_else(|| DataError::NotANumber(value.to_string()))?;
     let mut out = Vec::new();
     dtype.encode(number, &mut out);
     Ok(out)
@@ -327,7 +326,14 @@ mod tests {
         std::fs::write(&path, bytes).expect("write");
         let data = fill(DType::F32, 2, &Init::File(path.clone()), 0).expect("reads");
         assert_eq!(DType::F32.decode(&data[4..]), 2.5);
-        assert!(fill(DType::F32, 3, &Init::File(path.clone()), 0).unwrap_err().contains("holds 2 elements"));
-        assert!(fill(DType::F64, 2, &Init::File(path), 0).unwrap_err().contains("not <f8"));
+        let file = path.display().to_string();
+        assert_eq!(
+            fill(DType::F32, 3, &Init::File(path.clone()), 0),
+            Err(DataError::Elements { file: file.clone(), holds: 2, needs: 3 })
+        );
+        assert!(matches!(
+            fill(DType::F64, 2, &Init::File(path), 0),
+            Err(DataError::ElementType { expected: "<f8", .. })
+        ));
     }
 }

@@ -3,6 +3,7 @@
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
 //! the CPU, and [`ptxas`] assembles PTX with a ptxas the user chose; [`data`] makes the host contents of buffers (element types, seeded fills);
+//! [`DeviceError`] says why the layer cannot do what it was asked, by kind.
 //! [`wheels`] finds NVIDIA's pip wheels in the Python environment kerntune is installed in;
 //! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`tensor_map`]
 //! encodes Hopper's TMA descriptors over device buffers; [`nvml`] reads
@@ -13,6 +14,7 @@
 
 pub mod data;
 pub mod driver;
+mod error;
 pub mod nvml;
 pub mod nvrtc;
 pub mod ptxas;
@@ -23,5 +25,6 @@ pub mod wheels;
 
 pub use data::{f16_to_f32, f32_to_bf16, f32_to_f16, fill, scalar_bytes, DType, Init};
 pub use driver::{driver_available, DeviceInfo, FunctionAttributes};
+pub use error::{DataError, DeviceError};
 pub use nvrtc::nvrtc_available;
 pub use tensor_map::{TensorMap, TensorMapSpec};

@@ -22,28 +22,39 @@ pub struct Ptxas {
 
 /// Why a ptxas cannot be used: one line, naming what was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PtxasError(pub String);
+#[non_exhaustive]
+pub enum PtxasError {
+    /// `ptxas = "pip"`, and the Python kerntune runs from has no `nvidia-cuda-nvcc`.
+    #[error(
+        "ptxas = \"pip\": the Python environment kerntune runs from ({python}) has no nvidia-cuda-nvcc package: {hint}"
+    )]
+    NoWheel { python: String, hint: String },
+    /// A bare name that no folder of the PATH holds.
+    #[error("ptxas = \"{0}\": not found on the PATH")]
+    NotOnPath(String),
+    /// The file is missing, does not run, or does not answer `--version` as ptxas does.
+    #[error("ptxas {}: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    /// The ptxas answers with another version than when the spec was read.
+    #[error("ptxas {} is now version {now}, not {then} as when the spec was read", path.display())]
+    Changed { path: PathBuf, now: String, then: String },
+}
 
 impl Ptxas {
     /// The ptxas `choice` names: `pip`, or a path (relative to `base`, or found on the
     /// PATH when it is a bare name).
     pub fn resolve(choice: &str, base: &Path) -> Result<Ptxas, PtxasError> {
         let path = if choice == PIP {
-            pip_ptxas().ok_or_else(|| {
-                PtxasError(format!(
-                    "ptxas = \"pip\": the Python environment kerntune runs from ({}) has no nvidia-cuda-nvcc \
-                     package: {}",
-                    crate::wheels::python().display(),
-                    crate::wheels::install_hint("nvidia-cuda-nvcc==13.3.*")
-                ))
+            pip_ptxas().ok_or_else(|| PtxasError::NoWheel {
+                python: crate::wheels::python().display().to_string(),
+                hint: crate::wheels::install_hint("nvidia-cuda-nvcc==13.3.*"),
             })?
         } else if !choice.contains('/') && !base.join(choice).exists() {
-            on_path(choice).ok_or_else(|| PtxasError(format!("ptxas = \"{choice}\": not found on the PATH")))?
+            on_path(choice).ok_or_else(|| PtxasError::NotOnPath(choice.to_string()))?
         } else {
             base.join(choice)
         };
-        let version = version_of(&path).map_err(|e| PtxasError(format!("ptxas {}: {e}", path.display())))?;
+        let version = version_of(&path).map_err(|reason| PtxasError::Unusable { path: path.clone(), reason })?;
         Ok(Ptxas { path, version })
     }
 
@@ -56,12 +67,8 @@ impl Ptxas {
     pub fn check(&self) -> Result<(), PtxasError> {
         match version_of(&self.path) {
             Ok(version) if version == self.version => Ok(()),
-            Ok(version) => Err(PtxasError(format!(
-                "ptxas {} is now version {version}, not {} as when the spec was read",
-                self.path.display(),
-                self.version
-            ))),
-            Err(e) => Err(PtxasError(format!("ptxas {}: {e}", self.path.display()))),
+            Ok(now) => Err(PtxasError::Changed { path: self.path.clone(), now, then: self.version.clone() }),
+            Err(reason) => Err(PtxasError::Unusable { path: self.path.clone(), reason }),
         }
     }
 
@@ -170,15 +177,18 @@ mod tests {
     #[test]
     fn ptxas_resolution_names_a_missing_file_in_one_line() {
         let error = Ptxas::resolve("missing/ptxas", Path::new("/nowhere")).expect_err("no such ptxas");
-        assert_eq!(error.0, "ptxas /nowhere/missing/ptxas: no such file");
+        assert_eq!(error.to_string(), "ptxas /nowhere/missing/ptxas: no such file");
         let error = Ptxas::resolve("no-such-ptxas-kt", Path::new("/nowhere")).expect_err("not on the PATH");
-        assert_eq!(error.0, "ptxas = \"no-such-ptxas-kt\": not found on the PATH");
+        assert_eq!(error, PtxasError::NotOnPath("no-such-ptxas-kt".into()));
     }
 
     #[test]
     fn ptxas_resolution_refuses_a_program_that_is_not_ptxas() {
         let error = Ptxas::resolve("true", Path::new("/nowhere")).expect_err("true is no ptxas");
-        assert!(error.0.contains("did not answer as ptxas does"), "{error}");
+        assert!(
+            matches!(&error, PtxasError::Unusable { reason, .. } if reason.contains("did not answer as ptxas does")),
+            "{error}"
+        );
     }
 
     #[test]

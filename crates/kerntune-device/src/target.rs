@@ -1,13 +1,13 @@
 //! A GPU architecture as a compile target, for compiling without the GPU: its name checked
 //! and the limits a configuration must respect on it.
 
-use crate::DeviceInfo;
+use crate::{DeviceError, DeviceInfo};
 
 impl DeviceInfo {
     /// The device a compile for `arch` (`sm_90`, `sm_90a`, `sm_100f`) targets, with the
     /// per-block limits of that architecture; an error when `arch` is not one.
-    pub fn compile_target(arch: &str) -> Result<DeviceInfo, String> {
-        let bad = || format!("--arch {arch:?} is not an NVIDIA architecture: give one like sm_90 (or sm_90a)");
+    pub fn compile_target(arch: &str) -> Result<DeviceInfo, DeviceError> {
+        let bad = || DeviceError::NotAnArch(arch.to_string());
         let digits = arch.strip_prefix("sm_").map(|rest| rest.trim_end_matches(['a', 'f'])).ok_or_else(bad)?;
         if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -51,7 +51,7 @@ mod tests {
         assert_eq!(hopper.max_shared_per_block_optin, 232_448);
         assert_eq!(DeviceInfo::compile_target("sm_120").expect("an architecture").compute_capability, (12, 0));
         for typo in ["sm90", "sm_9", "compute_90", "sm_9x", "sm_1234"] {
-            assert!(DeviceInfo::compile_target(typo).unwrap_err().contains("not an NVIDIA architecture"), "{typo}");
+            assert_eq!(DeviceInfo::compile_target(typo), Err(DeviceError::NotAnArch(typo.into())));
         }
     }
 }

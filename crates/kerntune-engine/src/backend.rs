@@ -59,9 +59,13 @@ pub enum BackendError {
     /// A worker's reply was unreadable or out of turn.
     #[error("{0}")]
     Protocol(String),
-    /// Anything else: a misuse of the backend, a request it cannot serve.
+    /// A configuration the backend does not know (not in its space or landscape).
+    #[error("configuration {0} is not in the backend's space or landscape")]
+    UnknownConfig(ConfigId),
+    /// A misuse of the backend by its caller (asking for a result with nothing in flight):
+    /// what was asked.
     #[error("{0}")]
-    Other(String),
+    Misuse(&'static str),
     /// The caller asked to stop (Ctrl-C) while the backend waited.
     #[error("interrupted")]
     Interrupted,
@@ -121,14 +125,14 @@ impl<B: Backend, F: FnOnce() -> Result<B, BackendError>> Backend for Lazy<B, F> 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
         match self.backend.as_mut() {
             Some(backend) => backend.next(),
-            None => Err(BackendError::Other("nothing is being evaluated".into())),
+            None => Err(BackendError::Misuse("nothing is being evaluated")),
         }
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
         match self.backend.as_mut() {
             Some(backend) => backend.next_within(patience),
-            None => Err(BackendError::Other("nothing is being evaluated".into())),
+            None => Err(BackendError::Misuse("nothing is being evaluated")),
         }
     }
 
@@ -154,7 +158,7 @@ mod tests {
         }
 
         fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-            Err(BackendError::Other("unreachable".into()))
+            Err(BackendError::Misuse("unreachable"))
         }
 
         fn elapsed(&self) -> Duration {
@@ -171,7 +175,7 @@ mod tests {
         }
 
         fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-            Err(BackendError::Other("still compiling".into()))
+            Err(BackendError::Misuse("still compiling"))
         }
 
         fn elapsed(&self) -> Duration {
@@ -200,6 +204,6 @@ mod tests {
         assert_eq!(first.to_string(), "no GPU #3");
         let again = lazy.submit(ConfigId(1)).expect_err("no second start");
         assert!(matches!(again, BackendError::CannotStart(_)), "{again:?}");
-        assert!(matches!(lazy.next(), Err(BackendError::Other(_))));
+        assert!(matches!(lazy.next(), Err(BackendError::Misuse(_))));
     }
 }

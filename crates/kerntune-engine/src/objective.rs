@@ -8,7 +8,7 @@
 //! [`OBSERVABLES`]: kerntune's metric keys (`energy_J`...), short names (`energy`) and
 //! Kernel Tuner's observer names (`nvml_energy`...).
 
-use kerntune_space::{Expression, Value};
+use kerntune_space::{Expression, Setting, Value};
 use kerntune_store::{Landscape, Objective, Status};
 use serde_json::{Map, Value as Json};
 
@@ -206,26 +206,36 @@ pub struct Requested {
     pub formula: Option<Formula>,
 }
 
+/// Pareto axes that cannot make a front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParetoError {
+    #[error("Pareto axis '{0}': use time or a measured value ({list})", list = OBSERVABLES.map(|o| o.key).join(", "))]
+    UnknownAxis(String),
+    #[error("{} '{}': give two measured values, such as time,energy", Setting::PARETO, .0)]
+    NotTwo(String),
+    #[error("{setting} '{text}': the two axes are the same ({axis})", setting = Setting::PARETO)]
+    Same { text: String, axis: &'static str },
+}
+
 /// The metric key under which a Pareto axis is stored: `time`, or an observable's key.
-pub fn axis_key(name: &str) -> Result<&'static str, String> {
+pub fn axis_key(name: &str) -> Result<&'static str, ParetoError> {
     let name = name.trim();
     if name == TIME {
         return Ok(TIME);
     }
-    observable(name).map(|o| o.key).ok_or_else(|| {
-        format!("Pareto axis '{name}': use time or a measured value ({})", OBSERVABLES.map(|o| o.key).join(", "))
-    })
+    observable(name).map(|o| o.key).ok_or_else(|| ParetoError::UnknownAxis(name.to_string()))
 }
 
-/// Parses `--pareto time,energy`: two distinct axes, each lower-is-better.
-pub fn pareto_axes(text: &str) -> Result<[&'static str; 2], String> {
+/// Parses the `pareto` setting (`time,energy`): two distinct axes, each lower-is-better.
+pub fn pareto_axes(text: &str) -> Result<[&'static str; 2], ParetoError> {
     let axes: Vec<&str> = text.split(',').collect();
     let [a, b] = axes.as_slice() else {
-        return Err(format!("--pareto '{text}': give two measured values, such as time,energy"));
+        return Err(ParetoError::NotTwo(text.to_string()));
     };
     let (a, b) = (axis_key(a)?, axis_key(b)?);
     if a == b {
-        return Err(format!("--pareto '{text}': the two axes are the same ({a})"));
+        return Err(ParetoError::Same { text: text.to_string(), axis: a });
     }
     Ok([a, b])
 }
@@ -328,8 +338,11 @@ mod tests {
         assert_eq!(pareto_axes("time,energy"), Ok(["time", "energy_J"]));
         assert_eq!(pareto_axes("nvml_power, time"), Ok(["power_W", "time"]));
         assert!(pareto_axes("time").is_err());
-        assert!(pareto_axes("energy,energy_J").expect_err("same").contains("same"));
-        assert!(pareto_axes("time,volts").expect_err("unknown").contains("volts"));
+        assert_eq!(
+            pareto_axes("energy,energy_J"),
+            Err(ParetoError::Same { text: "energy,energy_J".into(), axis: "energy_J" })
+        );
+        assert_eq!(pareto_axes("time,volts"), Err(ParetoError::UnknownAxis("volts".into())));
     }
 
     #[test]

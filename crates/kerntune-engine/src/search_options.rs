@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kerntune_search::{build_strategy, SearchError, Strategy};
+use kerntune_space::Setting;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value as Json};
 
@@ -70,7 +71,8 @@ impl fmt::Debug for Search {
 pub enum SearchOptionsError {
     #[error(transparent)]
     Strategy(#[from] SearchError),
-    #[error("--target must be a finite number, got {0}")]
+    /// The target objective is not a finite number.
+    #[error("{} must be a finite number, got {}", Setting::TARGET, .0)]
     Target(f64),
 }
 
@@ -258,7 +260,7 @@ mod tests {
     #[test]
     fn bad_settings_say_what_is_wrong() {
         let nan = SearchOptions { target: Some(f64::NAN), ..Default::default() };
-        assert!(nan.resolve(DEFAULT_STRATEGY).unwrap_err().to_string().contains("--target must be a finite number"));
+        assert!(nan.resolve(DEFAULT_STRATEGY).unwrap_err().to_string().contains("target must be a finite number"));
         let unknown = SearchOptions { strategy: Some("nope".into()), ..Default::default() };
         assert!(unknown.resolve(DEFAULT_STRATEGY).is_err());
         assert_eq!(

@@ -86,7 +86,7 @@ impl Backend for SimBackend<'_> {
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         let known = self.record_of.get(id.index()).is_some_and(|r| *r != usize::MAX);
         if !known {
-            return Err(BackendError::Other(format!("configuration {id} is not in the landscape")));
+            return Err(BackendError::UnknownConfig(id));
         }
         let cost = Duration::from_secs_f64(self.evaluation(id).costs.total().max(0.0));
         self.in_flight.push((self.clock + cost, self.submitted, id));
@@ -109,7 +109,7 @@ impl Backend for SimBackend<'_> {
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
         let first = (0..self.in_flight.len())
             .min_by_key(|i| (self.in_flight[*i].0, self.in_flight[*i].1))
-            .ok_or_else(|| BackendError::Other("nothing is being evaluated".into()))?;
+            .ok_or(BackendError::Misuse("nothing is being evaluated"))?;
         let finish = self.in_flight[first].0;
         if let Some(speed) = self.realtime_speed {
             let since = *self.waiting_since.get_or_insert_with(Instant::now);

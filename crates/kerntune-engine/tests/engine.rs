@@ -656,7 +656,7 @@ impl Backend for SlowCompiles {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        Err(BackendError::Other("a run with a time limit waits with next_within".into()))
+        Err(BackendError::Misuse("a run with a time limit waits with next_within"))
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use kerntune_device::DeviceInfo;
 use kerntune_pipeline::protocol::{ArgSetup, Bytes, CompileJob, EdgeSetup, KernelImage, ReferenceSetup, Setup};
 use kerntune_pipeline::refillable;
-use kerntune_pipeline::{Binary, EnergyMode, Flush, Geometry, Language, Timing};
+use kerntune_pipeline::{Binary, EnergyMode, Flush, Geometry, Language, LanguageError, Timing};
+
+use crate::error::LimitError;
 use kerntune_space::{Expression, Space, Value};
 use kerntune_store::TuningInfo;
 
@@ -290,46 +292,47 @@ impl Language for CudaLanguage<'_> {
         self.spec.verify.as_ref().map(|v| v.sizes.iter().map(|edge| edge.label.clone()).collect()).unwrap_or_default()
     }
 
-    fn preflight(&self) -> Result<(), String> {
+    fn preflight(&self) -> Result<(), LanguageError> {
         if !kerntune_device::nvrtc_available() {
-            return Err(format!(
+            return Err(LanguageError::Toolchain(format!(
                 "NVRTC (libnvrtc) is not installed: kerntune compiles CUDA C with it; {} (or set KERNTUNE_NVRTC to \
                  a libnvrtc.so, or install the CUDA toolkit)",
                 kerntune_device::wheels::install_hint("nvidia-cuda-nvrtc")
-            ));
+            )));
         }
         if let Some(ptxas) = &self.spec.ptxas {
-            ptxas.check().map_err(|e| format!("[compiler] {e}"))?;
+            ptxas.check().map_err(|e| LanguageError::Toolchain(format!("[compiler] {e}")))?;
         }
-        kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags()).map_err(|e| e.to_string())
+        kerntune_device::nvrtc::check_flags(&self.spec.ptxas_flags())
+            .map_err(|e| LanguageError::Toolchain(e.to_string()))
     }
 
     fn compiler(&self) -> Option<String> {
         self.spec.ptxas.as_ref().map(|p| format!("ptxas {} ({})", p.version, p.path.display()))
     }
 
-    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
-        let Instance { source, name, geometry } = self.instance(config)?;
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
+        let Instance { source, name, geometry } = self.instance(config).map_err(LanguageError::InvalidConfig)?;
         check_device_limits(&geometry, device)?;
-        let ptxas = self.spec.ptxas_step(config)?;
+        let ptxas = self.spec.ptxas_step(config).map_err(LanguageError::InvalidConfig)?;
         Ok(CompileJob::Cuda { source, name, options: self.spec.options_for(config), arch: device.arch(), ptxas })
     }
 
-    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
-        let Instance { name, geometry, .. } = self.instance(config)?;
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
+        let Instance { name, geometry, .. } = self.instance(config).map_err(LanguageError::InvalidConfig)?;
         Ok(KernelImage {
             cubin: Bytes(binary.cubin),
             name: binary.symbol.unwrap_or(name),
             geometry,
             params: None,
             cluster_x: 1,
-            edges: self.edge_launches(config)?,
+            edges: self.edge_launches(config).map_err(LanguageError::InvalidConfig)?,
         })
     }
 
-    fn check_outputs(&self, config: &[Value], outputs: &[(usize, PathBuf)]) -> Result<(), String> {
+    fn check_outputs(&self, config: &[Value], outputs: &[(usize, PathBuf)]) -> Result<(), LanguageError> {
         match &self.check {
-            Some(check) => (check.check)(config, outputs),
+            Some(check) => (check.check)(config, outputs).map_err(LanguageError::WrongOutputs),
             None => Ok(()),
         }
     }
@@ -339,8 +342,8 @@ impl Language for CudaLanguage<'_> {
         config: &[Value],
         time_ms: f64,
         metrics: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
-        self.spec.objective_value(config, time_ms, metrics)
+    ) -> Result<f64, LanguageError> {
+        self.spec.objective_value(config, time_ms, metrics).map_err(LanguageError::Objective)
     }
 
     fn early_stop_applies(&self) -> bool {
@@ -353,25 +356,28 @@ impl Language for CudaLanguage<'_> {
         &self,
         device: &DeviceInfo,
         compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup, LanguageError> {
         let spec = self.spec;
         let problem: Vec<Value> = spec.problem.iter().map(|(_, v)| v.clone()).collect();
         let (reference, edges) = match &spec.verify {
             None => (None, Vec::new()),
             Some(verify) => {
                 if !verify.sizes.is_empty() && self.instance.is_some() {
-                    return Err("[verify] sizes needs the spec's own launch rules; this front launches each \
-                                configuration its own way"
-                        .into());
+                    return Err(LanguageError::Setup(
+                        "[verify] sizes needs the spec's own launch rules; this front launches each \
+                         configuration its own way"
+                            .into(),
+                    ));
                 }
-                let compiled = self.reference(&verify.reference, device, compile)?;
-                let reference = self.reference_at(&verify.reference, &compiled, &problem)?;
-                (Some(reference), self.edge_setups(verify, &compiled)?)
+                let compiled = self.reference(&verify.reference, device, compile).map_err(LanguageError::Setup)?;
+                let reference =
+                    self.reference_at(&verify.reference, &compiled, &problem).map_err(LanguageError::Setup)?;
+                (Some(reference), self.edge_setups(verify, &compiled).map_err(LanguageError::Setup)?)
             }
         };
         let tolerances = spec.verify.as_ref().map(|v| v.tolerances.clone()).unwrap_or_default();
         Ok(Setup {
-            args: self.arguments(&problem)?,
+            args: self.arguments(&problem).map_err(LanguageError::Setup)?,
             timing: spec.timing.clone(),
             reference,
             tolerances,
@@ -399,19 +405,18 @@ impl Language for CudaLanguage<'_> {
 
 /// Limits every kernel of the device has, whatever it compiles to: a reason the
 /// configuration is invalid, known before compiling.
-pub fn check_device_limits(geometry: &Geometry, device: &DeviceInfo) -> Result<(), String> {
+pub fn check_device_limits(geometry: &Geometry, device: &DeviceInfo) -> Result<(), LimitError> {
     if geometry.threads_per_block() > device.max_threads_per_block as u64 {
-        return Err(format!(
-            "{} threads per block; the device allows {}",
-            geometry.threads_per_block(),
-            device.max_threads_per_block
-        ));
+        return Err(LimitError::Threads {
+            threads: geometry.threads_per_block(),
+            allowed: device.max_threads_per_block,
+        });
     }
     if u64::from(geometry.shared_bytes) > device.max_shared_per_block_optin as u64 {
-        return Err(format!(
-            "{} bytes of dynamic shared memory per block; the device allows {}",
-            geometry.shared_bytes, device.max_shared_per_block_optin
-        ));
+        return Err(LimitError::SharedMemory {
+            bytes: geometry.shared_bytes,
+            allowed: device.max_shared_per_block_optin,
+        });
     }
     Ok(())
 }

@@ -133,6 +133,8 @@ fn a_configuration_that_kills_every_worker_fails_after_a_second_death() {
 
 #[test]
 fn gpus_of_two_models_are_refused_before_anything_is_measured() {
+    // As the CLI says it: the setting is named as the front that chose this spells it.
+    kerntune_space::Spelling::Flag.choose();
     let spec = spec();
     let space = spec.space().expect("space");
     let language = CudaLanguage::new(&spec, &space);

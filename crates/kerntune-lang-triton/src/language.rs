@@ -6,13 +6,14 @@ use std::time::Duration;
 use kerntune_device::{DeviceInfo, Init};
 use kerntune_engine::objective::Formula;
 use kerntune_pipeline::protocol::{ArgSetup, CompileJob, GivenSet, KernelImage, ReferenceSetup, Setup};
-use kerntune_pipeline::{Binary, EnergyMode, Geometry, Language, Timing};
+use kerntune_pipeline::{Binary, EnergyMode, Geometry, Language, LanguageError, Timing};
 use kerntune_space::{Param, Value};
 use kerntune_store::{Objective, TuningInfo};
 use serde_json::Map;
 
 use kerntune_pipeline::controls::Controls;
 
+use crate::error::LaunchError;
 use crate::job::{is_compilers_choice, is_control_option, JobError, TritonArg, TritonJob, OPTION_NAMES};
 
 /// The launch grid of a configuration (in programs, before `num_ctas`): the user's grid
@@ -84,20 +85,73 @@ impl<'a> TritonLanguage<'a> {
     }
 
     /// Why a configuration cannot launch on `device`, known before compiling.
-    fn check_launch(&self, config: &[Value], device: &DeviceInfo) -> Result<(), String> {
+    fn check_launch(&self, config: &[Value], device: &DeviceInfo) -> Result<(), LaunchError> {
         let num_warps = self.option_int(config, "num_warps", 4);
         let threads = 32 * num_warps;
         if threads > i64::from(device.max_threads_per_block) || num_warps < 1 {
-            return Err(format!(
-                "num_warps = {num_warps} is {threads} threads; the device allows {} per block",
-                device.max_threads_per_block
-            ));
+            return Err(LaunchError::Warps { num_warps, threads, allowed: device.max_threads_per_block });
         }
         let num_ctas = self.option_int(config, "num_ctas", 1);
         if num_ctas > 1 && device.compute_capability.0 < 9 {
-            return Err(format!("num_ctas = {num_ctas} needs thread-block clusters (sm_90 or newer)"));
+            return Err(LaunchError::Clusters(num_ctas));
         }
         Ok(())
+    }
+
+    /// The compile job of a configuration, or why it cannot launch on `device`.
+    fn build_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LaunchError> {
+        self.check_launch(config, device)?;
+        let mut constexprs = Map::new();
+        let mut options = Map::new();
+        for (param, value) in self.params.iter().zip(config) {
+            let json = value.to_json();
+            if !OPTION_NAMES.contains(&param.name()) {
+                constexprs.insert(param.name().to_string(), json);
+            } else if !is_compilers_choice(param.name(), &json) && !is_control_option(param.name()) {
+                options.insert(param.name().to_string(), json);
+            }
+        }
+        let controls = Controls::of(&self.params, config, is_control_option, std::path::Path::new(""))
+            .map_err(LaunchError::Controls)?;
+        let mut words: Vec<String> =
+            options.get("ptx_options").and_then(|v| v.as_str()).map(|text| vec![text.to_string()]).unwrap_or_default();
+        words.extend(controls.args);
+        if !words.is_empty() {
+            options.insert("ptx_options".into(), words.join(" ").into());
+        }
+        let descriptors = match &self.descriptors {
+            Some(blocks) => blocks(config).map_err(LaunchError::Front)?,
+            None => Map::new(),
+        };
+        Ok(CompileJob::Triton { constexprs, options, descriptors })
+    }
+
+    /// How a compiled configuration launches; an error is why it cannot.
+    fn image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LaunchError> {
+        let Binary { cubin, launch, .. } = binary;
+        let launch = launch.ok_or(LaunchError::NoLaunchInfo)?;
+        let programs = (self.grid)(config).map_err(LaunchError::Front)?;
+        let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or(LaunchError::GridOverflow)?;
+        let limits = [(1u64 << 31) - 1, 65_535, 65_535];
+        let grid = [grid_x, programs[1], programs[2]];
+        for axis in 0..3 {
+            if grid[axis] == 0 || grid[axis] > limits[axis] {
+                let axis_name = ['x', 'y', 'z'][axis];
+                return Err(LaunchError::Grid { axis: axis_name, programs: grid[axis], limit: limits[axis] });
+            }
+        }
+        Ok(KernelImage {
+            cubin: kerntune_pipeline::protocol::Bytes(cubin),
+            name: launch.name.clone(),
+            geometry: Geometry {
+                grid: grid.map(|g| g as u32),
+                block: [32 * launch.num_warps, 1, 1],
+                shared_bytes: launch.shared_bytes,
+            },
+            params: Some(launch.params),
+            cluster_x: launch.num_ctas.max(1),
+            edges: Vec::new(),
+        })
     }
 }
 
@@ -116,10 +170,10 @@ impl Language for TritonLanguage<'_> {
         self.job.reference.as_ref().map_or(0, |_| 1 + self.job.extra_sets.len() as u32)
     }
 
-    fn preflight(&self) -> Result<(), String> {
+    fn preflight(&self) -> Result<(), LanguageError> {
         let Some(chosen) = &self.job.ptxas else { return Ok(()) };
         let ptxas = kerntune_device::ptxas::Ptxas { path: chosen.path.clone(), version: chosen.version.clone() };
-        ptxas.check().map_err(|e| e.to_string())
+        ptxas.check().map_err(|e| LanguageError::Toolchain(e.to_string()))
     }
 
     fn compiler(&self) -> Option<String> {
@@ -128,56 +182,12 @@ impl Language for TritonLanguage<'_> {
 
     /// Compiler controls reach Triton's ptxas (`TRITON_PTXAS_PATH`, the chosen one) as
     /// words of `ptx_options`, after the configuration's own.
-    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String> {
-        self.check_launch(config, device)?;
-        let mut constexprs = Map::new();
-        let mut options = Map::new();
-        for (param, value) in self.params.iter().zip(config) {
-            let json = value.to_json();
-            if !OPTION_NAMES.contains(&param.name()) {
-                constexprs.insert(param.name().to_string(), json);
-            } else if !is_compilers_choice(param.name(), &json) && !is_control_option(param.name()) {
-                options.insert(param.name().to_string(), json);
-            }
-        }
-        let controls = Controls::of(&self.params, config, is_control_option, std::path::Path::new(""))?;
-        let mut words: Vec<String> =
-            options.get("ptx_options").and_then(|v| v.as_str()).map(|text| vec![text.to_string()]).unwrap_or_default();
-        words.extend(controls.args);
-        if !words.is_empty() {
-            options.insert("ptx_options".into(), words.join(" ").into());
-        }
-        let descriptors = match &self.descriptors {
-            Some(blocks) => blocks(config)?,
-            None => Map::new(),
-        };
-        Ok(CompileJob::Triton { constexprs, options, descriptors })
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
+        Ok(self.build_job(config, device)?)
     }
 
-    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String> {
-        let Binary { cubin, launch, .. } = binary;
-        let launch = launch.ok_or("the Triton compile worker sent no launch information")?;
-        let programs = (self.grid)(config)?;
-        let grid_x = programs[0].checked_mul(u64::from(launch.num_ctas)).ok_or("grid overflow")?;
-        let limits = [(1u64 << 31) - 1, 65_535, 65_535];
-        let grid = [grid_x, programs[1], programs[2]];
-        for axis in 0..3 {
-            if grid[axis] == 0 || grid[axis] > limits[axis] {
-                return Err(format!("grid {} = {} is outside 1..={}", ["x", "y", "z"][axis], grid[axis], limits[axis]));
-            }
-        }
-        Ok(KernelImage {
-            cubin: kerntune_pipeline::protocol::Bytes(cubin),
-            name: launch.name.clone(),
-            geometry: Geometry {
-                grid: grid.map(|g| g as u32),
-                block: [32 * launch.num_warps, 1, 1],
-                shared_bytes: launch.shared_bytes,
-            },
-            params: Some(launch.params),
-            cluster_x: launch.num_ctas.max(1),
-            edges: Vec::new(),
-        })
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
+        Ok(self.image(config, binary)?)
     }
 
     fn objective(
@@ -185,13 +195,13 @@ impl Language for TritonLanguage<'_> {
         config: &[Value],
         time_ms: f64,
         metrics: &Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, LanguageError> {
         let Some(formula) = &self.objective_expression else { return Ok(time_ms) };
         let mut values: Vec<Value> = config.to_vec();
         if let Some(spec) = &self.job.objective {
             values.extend(spec.values.values().map(|v| Value::from_json(v).unwrap_or(Value::Int(0))));
         }
-        formula.evaluate(&values, time_ms, metrics)
+        formula.evaluate(&values, time_ms, metrics).map_err(LanguageError::Objective)
     }
 
     fn early_stop_applies(&self) -> bool {
@@ -202,7 +212,7 @@ impl Language for TritonLanguage<'_> {
         &self,
         _device: &DeviceInfo,
         _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup, LanguageError> {
         let args = self
             .job
             .args

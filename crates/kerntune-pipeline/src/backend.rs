@@ -21,7 +21,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 
 use crate::early_stop::Noise;
-use crate::error::{Failure, FailureKind};
+use crate::error::{Failure, FailureKind, LanguageError, MixedModels};
 use crate::language::Language;
 use crate::pool::{Binary, CompileLimit, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
@@ -186,10 +186,10 @@ impl<'a> Pipeline<'a> {
             }
         }
         let infos: Vec<DeviceInfo> = bench.iter().filter_map(|s| s.info.clone()).collect();
-        one_model(&infos).map_err(BackendError::CannotStart)?;
-        let device = infos.into_iter().next().ok_or_else(|| BackendError::Other("no device information".into()))?;
+        one_model(&infos).map_err(|e| BackendError::CannotStart(e.to_string()))?;
+        let device = infos.into_iter().next().ok_or(BackendError::Misuse("no device information"))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
-        let setup = language.setup(&device, &mut compile).map_err(BackendError::CannotStart)?;
+        let setup = language.setup(&device, &mut compile).map_err(|e| BackendError::CannotStart(e.to_string()))?;
         for slot in &mut bench {
             slot.worker
                 .send(&ToBench::Setup(setup.clone()))
@@ -272,7 +272,9 @@ impl<'a> Pipeline<'a> {
                 job.costs.compile_s = seconds;
                 match self.language.kernel_image(&job.values, binary) {
                     Ok(image) => self.ready.push_back((id, image)),
-                    Err(reason) => self.fail(id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
+                    Err(reason) => {
+                        self.fail(id, Failure::new(FailureKind::InvalidConfig, reason.to_string()), Costs::default())
+                    }
                 }
             }
             CompileOutcome::Failed { id, kind, reason, seconds } => {
@@ -382,7 +384,7 @@ impl<'a> Pipeline<'a> {
         // Outputs the language judges itself can still turn a measured configuration wrong.
         let (status, reason) = match self.check_returned_outputs(result.id, &job.values, result.status) {
             Ok(()) => (result.status, result.reason),
-            Err(reason) => (FailureKind::WrongAnswer.status(), Some(reason)),
+            Err(reason) => (FailureKind::WrongAnswer.status(), Some(reason.to_string())),
         };
         // The language's own check sees the setup's inputs only: one set.
         let checked_here = self.setup.outputs_dir.is_some() && matches!(status, Status::Ok | Status::EarlyStopped);
@@ -407,7 +409,7 @@ impl<'a> Pipeline<'a> {
                         metrics,
                     },
                     Err(reason) => {
-                        let failure = Failure::new(FailureKind::Objective, reason);
+                        let failure = Failure::new(FailureKind::Objective, reason.to_string());
                         Evaluation::failed(failure.status(), failure.message, costs)
                     }
                 }
@@ -431,7 +433,7 @@ impl<'a> Pipeline<'a> {
 
     /// The language's check of the outputs the worker wrote for evaluation `id`, where the
     /// setup asked for them; the files are removed afterwards.
-    fn check_returned_outputs(&self, id: u32, config: &[Value], status: Status) -> Result<(), String> {
+    fn check_returned_outputs(&self, id: u32, config: &[Value], status: Status) -> Result<(), LanguageError> {
         let Some(dir) = &self.setup.outputs_dir else { return Ok(()) };
         let files: Vec<(usize, std::path::PathBuf)> = self
             .setup
@@ -528,7 +530,7 @@ impl<'a> Pipeline<'a> {
                 return Ok(Some(done));
             }
             if self.jobs.is_empty() {
-                return Err(BackendError::Other("next() with nothing in flight".into()));
+                return Err(BackendError::Misuse("next() with nothing in flight"));
             }
             if give_up.is_some_and(|limit| Instant::now() >= limit) {
                 return Ok(None);
@@ -561,16 +563,14 @@ impl<'a> Pipeline<'a> {
 }
 
 /// Whether GPUs can be one target: they must be of one model (their results are one
-/// tuning's). The message says how to tune them instead.
-pub fn one_model(devices: &[DeviceInfo]) -> Result<(), String> {
+/// tuning's). The error says how to tune them instead.
+pub fn one_model(devices: &[DeviceInfo]) -> Result<(), MixedModels> {
     let Some(first) = devices.first() else { return Ok(()) };
     match devices.iter().find(|d| d.name != first.name) {
         None => Ok(()),
-        Some(other) => Err(format!(
-            "GPU #{} is a {} and GPU #{} a {}: one tuning's results must come from one model; \
-             tune each model on its own (--devices {} or --devices {})",
-            first.ordinal, first.name, other.ordinal, other.name, first.ordinal, other.ordinal
-        )),
+        Some(other) => {
+            Err(MixedModels { first: (first.ordinal, first.name.clone()), other: (other.ordinal, other.name.clone()) })
+        }
     }
 }
 
@@ -599,7 +599,9 @@ impl Backend for Pipeline<'_> {
         self.jobs.insert(job_id, job);
         match compile_job {
             // Configurations the device cannot launch fail here, before any compile.
-            Err(reason) => self.fail(job_id, Failure::new(FailureKind::InvalidConfig, reason), Costs::default()),
+            Err(reason) => {
+                self.fail(job_id, Failure::new(FailureKind::InvalidConfig, reason.to_string()), Costs::default())
+            }
             Ok(compile_job) => {
                 self.pool.submit(CompileRequest { id: job_id, job: compile_job });
                 for outcome in self.pool.dispatch(&self.hub) {
@@ -611,7 +613,7 @@ impl Backend for Pipeline<'_> {
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        self.next_until(None)?.ok_or_else(|| BackendError::Other("next() gave up with no limit".into()))
+        self.next_until(None)?.ok_or(BackendError::Misuse("next() gave up with no limit"))
     }
 
     fn next_within(&mut self, patience: Duration) -> Result<Option<(ConfigId, Evaluation)>, BackendError> {
@@ -766,9 +768,9 @@ mod tests {
         assert_eq!(one_model(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200")]), Ok(()));
         let refused = one_model(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200"), gpu(2, "NVIDIA H100")]);
         assert_eq!(
-            refused.unwrap_err(),
+            refused.map_err(|e| e.to_string()).unwrap_err(),
             "GPU #0 is a NVIDIA H200 and GPU #2 a NVIDIA H100: one tuning's results must come from one \
-             model; tune each model on its own (--devices 0 or --devices 2)"
+             model; tune each model on its own (devices 0 or devices 2)"
         );
     }
 

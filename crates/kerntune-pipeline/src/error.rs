@@ -2,8 +2,13 @@
 //! for the user. The kind travels through the worker protocol (a compile worker's
 //! `failed` reply names it), so that no outcome is ever decided by a message's wording,
 //! and it becomes the store's [`Status`] in exactly one place (`From<FailureKind>`).
-//! [`Death`] is how a worker process ended.
+//! A [`LanguageError`] is why a language cannot do what the pipeline asks, a
+//! [`CompileError`] why a compile pool cannot go on, a [`ScheduleError`] why the schedule stage
+//! cannot. [`Death`] is how a worker process ended; [`MixedModels`] refuses GPUs of two models as
+//! one target.
 
+use kerntune_engine::BackendError;
+use kerntune_space::Setting;
 use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +118,95 @@ impl std::fmt::Display for Exit {
 pub struct Death {
     pub exit: Exit,
     pub last_words: Option<String>,
+}
+
+/// Why a language cannot do what the pipeline asks of it, by kind; the message is the
+/// user's explanation (the spec's wording, the compiler's log, the outputs that differ).
+/// What each kind becomes is the pipeline's to decide: an invalid configuration is
+/// recorded, a broken setup stops the run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LanguageError {
+    /// A tool the language compiles with is missing, or rejects the run's settings.
+    #[error("{0}")]
+    Toolchain(String),
+    /// The configuration cannot be built or launched on this device (recorded
+    /// `invalid_config`, never compiled).
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// The objective cannot be computed from what was measured.
+    #[error("{0}")]
+    Objective(String),
+    /// The benchmark worker's setup cannot be made: a reference that does not compile or
+    /// run, inputs that cannot be made.
+    #[error("{0}")]
+    Setup(String),
+    /// A configuration's outputs differ from the reference's.
+    #[error("{0}")]
+    WrongOutputs(String),
+}
+
+impl LanguageError {
+    /// How a configuration that met this error failed.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            LanguageError::InvalidConfig(_) => FailureKind::InvalidConfig,
+            LanguageError::Objective(_) => FailureKind::Objective,
+            LanguageError::WrongOutputs(_) => FailureKind::WrongAnswer,
+            LanguageError::Toolchain(_) | LanguageError::Setup(_) => FailureKind::Device,
+        }
+    }
+}
+
+/// Why a pool of compile workers cannot go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// A compile worker could not be started.
+    #[error(transparent)]
+    Spawn(#[from] std::io::Error),
+    /// A worker's reply names a configuration that was never asked for.
+    #[error("a compile worker answered for configuration #{0}, which was not asked")]
+    UnaskedReply(u32),
+    /// An outcome could not be stored.
+    #[error(transparent)]
+    Store(#[from] kerntune_store::StoreError),
+}
+
+/// Why the schedule stage cannot tune the best configuration's schedule.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// The benchmark worker or the compile worker could not go on, or Ctrl-C came.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The best configuration no longer compiles or launches.
+    #[error("the best configuration: {0}")]
+    Language(LanguageError),
+    #[error("compiling the best configuration: {0}")]
+    Compile(String),
+    /// The A/B timing's settings cannot make a comparison.
+    #[error(
+        "schedule: blocks = {blocks} and rounds = {rounds}: the A/B timing needs at least {min} blocks and a round per block"
+    )]
+    TooFewBlocks { blocks: u32, rounds: u32, min: u32 },
+    #[error("unknown schedule method '{0}' (hill_climb or anneal)")]
+    UnknownMethod(String),
+    /// The cubin's SASS cannot be read or rewritten.
+    #[error("schedule: {0}")]
+    Sass(#[from] kerntune_sass::SassError),
+}
+
+/// GPUs of more than one model, asked to be one tuning's target: the first GPU and the
+/// first of another model, by number and name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "GPU #{} is a {} and GPU #{} a {}: one tuning's results must come from one model; tune each model on its own ({} or {})",
+    first.0, first.1, other.0, other.1, Setting::DEVICES.with(first.0), Setting::DEVICES.with(other.0)
+)]
+pub struct MixedModels {
+    pub first: (usize, String),
+    pub other: (usize, String),
 }
 
 fn signal_name(signal: i32) -> &'static str {

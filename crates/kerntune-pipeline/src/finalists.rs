@@ -99,7 +99,7 @@ pub fn retime(
     options: &RetimeOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
-    let leader = finalists.first().ok_or_else(|| BackendError::Other("no finalist to time again".into()))?;
+    let leader = finalists.first().ok_or(BackendError::Misuse("no finalist to time again"))?;
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
     let mut leader_times = Vec::new();
@@ -149,7 +149,9 @@ pub fn retime_configs(
     stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
     let clock = Instant::now();
-    let failed = |what: &str, e: String| BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"));
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"))
+    };
     let timeout = language.compile_timeout();
     // Each finalist waits in line for at most the compiles ahead of it, one timeout each.
     let deadline = || Instant::now() + (timeout + Duration::from_secs(5)) * (finalists.len() as u32 + 1);
@@ -157,14 +159,14 @@ pub fn retime_configs(
         .iter()
         .map(|values| language.compile_job(values, device))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| failed("a finalist", e))?;
+        .map_err(|e| failed("a finalist", &e))?;
     let images = |binaries: Vec<Result<Binary, String>>| -> Result<Vec<KernelImage>, BackendError> {
         finalists
             .iter()
             .zip(binaries)
             .map(|(values, binary)| {
-                let binary = binary.map_err(|e| failed("compiling a finalist", e))?;
-                language.kernel_image(values, binary).map_err(|e| failed("a finalist", e))
+                let binary = binary.map_err(|e| failed("compiling a finalist", &e))?;
+                language.kernel_image(values, binary).map_err(|e| failed("a finalist", &e))
             })
             .collect()
     };
@@ -178,10 +180,10 @@ pub fn retime_configs(
             let workers = pipeline.compile_workers.clamp(1, finalists.len().max(1));
             let mut pool =
                 CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
-                    .map_err(|e| failed("starting a compile worker", e.to_string()))?;
+                    .map_err(|e| failed("starting a compile worker", &e))?;
             let images = images(compile_several(&mut pool, &hub, jobs, deadline()))?;
             let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-            let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
+            let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", &e))?;
             let session =
                 BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
             (session, images, false)

@@ -1,6 +1,7 @@
 //! The seam between the pipeline and a kernel language (CUDA C, Triton): how a
 //! configuration becomes a compile job, how a compiled kernel is launched and checked, and
-//! what its objective is. Everything else (workers, deadlines, timing) is the pipeline's.
+//! what its objective is; each method that can fail says why with a [`LanguageError`] of
+//! the kind the pipeline acts on. Everything else (workers, deadlines, timing) is the pipeline's.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_space::Value;
 use kerntune_store::TuningInfo;
 
+use crate::error::LanguageError;
 use crate::pool::Binary;
 use crate::protocol::{CompileJob, KernelImage, Setup};
 
@@ -38,13 +40,13 @@ pub trait Language {
 
     /// Checks, before any work, that the tools this language compiles with are there and
     /// accept the run's settings; an error says what is missing.
-    fn preflight(&self) -> Result<(), String> {
+    fn preflight(&self) -> Result<(), LanguageError> {
         Ok(())
     }
 
     /// The compile job of a configuration, or why the configuration cannot run on this
     /// device (recorded `invalid_config` without compiling).
-    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, String>;
+    fn compile_job(&self, config: &[Value], device: &DeviceInfo) -> Result<CompileJob, LanguageError>;
 
     /// The compiler that builds the binaries, where the user chose one (`ptxas 13.3.73
     /// (PATH)`): shown in results.
@@ -53,7 +55,7 @@ pub trait Language {
     }
 
     /// How to launch a compiled configuration; an error is a reason it is invalid.
-    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, String>;
+    fn kernel_image(&self, config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError>;
 
     /// The objective of a configuration whose median kernel time is `time_ms`, with the
     /// evaluation's `metrics` (energy, power, clocks where they were measured).
@@ -62,7 +64,7 @@ pub trait Language {
         config: &[Value],
         time_ms: f64,
         metrics: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<f64, String>;
+    ) -> Result<f64, LanguageError>;
 
     /// Whether stopping a configuration that is clearly slower in time is sound: the
     /// objective is the time, or a function of it (and of nothing else measured, such as
@@ -74,12 +76,12 @@ pub trait Language {
         &self,
         device: &DeviceInfo,
         compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String>;
+    ) -> Result<Setup, LanguageError>;
 
     /// Checks the outputs of a configuration's checked run (files by argument position),
     /// where the setup asked the benchmark worker for them ([`Setup::outputs_dir`]); an
     /// error is why they are wrong.
-    fn check_outputs(&self, _config: &[Value], _outputs: &[(usize, std::path::PathBuf)]) -> Result<(), String> {
+    fn check_outputs(&self, _config: &[Value], _outputs: &[(usize, std::path::PathBuf)]) -> Result<(), LanguageError> {
         Ok(())
     }
 

@@ -16,7 +16,8 @@
 //! native schedule of the best binary. [`controls`] reads a configuration's compiler
 //! controls (ACF files, ptxas knobs) for either language, and runs CompileIQ's search over ACF files
 //! ([`controls::tune_controls`]). A configuration that fails is a [`Failure`] of a
-//! [`FailureKind`], named on the wire and turned into the store's status in one place.
+//! [`FailureKind`], named on the wire and turned into the store's status in one place; a
+//! language says why it cannot do what is asked with a [`LanguageError`].
 
 mod backend;
 mod bench;
@@ -39,10 +40,10 @@ pub use bench::{refillable, run as run_bench_worker};
 pub use compile::run as run_compile_worker;
 pub use early_stop::Bar as EarlyStopBar;
 pub use energy::Energy;
-pub use error::{Death, Exit, Failure, FailureKind};
+pub use error::{CompileError, Death, Exit, Failure, FailureKind, LanguageError, MixedModels, ScheduleError};
 pub use language::Language;
 pub use pool::Binary;
-pub use process::{RayRelay, WorkerCommand};
+pub use process::{RayError, RayRelay, WorkerCommand};
 pub use protocol::Geometry;
 pub use sampling::{ClockSpan, Clocks};
 pub use timing::{EarlyStop, EnergyMode, Flush, RawTiming, Timing};

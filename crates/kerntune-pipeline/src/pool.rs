@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use kerntune_engine::stats::quantile;
 
-use crate::error::FailureKind;
+use crate::error::{CompileError, FailureKind};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{CompileRequest, FromCompiler, LaunchInfo};
 
@@ -351,9 +351,9 @@ pub fn compile_all(
     pool: &mut CompilePool,
     hub: &Hub,
     requests: Vec<CompileRequest>,
-    on_outcome: &mut dyn FnMut(CompileOutcome) -> Result<(), String>,
+    on_outcome: &mut dyn FnMut(CompileOutcome) -> Result<(), CompileError>,
     stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
+) -> Result<(), CompileError> {
     for request in requests {
         pool.submit(request);
     }

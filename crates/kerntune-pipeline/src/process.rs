@@ -10,6 +10,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kerntune_space::Setting;
+
 use crate::error::{Death, Exit};
 
 /// How to start a worker: a program and its arguments (usually the `kerntune` binary
@@ -200,42 +202,58 @@ pub struct RayRelay {
     pub python: String,
 }
 
+/// Why a Ray cluster cannot serve the run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RayError {
+    /// The Python that runs the relay could not be started.
+    #[error("cannot run {python} for the Ray relay ({reason}); set KERNTUNE_PYTHON to a Python with kerntune[ray]")]
+    CannotRun { python: String, reason: String },
+    /// That Python has no relay (no kerntune[ray]); its last words.
+    #[error("{python} cannot run the Ray relay ({last}); install kerntune[ray] there, or set KERNTUNE_PYTHON to a Python that has it")]
+    NoRelay { python: String, last: String },
+    /// The relay refused (Ray not reachable at the address): its reason.
+    #[error("{0}")]
+    Refused(String),
+    /// The relay's check answered without the cluster's GPU count.
+    #[error("the Ray relay's check said nothing of the cluster's GPUs: {0}")]
+    NoCount(String),
+    /// More GPUs were asked for than the cluster has.
+    #[error("the Ray cluster at '{address}' has {have} GPU(s); {asked} were asked for ({setting})", setting = Setting::RAY_GPUS)]
+    TooFewGpus { address: String, have: usize, asked: usize },
+}
+
 impl RayRelay {
     pub fn new(address: impl Into<String>) -> RayRelay {
         RayRelay { address: address.into(), python: kerntune_python() }
     }
 
     /// Whether the relay can run and reach the cluster (`--check`), and the cluster has
-    /// `gpus` GPUs: the cluster's GPU count, or the relay's one-line reason when not (Ray not
-    /// installed, the address unreachable, too few GPUs), so that a run stops before any
-    /// configuration fails for it.
-    pub fn check(&self, gpus: usize) -> Result<usize, String> {
+    /// `gpus` GPUs: the cluster's GPU count, or why not (Ray not installed, the address
+    /// unreachable, too few GPUs), so that a run stops before any configuration fails for it.
+    pub fn check(&self, gpus: usize) -> Result<usize, RayError> {
         let output = Command::new(&self.python)
-            .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address, "--gpus", &gpus.to_string()])
+            .args(["-m", "kerntune.ray_worker", "--check", "--address", &self.address])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| {
-                format!(
-                    "cannot run {} for the Ray relay ({e}); set KERNTUNE_PYTHON to a Python with kerntune[ray]",
-                    self.python
-                )
-            })?;
+            .map_err(|e| RayError::CannotRun { python: self.python.clone(), reason: e.to_string() })?;
         if output.status.success() {
             let stdout = String::from_utf8_lossy(&output.stdout);
             let answer: Option<serde_json::Value> = stdout.lines().rev().find_map(|l| serde_json::from_str(l).ok());
-            return answer
+            let have = answer
                 .and_then(|a| a["gpus"].as_u64())
                 .map(|n| n as usize)
-                .ok_or_else(|| format!("the Ray relay's check said nothing of the cluster's GPUs: {}", stdout.trim()));
+                .ok_or_else(|| RayError::NoCount(stdout.trim().to_string()))?;
+            if gpus > have {
+                return Err(RayError::TooFewGpus { address: self.address.clone(), have, asked: gpus });
+            }
+            return Ok(have);
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         Err(match last.strip_prefix("kerntune: ") {
-            Some(reason) => reason.to_string(),
-            None => format!(
-                "{} cannot run the Ray relay ({last}); install kerntune[ray] there, or set KERNTUNE_PYTHON to a Python that has it",
-                self.python
-            ),
+            Some(reason) => RayError::Refused(reason.to_string()),
+            None => RayError::NoRelay { python: self.python.clone(), last: last.to_string() },
         })
     }
 

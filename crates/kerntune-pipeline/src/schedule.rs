@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
 use crate::early_stop::Bar;
-use crate::error::FailureKind;
+use crate::error::{FailureKind, ScheduleError};
 use crate::language::Language;
 use crate::pool::{CompileLimit, CompilePool};
 use crate::process::{Hub, Origin, Worker, WorkerCommand};
@@ -385,16 +385,12 @@ pub fn tune_schedule(
     options: &ScheduleOptions,
     nvdisasm: &Nvdisasm,
     stop: &dyn Fn() -> bool,
-) -> Result<ScheduleReport, BackendError> {
+) -> Result<ScheduleReport, ScheduleError> {
     if options.blocks < MIN_BLOCKS || options.rounds < options.blocks {
-        return Err(BackendError::Other(format!(
-            "schedule: blocks = {} and rounds = {}: the A/B timing needs at least {MIN_BLOCKS} blocks and a round per block",
-            options.blocks, options.rounds
-        )));
+        return Err(ScheduleError::TooFewBlocks { blocks: options.blocks, rounds: options.rounds, min: MIN_BLOCKS });
     }
     let seed = options.seed.unwrap_or(0);
-    let sass = |e: SassError| BackendError::Other(format!("schedule: {e}"));
-    let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm).map_err(sass)?;
+    let schedule = Schedule::from_cubin(&original.cubin.0, &original.name, nvdisasm)?;
     let legal_moves = schedule.legal_moves().len();
     let start = Instant::now();
     let mut rejected = 0usize;
@@ -447,11 +443,10 @@ pub fn tune_schedule(
             &HillClimbOptions { evaluations: options.budget, restarts: options.budget, ..HillClimbOptions::default() },
             seed,
         ),
-        other => return Err(BackendError::Other(format!("unknown schedule method '{other}' (hill_climb or anneal)"))),
-    }
-    .map_err(sass)?;
+        other => return Err(ScheduleError::UnknownMethod(other.to_string())),
+    }?;
     if let Some(error) = failure {
-        return Err(error);
+        return Err(error.into());
     }
     let search_seconds = start.elapsed().as_secs_f64();
     let mut relative: Vec<f64> =
@@ -543,18 +538,17 @@ pub fn schedule_config(
     pipeline: &PipelineOptions,
     options: &ScheduleOptions,
     stop: &dyn Fn() -> bool,
-) -> Result<(ScheduleReport, KernelImage), BackendError> {
+) -> Result<(ScheduleReport, KernelImage), ScheduleError> {
     let hub = Hub::default();
     let timeout = language.compile_timeout();
     let mut pool = CompilePool::new(&pipeline.compile_worker, 1, CompileLimit::new(timeout, false), &hub, 1)
         .map_err(|e| BackendError::CannotStart(format!("cannot start a compile worker: {e}")))?;
-    let job = language.compile_job(config, device).map_err(BackendError::Other)?;
-    let binary = compile_now(&mut pool, &hub, job, timeout)
-        .map_err(|e| BackendError::Other(format!("compiling the best configuration: {e}")))?;
-    let original = language.kernel_image(config, binary).map_err(BackendError::Other)?;
+    let job = language.compile_job(config, device).map_err(ScheduleError::Language)?;
+    let binary = compile_now(&mut pool, &hub, job, timeout).map_err(ScheduleError::Compile)?;
+    let original = language.kernel_image(config, binary).map_err(ScheduleError::Language)?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-    let setup = schedule_setup(language.setup(device, &mut compile).map_err(BackendError::CannotStart)?, &original)
-        .map_err(BackendError::CannotStart)?;
+    let setup = language.setup(device, &mut compile).map_err(|e| BackendError::CannotStart(e.to_string()))?;
+    let setup = schedule_setup(setup, &original).map_err(BackendError::CannotStart)?;
     let mut session =
         BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     let nvdisasm =

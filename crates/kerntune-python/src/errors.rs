@@ -1,5 +1,7 @@
 //! One Python exception class per kind of error, all under `kerntune.KerntuneError`, with
-//! the Rust error's own message (never its Debug text).
+//! the Rust error's own message (never its Debug text): the one place where Rust's error
+//! kinds become Python's exceptions. Settings in those messages read as keyword arguments
+//! (`target=`), the spelling this module chooses for its process.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -18,7 +20,10 @@ create_exception!(
 );
 create_exception!(kerntune, NoGpuError, BackendError, "No usable NVIDIA GPU or driver on this machine.");
 
+/// Registers the exception classes, and makes every message of this process name a
+/// setting as Python passes it (`target=`, not the CLI's `--target`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    kerntune_space::Spelling::Keyword.choose();
     let py = m.py();
     m.add("KerntuneError", py.get_type::<KerntuneError>())?;
     m.add("SpaceError", py.get_type::<SpaceError>())?;
@@ -68,12 +73,12 @@ pub fn tune(error: kerntune_engine::TuneError) -> PyErr {
 pub fn run(error: kerntune_run::RunError) -> PyErr {
     use kerntune_run::RunError;
     match error {
-        RunError::NoGpu(message) => NoGpuError::new_err(message),
+        RunError::NoGpu(e) => no_gpu(e.to_string()),
         RunError::EmptySpace => space(error),
         RunError::Search(e) => strategy(e),
         RunError::Store(e) => store(e),
         RunError::Tune(e) => tune(e),
-        RunError::Arch(_) | RunError::Setting(_) => spec(error),
+        RunError::Arch(_) | RunError::Realtime(_) => spec(error),
         RunError::Backend(e) => GpuError::from(e).into(),
         other => backend(other),
     }

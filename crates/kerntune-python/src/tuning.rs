@@ -124,11 +124,14 @@ fn warn_long_search(line: &str, stacklevel: i32) -> PyResult<()> {
 
 /// Checks search settings (JSON of [`SearchOptions`]) as a tuning would read them, with
 /// `default_strategy` where none is named, so that Python refuses a bad strategy, option or
-/// budget before any GPU is probed or anything compiled.
+/// budget before any GPU is probed or anything compiled. `target` comes apart from the JSON,
+/// which cannot carry a NaN or an infinity, so that those reach the rule that refuses them.
 #[pyfunction]
-pub fn check_search(search: &str, default_strategy: &str) -> PyResult<()> {
+#[pyo3(signature = (search, default_strategy, target=None))]
+pub fn check_search(search: &str, default_strategy: &str, target: Option<f64>) -> PyResult<()> {
     let search: Json = serde_json::from_str(search).map_err(errors::spec)?;
-    let search: SearchOptions = serde_json::from_value(search).map_err(errors::spec)?;
+    let mut search: SearchOptions = serde_json::from_value(search).map_err(errors::spec)?;
+    search.target = target.or(search.target);
     search.resolve(default_strategy).map(|_| ()).map_err(errors::strategy)
 }
 

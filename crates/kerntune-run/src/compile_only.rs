@@ -10,9 +10,9 @@ use kerntune_device::DeviceInfo;
 use kerntune_pipeline::pool::{compile_all, CompileLimit, CompileOutcome, CompilePool};
 use kerntune_pipeline::process::Hub;
 use kerntune_pipeline::protocol::{CompileJob, CompileRequest, LaunchInfo};
-use kerntune_pipeline::{Language, WorkerCommand};
+use kerntune_pipeline::{CompileError, Language, WorkerCommand};
 use kerntune_space::{ConfigId, Space, Value};
-use kerntune_store::{config_key, Costs, Evaluation, Status, Store, TuningId};
+use kerntune_store::{config_key, Costs, Evaluation, Status, Store, StoreError, TuningId};
 use serde_json::{json, Map, Value as Json};
 
 use crate::{default_compile_workers, Request, RunError};
@@ -121,7 +121,7 @@ impl<'a> CompileOnly<'a> {
         stop: &dyn Fn() -> bool,
     ) -> Result<CompileReport, RunError> {
         let clock = Instant::now();
-        let target = DeviceInfo::compile_target(&self.arch).map_err(|_| RunError::Arch(self.arch.to_string()))?;
+        let target = DeviceInfo::compile_target(&self.arch)?;
         self.language.preflight().map_err(RunError::Toolchain)?;
         let known = self.known()?;
         let ids: Vec<ConfigId> = self.space.ids().collect();
@@ -153,7 +153,7 @@ impl<'a> CompileOnly<'a> {
                 // configuration's: it is not kept as the configuration's outcome.
                 Err(_) if stop() => return Ok(finished(slots, clock, 0.0, workers, true)),
                 Err(reason) => {
-                    let failed = Compilation::Failed { status: Status::InvalidConfig, reason };
+                    let failed = Compilation::Failed { status: Status::InvalidConfig, reason: reason.to_string() };
                     let done = self.keep(*id, config, failed, 0.0)?;
                     on_done(&done);
                     slots[index] = Some(done);
@@ -162,10 +162,9 @@ impl<'a> CompileOnly<'a> {
         }
         let hub = Hub::default();
         let limit = CompileLimit::new(self.language.compile_timeout(), self.language.compile_timeout_adapts());
-        let mut pool =
-            CompilePool::new(&self.worker, workers, limit, &hub, 0).map_err(|e| RunError::Compile(e.to_string()))?;
+        let mut pool = CompilePool::new(&self.worker, workers, limit, &hub, 0).map_err(CompileError::Spawn)?;
         let mut compile_s = 0.0;
-        let mut record = |outcome: CompileOutcome| -> Result<(), String> {
+        let mut record = |outcome: CompileOutcome| -> Result<(), CompileError> {
             let (index, compilation, seconds) = match outcome {
                 CompileOutcome::Compiled { id, binary, seconds } => {
                     let compiled = Compilation::Compiled {
@@ -181,15 +180,13 @@ impl<'a> CompileOnly<'a> {
             };
             compile_s += seconds;
             // A reply for an id that was never asked is the worker's fault, not a reason to panic.
-            let id = *ids
-                .get(index as usize)
-                .ok_or_else(|| format!("a compile worker answered for configuration #{index}, which was not asked"))?;
-            let done = self.keep(id, self.space.config_json(id), compilation, seconds).map_err(|e| e.to_string())?;
+            let id = *ids.get(index as usize).ok_or(CompileError::UnaskedReply(index))?;
+            let done = self.keep(id, self.space.config_json(id), compilation, seconds)?;
             on_done(&done);
             slots[index as usize] = Some(done);
             Ok(())
         };
-        compile_all(&mut pool, &hub, requests, &mut record, stop).map_err(RunError::Compile)?;
+        compile_all(&mut pool, &hub, requests, &mut record, stop)?;
         Ok(finished(slots, clock, compile_s, workers, stop()))
     }
 
@@ -218,7 +215,7 @@ impl<'a> CompileOnly<'a> {
         config: Map<String, Json>,
         outcome: Compilation,
         seconds: f64,
-    ) -> Result<CompiledConfig, RunError> {
+    ) -> Result<CompiledConfig, StoreError> {
         if let Some((store, tuning)) = self.store {
             match &outcome {
                 Compilation::Compiled { cubin: Some(cubin), symbol, launch } => {
@@ -267,6 +264,7 @@ mod tests {
 
     use kerntune_pipeline::pool::Binary;
     use kerntune_pipeline::protocol::{KernelImage, Setup};
+    use kerntune_pipeline::LanguageError;
     use kerntune_space::params_from_json;
     use kerntune_store::{Objective, TuningInfo};
     use serde_json::json;
@@ -299,16 +297,21 @@ mod tests {
             0
         }
 
-        fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
+        fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
             (self.on_refusal)();
-            Err("the instance function raised".into())
+            Err(LanguageError::InvalidConfig("the instance function raised".into()))
         }
 
-        fn kernel_image(&self, _config: &[Value], _binary: Binary) -> Result<KernelImage, String> {
-            Err("never launched".into())
+        fn kernel_image(&self, _config: &[Value], _binary: Binary) -> Result<KernelImage, LanguageError> {
+            Err(LanguageError::InvalidConfig("never launched".into()))
         }
 
-        fn objective(&self, _config: &[Value], time_ms: f64, _metrics: &Map<String, Json>) -> Result<f64, String> {
+        fn objective(
+            &self,
+            _config: &[Value],
+            time_ms: f64,
+            _metrics: &Map<String, Json>,
+        ) -> Result<f64, LanguageError> {
             Ok(time_ms)
         }
 
@@ -320,8 +323,8 @@ mod tests {
             &self,
             _device: &DeviceInfo,
             _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-        ) -> Result<Setup, String> {
-            Err("never set up".into())
+        ) -> Result<Setup, LanguageError> {
+            Err(LanguageError::Setup("never set up".into()))
         }
 
         fn launch_timeout(&self) -> Duration {

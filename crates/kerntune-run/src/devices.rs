@@ -9,7 +9,7 @@ use kerntune_device::DeviceInfo;
 use kerntune_pipeline::one_model;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::RunError;
+use crate::{NoGpu, RunError};
 
 /// The GPUs a user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,33 +76,24 @@ impl<'de> Deserialize<'de> for Devices {
 impl Devices {
     /// The GPUs, probed: each must exist, and all must be of one model.
     pub fn probe(&self) -> Result<Vec<DeviceInfo>, RunError> {
-        let count = kerntune_device::driver::device_count().map_err(|e| RunError::NoGpu(e.to_string()))?;
+        let count = kerntune_device::driver::device_count().map_err(NoGpu::Driver)?;
         let ordinals = match self {
             Devices::All => (0..count).collect(),
             Devices::List(ordinals) => ordinals.clone(),
         };
         if ordinals.is_empty() {
-            return Err(RunError::NoGpu("the driver sees no GPU".into()));
+            return Err(NoGpu::NoneSeen.into());
         }
         let infos = ordinals
             .iter()
             .map(|&ordinal| match kerntune_device::driver::probe(ordinal) {
                 Ok((_, info)) => Ok(info),
-                Err(_) if ordinal >= count => Err(RunError::NoGpu(unknown_device(ordinal, count))),
-                Err(e) => Err(RunError::NoGpu(format!("GPU #{ordinal}: {e}"))),
+                Err(_) if ordinal >= count => Err(NoGpu::NoSuchGpu { ordinal, count }),
+                Err(error) => Err(NoGpu::Unopenable { ordinal, error }),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        one_model(&infos).map_err(RunError::NoGpu)?;
+        one_model(&infos).map_err(NoGpu::MixedModels)?;
         Ok(infos)
-    }
-}
-
-/// A GPU index the driver does not have, and what to do.
-pub fn unknown_device(ordinal: usize, count: usize) -> String {
-    match count {
-        0 => format!("there is no GPU #{ordinal}: the driver sees no GPU"),
-        1 => format!("there is no GPU #{ordinal}: this machine has one GPU, #0"),
-        n => format!("there is no GPU #{ordinal}: this machine has {n} GPUs, #0 to #{}", n - 1),
     }
 }
 
@@ -121,7 +112,9 @@ mod tests {
 
     #[test]
     fn an_unknown_index_says_which_gpus_there_are() {
-        assert_eq!(unknown_device(2, 2), "there is no GPU #2: this machine has 2 GPUs, #0 to #1");
-        assert_eq!(unknown_device(1, 1), "there is no GPU #1: this machine has one GPU, #0");
+        let unknown = |ordinal, count| NoGpu::NoSuchGpu { ordinal, count }.to_string();
+        assert_eq!(unknown(2, 2), "there is no GPU #2: this machine has 2 GPUs, #0 to #1");
+        assert_eq!(unknown(1, 1), "there is no GPU #1: this machine has one GPU, #0");
+        assert_eq!(unknown(0, 0), "there is no GPU #0: the driver sees no GPU");
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, tuning_compile_workers, Front, Request, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Front, NoGpu, Request, RunError, RunSummary};
 
 /// The worker programs of a run.
 #[derive(Debug, Clone)]
@@ -137,15 +137,10 @@ impl<'a> Tuning<'a> {
         }
         let search = self.request.search.resolve(self.front.default_strategy())?;
         if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
-            return Err(RunError::Setting(
-                "the controls search needs a budget of 1 or more candidate ACF files".into(),
-            ));
+            return Err(RunError::NoControlsBudget);
         }
         if !driver_available() {
-            return Err(RunError::NoGpu(format!(
-                "no NVIDIA driver on this machine: tuning needs a GPU. {}",
-                self.front.without_gpu()
-            )));
+            return Err(NoGpu::NoDriver(self.front.without_gpu().to_string()).into());
         }
         let devices = self.request.devices.probe()?;
         let device = devices[0].clone();
@@ -226,9 +221,7 @@ impl Prepared<'_> {
         let mut run = RunSummary::new(summary, space, tally, facts);
         if let Some(vetting) = tuning.vetting.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
             let (count, within) = tuning.retime.as_ref().map_or((1, 0.0), |r| (r.finalists, r.within));
-            let failed = run
-                .vet(vetting, space, count, within)
-                .map_err(|e| RunError::Setting(format!("checking the best configurations at the edge sizes: {e}")))?;
+            let failed = run.vet(vetting, space, count, within).map_err(RunError::EdgeCheck)?;
             crate::vetting::record_failures(&store, tuning_id, &failed)?;
         }
         if let Some(retime) = tuning.retime.as_ref().filter(|_| !interrupted(&mut run, interrupt)) {
@@ -264,7 +257,7 @@ impl Prepared<'_> {
                 Ok(report) => {
                     // Kept under the search's best, as the finalists' report is.
                     let provenance = serde_json::to_string(&report)
-                        .map_err(|e| RunError::Setting(format!("the controls search's report: {e}")))?;
+                        .map_err(|source| RunError::Report { what: "controls search's report", source })?;
                     store.save_artifact(tuning_id, &best.config, CONTROLS, &[], &provenance)?;
                     run.controls = Some(report);
                 }
@@ -335,7 +328,7 @@ fn retime_finalists(
     };
     // Kept under the search's best, so that a run the store answers says the same.
     let provenance =
-        serde_json::to_string(&finalists).map_err(|e| RunError::Setting(format!("the finalists' report: {e}")))?;
+        serde_json::to_string(&finalists).map_err(|source| RunError::Report { what: "finalists' report", source })?;
     store.save_artifact(tuning_id, &contenders[0].config, FINALISTS, &[], &provenance)?;
     run.finalists = Some(finalists);
     Ok(())
@@ -403,7 +396,7 @@ impl ScheduleStage<'_> {
         let (report, original) =
             schedule_config(self.language, values, self.device, self.options, schedule, interrupt)?;
         let provenance =
-            serde_json::to_string(&report).map_err(|e| RunError::Setting(format!("the schedule report: {e}")))?;
+            serde_json::to_string(&report).map_err(|source| RunError::Report { what: "schedule report", source })?;
         let kept = report.cubin.clone().unwrap_or(original.cubin.0);
         self.store.save_artifact(self.tuning_id, config, "schedule", &kept, &provenance)?;
         Ok((report, kept))

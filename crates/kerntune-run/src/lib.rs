@@ -29,7 +29,7 @@ pub mod vetting;
 
 pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
 pub use devices::Devices;
-pub use error::RunError;
+pub use error::{NoGpu, RunError};
 pub use forecast::{duration_words, Forecast, Pace, LONG_SEARCH};
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use request::{Front, Request};

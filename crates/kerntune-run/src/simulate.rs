@@ -35,7 +35,7 @@ impl Simulation<'_> {
     /// [`Simulation::run`] it.
     pub fn search(&self) -> Result<kerntune_engine::Search, RunError> {
         if let Some(speed) = self.realtime.filter(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(RunError::Setting(format!("--realtime needs a positive speed, not {speed}")));
+            return Err(RunError::Realtime(speed));
         }
         Ok(self.search.resolve(DEFAULT_STRATEGY)?)
     }

@@ -62,14 +62,14 @@ impl Backend for Synthetic<'_> {
 
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {
         if id.index() >= self.space.len() {
-            return Err(BackendError::Other(format!("{id} is not a configuration of the space")));
+            return Err(BackendError::UnknownConfig(id));
         }
         self.queue.push_back(id);
         Ok(())
     }
 
     fn next(&mut self) -> Result<(ConfigId, Evaluation), BackendError> {
-        let id = self.queue.pop_front().ok_or_else(|| BackendError::Other("nothing in flight".into()))?;
+        let id = self.queue.pop_front().ok_or(BackendError::Misuse("nothing in flight"))?;
         self.clock += Duration::from_secs(1);
         let evaluation = match objective(self.space, id) {
             Some(time) => Evaluation::ok(time, vec![time], Costs::default()),

@@ -6,7 +6,8 @@
 //! integer each, and can be sampled, looked up, moved to a [`Neighbourhood`] or snapped from
 //! a point in the unit cube. A space whose configurations would take more than a
 //! [`MemoryCap`] is refused with its [`SpaceEstimate`] before it is enumerated.
-//! [`Rng`] is the seeded generator every strategy uses.
+//! [`Rng`] is the seeded generator every strategy uses. A [`Setting`] names a run's setting
+//! in an error the way the user's front spells it ([`Spelling`]).
 //!
 //! ```
 //! use kerntune_space::{Param, Space, Value};
@@ -23,6 +24,7 @@ mod memory;
 mod neighbours;
 mod param;
 mod rng;
+mod setting;
 mod space;
 mod spec;
 mod value;
@@ -32,6 +34,7 @@ pub use memory::{MemoryCap, SpaceEstimate, BYTES_PER_CONFIG, MEMORY_CAP_VARIABLE
 pub use neighbours::Neighbourhood;
 pub use param::Param;
 pub use rng::Rng;
+pub use setting::{Setting, Spelling};
 pub use space::{ConfigId, Space, SpaceError};
 pub use spec::{params_from_json, Restrictions, SpaceSpec};
 pub use value::Value;

@@ -71,7 +71,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     // whichever mode runs: a mistake found only by a tuning run would pass a dry run.
     let mut request = args.request.clone();
     request.search = request.search.or(&spec.search);
-    DeviceInfo::compile_target(&request.arch).map_err(anyhow::Error::msg)?;
+    DeviceInfo::compile_target(&request.arch)?;
     request.search.resolve(Front::Cli.default_strategy())?;
     let clock = Instant::now();
     let space = spec.space().with_context(|| args.spec.display().to_string())?;
@@ -169,7 +169,7 @@ fn measurement_options(spec: &mut KernelSpec, args: &TuneArgs) -> Result<Option<
         spec.set_graph_timing(mode == TimingMode::Graph);
     }
     let Some(text) = &args.pareto else { return Ok(None) };
-    let axes = objective::pareto_axes(text)?;
+    let axes = objective::pareto_axes(text).map_err(|e| e.to_string())?;
     if axes.iter().any(|axis| objective::observable(axis).is_some_and(|o| o.energy)) {
         spec.observe_energy();
     }

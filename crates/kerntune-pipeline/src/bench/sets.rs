@@ -142,7 +142,7 @@ impl Worker {
         let positions: Vec<usize> = first.inputs.iter().map(|(position, _)| *position).collect();
         let text = |e: CudaError| e.to_string();
         let upload = |dtype, len, init: &Init| -> Result<DeviceBuffer, String> {
-            let data = fill(dtype, len, init, 0)?;
+            let data = fill(dtype, len, init, 0).map_err(|e| e.to_string())?;
             let buffer = context.alloc(data.len()).map_err(text)?;
             context.upload(&buffer, &data).map_err(text)?;
             Ok(buffer)

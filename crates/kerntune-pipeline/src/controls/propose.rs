@@ -112,7 +112,9 @@ impl ProposerWorker {
     }
 
     fn request(&mut self, message: &ToProposer, stop: &dyn Fn() -> bool) -> Result<FromProposer, BackendError> {
-        self.worker.send(message).map_err(|e| BackendError::Other(format!("the CompileIQ worker is gone: {e}")))?;
+        self.worker
+            .send(message)
+            .map_err(|e| BackendError::DeviceLost(format!("the CompileIQ worker is gone: {e}")))?;
         self.receive(stop)
     }
 
@@ -126,7 +128,7 @@ impl ProposerWorker {
                 if Instant::now() < deadline {
                     continue;
                 }
-                return Err(BackendError::Other("the CompileIQ worker did not answer".into()));
+                return Err(BackendError::Protocol("the CompileIQ worker did not answer".into()));
             };
             let Some(text) = line.text else {
                 let death = self.worker.death();

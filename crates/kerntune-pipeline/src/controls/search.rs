@@ -187,7 +187,7 @@ impl ControlsOptions {
     /// missing CompileIQ or search space stops it before any work, in CompileIQ's words.
     pub fn start_proposer(&self, stop: &dyn Fn() -> bool) -> Result<ProposerWorker, BackendError> {
         let command = WorkerCommand::from_argv(&self.worker, Vec::new())
-            .ok_or_else(|| BackendError::Other("the controls search needs a worker program".into()))?;
+            .ok_or(BackendError::Misuse("the controls search needs a worker program"))?;
         ProposerWorker::start(&command, &self.ptxas_version, self.pool_size, stop)
     }
 }
@@ -212,15 +212,16 @@ pub fn tune_controls(
     if let Some(slot) = acf_at.and_then(|at| values.get_mut(at)) {
         *slot = Value::Str(NO_ACF.into());
     }
-    let failed = |what: &str, e: String| BackendError::CannotStart(format!("the controls search: {what}: {e}"));
-    let base = language.compile_job(&values, device).map_err(|e| failed("the best configuration", e))?;
+    let failed =
+        |what: &str, e: &dyn std::fmt::Display| BackendError::CannotStart(format!("the controls search: {what}: {e}"));
+    let base = language.compile_job(&values, device).map_err(|e| failed("the best configuration", &e))?;
     let timeout = language.compile_timeout();
     let hub = Hub::default();
     let workers = pipeline.compile_workers.clamp(1, options.pool_size.max(2));
     let mut pool = CompilePool::new(&pipeline.compile_worker, workers, CompileLimit::new(timeout, false), &hub, 1)
-        .map_err(|e| failed("starting a compile worker", e.to_string()))?;
+        .map_err(|e| failed("starting a compile worker", &e))?;
     let mut compile = |job| compile_now(&mut pool, &hub, job, timeout);
-    let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", e))?;
+    let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", &e))?;
     let mut session =
         BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
     let deadline = |count: usize| Instant::now() + (timeout + Duration::from_secs(5)) * (count as u32 + 1);
@@ -235,7 +236,7 @@ pub fn tune_controls(
                 return Err(BackendError::Interrupted);
             }
             let binary = job.and_then(|_| binaries.next().unwrap_or_else(|| Err("not compiled".into())));
-            let image = binary.and_then(|binary| language.kernel_image(&values, binary));
+            let image = binary.and_then(|binary| language.kernel_image(&values, binary).map_err(|e| e.to_string()));
             outcomes.push(match image {
                 Ok(image) => timed(session.evaluate(image, None)?),
                 Err(reason) => Err(format!("{}: {reason}", FailureKind::CompileFailed.status())),
@@ -245,11 +246,11 @@ pub fn tune_controls(
     };
     let mut report = search(proposer, options.budget, &directory, &mut evaluate, stop)?;
     let Some(acf) = report.best_acf.clone() else { return Ok(report) };
-    let jobs = vec![base.clone(), with_acf(base, Path::new(&acf)).map_err(|e| failed("the fastest candidate", e))?];
+    let jobs = vec![base.clone(), with_acf(base, Path::new(&acf)).map_err(|e| failed("the fastest candidate", &e))?];
     let mut images = Vec::with_capacity(2);
     for binary in compile_several(&mut pool, &hub, jobs, deadline(2)) {
-        let binary = binary.map_err(|e| failed("compiling the A/B", e))?;
-        images.push(language.kernel_image(&values, binary).map_err(|e| failed("the A/B", e))?);
+        let binary = binary.map_err(|e| failed("compiling the A/B", &e))?;
+        images.push(language.kernel_image(&values, binary).map_err(|e| failed("the A/B", &e))?);
     }
     let ab = retime(&mut session, &images, &options.ab, stop)?;
     report.kept = ab.winner == 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kerntune_device::DeviceInfo;
 use kerntune_pipeline::protocol::{Bytes, CompileJob, KernelImage, PtxasStep, Setup};
-use kerntune_pipeline::{Binary, Geometry, Language, Timing};
+use kerntune_pipeline::{Binary, Geometry, Language, LanguageError, Timing};
 use kerntune_space::Value;
 use kerntune_store::TuningInfo;
 
@@ -33,7 +33,7 @@ impl Language for Fake {
         0
     }
 
-    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, String> {
+    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
         Ok(CompileJob::Cuda {
             source: "k".into(),
             name: "k".into(),
@@ -43,7 +43,7 @@ impl Language for Fake {
         })
     }
 
-    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, String> {
+    fn kernel_image(&self, _config: &[Value], binary: Binary) -> Result<KernelImage, LanguageError> {
         Ok(KernelImage {
             cubin: Bytes(binary.cubin),
             name: "k".into(),
@@ -59,7 +59,7 @@ impl Language for Fake {
         _config: &[Value],
         time_ms: f64,
         _metrics: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, LanguageError> {
         Ok(time_ms)
     }
 
@@ -71,7 +71,7 @@ impl Language for Fake {
         &self,
         _device: &DeviceInfo,
         _compile: &mut dyn FnMut(CompileJob) -> Result<Binary, String>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup, LanguageError> {
         Ok(Setup {
             args: vec![],
             timing: Timing::default(),

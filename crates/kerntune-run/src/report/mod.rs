@@ -14,7 +14,7 @@ use kerntune_pipeline::controls::ControlsReport;
 use kerntune_pipeline::finalists::Verdict;
 use kerntune_pipeline::schedule::ScheduleReport;
 use kerntune_pipeline::ClockSpan;
-use kerntune_space::Space;
+use kerntune_space::{Setting, Space};
 use kerntune_store::{Costs, Landscape, Objective};
 use serde_json::{json, Value as Json};
 
@@ -442,7 +442,7 @@ pub fn simulation_text(run: &SimulationSummary, landscape: &Landscape, space: &S
         if kept {
             say!(out, "Interrupted: every finished evaluation is in the store; run the same command again to resume.");
         } else {
-            say!(out, "Interrupted. (Without --db nothing was kept.)");
+            say!(out, "Interrupted. (Without {} nothing was kept.)", Setting::DB);
         }
     }
     out
