@@ -138,7 +138,9 @@ def controls_worker(tmp_path, search_space):
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": FAKE_COMPILEIQ, "FAKE_COMPILEIQ_LOG": str(tmp_path / "log"),
+    # The fake CompileIQ first, then wherever this kerntune was found (an install on PYTHONPATH).
+    path = os.pathsep.join(p for p in (FAKE_COMPILEIQ, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "FAKE_COMPILEIQ_LOG": str(tmp_path / "log"),
            _compileiq.SEARCH_SPACE_ENV: str(search_space)}
     argv = [sys.executable, "-m", "kerntune._worker", "__worker", "controls", "--ptxas-version", "13.3.73",
             "--pool-size", "6"]
