@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 from kerntune import _edges, _kerntune, _pointer_tables, _ptxas
 from kerntune._arguments import (_bind, _buffer_entry, _grid_function, _is_tensor, _storage_span, _tensor_of,
                                  _write_tensor, jit_function, kernel_defaults)
-from kerntune._errors import (ArgumentError, ArgumentTypeError, check_arch, check_device, check_devices, check_search,
-                              check_strategy, warn_unchecked)
+from kerntune._errors import (ArgumentError, ArgumentTypeError, check_device, check_devices, check_search,
+                              check_strategy, compile_target, warn_unchecked)
 from kerntune._hooks import Hooks, _descriptor_blocks
 from kerntune._job import (RayCheck, _bench_through_ray, _job, _measured_identity, _objective, _through_ray, check_ray,
                            check_ray_gpus, worker_command)
@@ -39,7 +39,7 @@ def compile(
     *,
     configs: Optional[Sequence] = None,
     arch: str = DEFAULTS["arch"],
-    shared_limit: int = 232448,
+    shared_limit: Optional[int] = None,
     db: Optional[str] = None,
     compile_workers: Optional[int] = None,
     compile_timeout: Optional[float] = None,
@@ -49,7 +49,9 @@ def compile(
     """Compiles every configuration of a Triton kernel for ``arch`` without a GPU, with
     the specialization Triton's JIT would give this call. ``args`` may hold
     ``kerntune.Tensor`` stand-ins instead of tensors. The space is ``params`` (with
-    ``restrictions``) or ``configs`` (a list of ``triton.Config``). Returns one entry per configuration
+    ``restrictions``) or ``configs`` (a list of ``triton.Config``). Configurations that need
+    more shared memory than ``shared_limit`` bytes (default: what a block of ``arch`` may opt
+    into) are refused before they are compiled. Returns one entry per configuration
     (``config``, ``status``, ``reason``, ``launch``: the kernel's name, dynamic shared
     memory, warps, CTAs and parameters, and ``cubin``, base64); with ``db`` the cubins and
     failures are kept in the results store as each compile ends, and a second call answers
@@ -66,7 +68,11 @@ def compile(
     params, listed = space_of(params, configs, kernel_defaults(fn))
     restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
-    number = check_arch(arch)
+    target = compile_target(arch)
+    major, minor = target["compute_capability"]
+    number = major * 10 + minor
+    if shared_limit is None:
+        shared_limit = target["max_shared_per_block_optin"]
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:
         job, _, _ = _job(fn, call, params, listed, restrictions, number, shared_limit, workdir, _ptxas.resolve(ptxas))
         if ray is not None:

@@ -222,6 +222,20 @@ def test_configurations_over_the_shared_memory_limit_are_refused_before_ptxas():
         assert "shared memory" in outcome["reason"]
 
 
+def test_the_shared_memory_limit_is_the_architectures_own_unless_given():
+    import matmul
+
+    # 128 x 256 x 64 fp16 tiles in 5 stages take 196,608 bytes on sm_80 (four buffers): more
+    # than an sm_80 block may opt into (166,912), less than an sm_90 one (232,448).
+    params = {"BLOCK_SIZE_M": [128], "BLOCK_SIZE_N": [256], "BLOCK_SIZE_K": [64], "GROUP_SIZE_M": [8], "num_stages": [5],
+              "num_warps": [8]}
+    (refused,) = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, arch="sm_80", compile_workers=1)
+    assert refused["status"] == "invalid_config" and "allows 166912" in refused["reason"], refused
+    (given,) = kerntune.compile(matmul.matmul_kernel, matmul_args(), params, arch="sm_80", shared_limit=232448,
+                                compile_workers=1)
+    assert given["status"] == "compiled", given
+
+
 def test_configurations_whose_accumulator_would_spill_are_refused_before_the_lowering(monkeypatch, tmp_path):
     """128 x 256 fp32 accumulators over 2 warps are 512 registers per thread, twice the 255
     a thread can have: refused in moments (such compiles ran into the 10 s limit on the
