@@ -55,8 +55,7 @@ def check_ptx_options(params, chosen: Optional[dict] = None) -> None:
 
 def check_ray(address: str, gpus: int = 0) -> int:
     """Checks, in a process of its own, that Ray is there, the cluster at ``address``
-    answers and has ``gpus`` GPUs at least, else raises one line saying what to do.
-    Returns how many GPUs the cluster has."""
+    answers and has ``gpus`` GPUs at least, else raises one line saying what to do."""
     return RayCheck(address, gpus).result()
 
 
@@ -69,29 +68,26 @@ class RayCheck:
         from concurrent.futures import ThreadPoolExecutor
 
         self.address, self.ray_gpus = address, ray_gpus
-        asked = ray_gpus if isinstance(ray_gpus, int) else 0
+        count = ray_gpus if isinstance(ray_gpus, int) else 0
         # The relay's check, as the CLI's --ray runs it (kerntune_pipeline::RayRelay), on a
         # thread of its own: the extension lets go of the GIL while it waits.
         pool = ThreadPoolExecutor(1)
-        self.answer = pool.submit(_kerntune.ray_check, sys.executable, address, asked)
+        self.answer = pool.submit(_kerntune.ray_check, sys.executable, address, count, ray_gpus == "all")
         pool.shutdown(wait=False)
 
     def result(self) -> int:
-        """How many GPUs the cluster has, or the check's one-line error."""
+        """How many of the cluster's GPUs measure (0: none asked for), or the check's
+        one-line error."""
         try:
             return self.answer.result()
         except _kerntune.BackendError as error:
             raise _kerntune.BackendError(f"ray={self.address!r}: {error}") from None
 
     def bench_gpus(self) -> Optional[int]:
-        """How many of the cluster's GPUs measure: ``ray_gpus`` as a count (``"all"``: every
-        one, and a cluster without any is refused), None for this machine's."""
-        have = self.result()
-        if self.ray_gpus != "all":
-            return self.ray_gpus
-        if have == 0:
-            raise _kerntune.BackendError(f"ray={self.address!r}: ray_gpus=\"all\": the Ray cluster has no GPU")
-        return have
+        """How many of the cluster's GPUs measure: ``ray_gpus`` resolved (``"all"``: every
+        one), None for this machine's."""
+        gpus = self.result()
+        return gpus if self.ray_gpus is not None else None
 
 
 def check_ray_gpus(ray_gpus, ray, devices=None) -> Union[int, str, None]:

@@ -42,6 +42,17 @@ def test_exporting_a_store_without_that_kernel_is_a_store_error_naming_it(store,
         kerntune.export(store, tmp_path / "out.json", format="csv")
 
 
+def test_a_store_of_several_tunings_is_exported_one_kernel_at_a_time_each_front_naming_its_setting(
+        tmp_path, kerntune_cli, store):
+    other = os.path.join(ROOT, "data", "landscapes", "pnpoly_RTX_3090.json.gz")
+    subprocess.run([kerntune_cli, "import", other, "--db", store], check=True, capture_output=True)
+    with pytest.raises(kerntune.StoreError, match=r"holds 2 tunings; choose one with kernel= \(.*convolution"):
+        kerntune.export(store, tmp_path / "out.json")
+    cli = subprocess.run([kerntune_cli, "export", store, "--format", "t4", "-o", str(tmp_path / "cli.json")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1 and "holds 2 tunings; choose one with --kernel (" in cli.stderr, cli.stderr
+
+
 def test_t4_results_name_a_wrong_output_and_a_timeout_as_the_schema_does(tmp_path):
     failed = {"time": util.RuntimeFailedConfig(), "times": [], "reason": "why"}
     results = [{"bx": 64, **failed, "status": "invalid_output"}, {"bx": 128, **failed, "status": "timeout"},

@@ -187,9 +187,11 @@ def test_the_check_counts_the_clusters_gpus_for_ray_gpus_all(cluster):
 
 
 def test_pythons_check_counts_the_gpus_and_refuses_more_than_the_cluster_has(cluster):
-    from kerntune._job import check_ray
+    from kerntune._job import RayCheck, check_ray
 
-    assert check_ray(cluster.address) == 1
+    assert RayCheck(cluster.address, "all").bench_gpus() == 1, "all: every GPU the cluster has"
+    assert RayCheck(cluster.address).bench_gpus() is None, "none asked for: this machine's measure"
+    assert check_ray(cluster.address, 1) == 1
     with pytest.raises(kerntune.BackendError) as raised:
         check_ray(cluster.address, 2)
     assert str(raised.value).endswith("has 1 GPU(s); 2 were asked for (ray_gpus=)"), str(raised.value)

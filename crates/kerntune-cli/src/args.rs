@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kerntune_engine::{SearchOptions, StrategyOption};
+use kerntune_pipeline::RayGpus;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -364,13 +365,6 @@ impl std::str::FromStr for Variant {
         }
         Ok(Variant { label: text.to_string(), strategy, options })
     }
-}
-
-/// How many of a Ray cluster's GPUs measure (`--ray-gpus`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RayGpus {
-    All,
-    Count(usize),
 }
 
 fn parse_ray_gpus(text: &str) -> Result<RayGpus, String> {

@@ -43,7 +43,7 @@ pub use energy::Energy;
 pub use error::{CompileError, Death, Exit, Failure, FailureKind, LanguageError, MixedModels, ScheduleError};
 pub use language::Language;
 pub use pool::Binary;
-pub use process::{RayError, RayRelay, WorkerCommand};
+pub use process::{RayError, RayGpus, RayRelay, WorkerCommand};
 pub use protocol::Geometry;
 pub use sampling::{ClockSpan, Clocks};
 pub use timing::{EarlyStop, EnergyMode, Flush, RawTiming, Timing};

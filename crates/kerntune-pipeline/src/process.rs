@@ -218,12 +218,40 @@ pub enum RayError {
     /// The relay's check answered without the cluster's GPU count.
     #[error("the Ray relay's check said nothing of the cluster's GPUs: {0}")]
     NoCount(String),
+    /// Every GPU of a cluster that has none was asked for.
+    #[error("{}: the Ray cluster at '{address}' has no GPU; start its nodes with GPUs, or leave {} out to measure on this machine's", Setting::RAY_GPUS.with("all"), Setting::RAY_GPUS)]
+    NoGpus { address: String },
     /// More GPUs were asked for than the cluster has.
     #[error("the Ray cluster at '{address}' has {have} GPU(s); {asked} were asked for ({setting})", setting = Setting::RAY_GPUS)]
     TooFewGpus { address: String, have: usize, asked: usize },
 }
 
+/// How many of a Ray cluster's GPUs measure (`ray_gpus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RayGpus {
+    /// Every GPU the cluster has.
+    All,
+    /// This many.
+    Count(usize),
+}
+
 impl RayRelay {
+    /// How many of the cluster's GPUs measure, once [`RayRelay::check`] passed: `gpus`
+    /// resolved against the cluster (every one for [`RayGpus::All`], which a cluster without
+    /// GPUs refuses), 0 when none was asked for (this machine's GPUs measure).
+    pub fn measuring_gpus(&self, gpus: Option<RayGpus>) -> Result<usize, RayError> {
+        let asked = match gpus {
+            Some(RayGpus::Count(n)) => n,
+            Some(RayGpus::All) | None => 0,
+        };
+        let have = self.check(asked)?;
+        match gpus {
+            Some(RayGpus::All) if have == 0 => Err(RayError::NoGpus { address: self.address.clone() }),
+            Some(RayGpus::All) => Ok(have),
+            _ => Ok(asked),
+        }
+    }
+
     pub fn new(address: impl Into<String>) -> RayRelay {
         RayRelay { address: address.into(), python: kerntune_python() }
     }

@@ -59,28 +59,7 @@ pub fn export_text(py: Python<'_>, db: PathBuf, format: &str, kernel: Option<Str
             return Err(errors::store(format!("{}: no such results database", db.display())));
         }
         let store = Store::open(&db).map_err(errors::store)?;
-        let tunings: Vec<_> = store
-            .tunings()
-            .map_err(errors::store)?
-            .into_iter()
-            .filter(|t| kernel.as_deref().is_none_or(|k| t.info.kernel_name == k))
-            .collect();
-        let tuning = match tunings.as_slice() {
-            [one] => one,
-            [] => {
-                let of = kernel.as_deref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default();
-                return Err(errors::store(format!("{}: no tuning{of} to export", db.display())));
-            }
-            many => {
-                let names: Vec<&str> = many.iter().map(|t| t.info.kernel_name.as_str()).collect();
-                return Err(errors::store(format!(
-                    "{} holds {} tunings; choose one with kernel= ({})",
-                    db.display(),
-                    many.len(),
-                    names.join(", ")
-                )));
-            }
-        };
+        let tuning = store.one_tuning(kernel.as_deref()).map_err(errors::store)?;
         let rows = store.evaluations(tuning.id).map_err(errors::store)?;
         Ok(exchange.text(&tuning.info, &rows))
     })

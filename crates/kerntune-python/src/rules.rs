@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use kerntune_pipeline::{RayRelay, WorkerCommand};
+use kerntune_pipeline::{RayGpus, RayRelay, WorkerCommand};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -60,10 +60,15 @@ pub fn ray_command(
     Ok(std::iter::once(relayed.program.display().to_string()).chain(relayed.args).collect())
 }
 
-/// How many GPUs the Ray cluster at `address` has, checked by `python`'s relay, which
-/// also says whether it has `gpus` at least; a `BackendError` with the relay's one-line
-/// reason when not.
+/// How many of the Ray cluster's GPUs at `address` measure, checked by `python`'s relay:
+/// `count` of them, or every one with `all` (0 and not `all`: none, this machine's measure);
+/// a `BackendError` with the one-line reason when the cluster cannot serve that.
 #[pyfunction]
-pub fn ray_check(py: Python<'_>, python: String, address: String, gpus: usize) -> PyResult<usize> {
-    py.detach(|| RayRelay { address, python }.check(gpus).map_err(errors::backend))
+pub fn ray_check(py: Python<'_>, python: String, address: String, count: usize, all: bool) -> PyResult<usize> {
+    let gpus = match (all, count) {
+        (true, _) => Some(RayGpus::All),
+        (false, 0) => None,
+        (false, n) => Some(RayGpus::Count(n)),
+    };
+    py.detach(|| RayRelay { address, python }.measuring_gpus(gpus).map_err(errors::backend))
 }

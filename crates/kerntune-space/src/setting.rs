@@ -45,6 +45,7 @@ impl Setting {
     pub const CONTROLS_BUDGET: Setting = Setting("controls_budget");
     pub const DB: Setting = Setting("db");
     pub const DEVICES: Setting = Setting("devices");
+    pub const KERNEL: Setting = Setting("kernel");
     pub const PARETO: Setting = Setting("pareto");
     pub const RAY_GPUS: Setting = Setting("ray_gpus");
     pub const REALTIME: Setting = Setting("realtime");

@@ -332,6 +332,28 @@ impl Store {
         Ok(out)
     }
 
+    /// The tunings of kernel `kernel` (every tuning when `None`), newest first.
+    pub fn tunings_of(&self, kernel: Option<&str>) -> Result<Vec<TuningSummary>, StoreError> {
+        let mut tunings = self.tunings()?;
+        tunings.retain(|t| kernel.is_none_or(|k| t.info.kernel_name == k));
+        Ok(tunings)
+    }
+
+    /// The one tuning of kernel `kernel` (the only one when `None`): what `kerntune export`
+    /// and `kerntune.export` write. None, or several, is an error that names the kernels.
+    pub fn one_tuning(&self, kernel: Option<&str>) -> Result<TuningSummary, StoreError> {
+        let mut tunings = self.tunings_of(kernel)?;
+        match tunings.len() {
+            1 => Ok(tunings.remove(0)),
+            0 => Err(StoreError::NoTuning { path: self.path.clone(), kernel: kernel.map(str::to_string) }),
+            _ => Err(StoreError::SeveralTunings {
+                path: self.path.clone(),
+                kernels: tunings.iter().map(|t| t.info.kernel_name.clone()).collect::<Vec<_>>().join(", "),
+                count: tunings.len(),
+            }),
+        }
+    }
+
     /// Every tuning in the database, newest first.
     pub fn tunings(&self) -> Result<Vec<TuningSummary>, StoreError> {
         let mut statement = self

@@ -1,6 +1,6 @@
 //! Errors of the store and of the file formats, each naming the file concerned.
 
-use kerntune_space::SpaceError;
+use kerntune_space::{Setting, SpaceError};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -19,6 +19,12 @@ pub enum StoreError {
     Open { path: String, reason: String },
     #[error("{path}: {source}")]
     Space { path: String, source: SpaceError },
+    /// No tuning (of the kernel asked for) in the database.
+    #[error("{path}: no tuning{} to export", kernel.as_ref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default())]
+    NoTuning { path: String, kernel: Option<String> },
+    /// Several tunings where one was asked for: the kernels they tuned.
+    #[error("{path} holds {count} tunings; choose one with {} ({kernels})", Setting::KERNEL)]
+    SeveralTunings { path: String, count: usize, kernels: String },
 }
 
 impl StoreError {

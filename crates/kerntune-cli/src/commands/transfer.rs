@@ -32,30 +32,13 @@ pub fn import(args: ImportArgs) -> Result<ExitCode> {
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
     anyhow::ensure!(args.db.exists(), "{}: no such results database", args.db.display());
     let store = Store::open(&args.db)?;
-    let tunings: Vec<_> = store
-        .tunings()?
-        .into_iter()
-        .filter(|t| args.kernel.as_deref().is_none_or(|k| t.info.kernel_name == k))
-        .collect();
+    let tunings = store.tunings_of(args.kernel.as_deref())?;
     // Several tunings of one kernel (other problems or GPUs) make one header table.
     let one_kernel = tunings.windows(2).all(|pair| pair[0].info.kernel_name == pair[1].info.kernel_name);
     if matches!(args.format, ExportFormat::Header) && tunings.len() > 1 && one_kernel {
         return export_header_table(&store, &tunings, &args);
     }
-    let tuning = match tunings.as_slice() {
-        [one] => one,
-        [] => bail!(
-            "{}: no tuning{} to export",
-            args.db.display(),
-            args.kernel.as_deref().map(|k| format!(" of kernel '{k}'")).unwrap_or_default()
-        ),
-        many => bail!(
-            "{} holds {} tunings; choose one with --kernel ({})",
-            args.db.display(),
-            many.len(),
-            many.iter().map(|t| t.info.kernel_name.as_str()).collect::<Vec<_>>().join(", ")
-        ),
-    };
+    let tuning = &store.one_tuning(args.kernel.as_deref())?;
     let rows = store.evaluations(tuning.id)?;
     let info = &tuning.info;
     let (text, count) = match args.format {

@@ -11,14 +11,14 @@ use kerntune_engine::{objective, Event};
 use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::controls::ControlsOptions;
-use kerntune_pipeline::{Language as _, RayRelay, WorkerCommand};
+use kerntune_pipeline::{Language as _, RayGpus, RayRelay, WorkerCommand};
 use kerntune_run::{report, CompileOnly, Front, Progress, Request, Tuning, Workers};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
 
 use super::space;
-use crate::args::{ControlsSearch, RayGpus, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
+use crate::args::{ControlsSearch, TimingMode, TuneArgs, WorkerArgs, WorkerKind};
 use crate::{interrupt, render};
 
 /// Runs a worker process. Workers ignore Ctrl-C: the tuner decides when they stop, so an
@@ -48,18 +48,7 @@ fn workers(ray: Option<&str>, ray_gpus: Option<RayGpus>) -> Result<Workers> {
         return Ok(Workers::of(worker));
     };
     let relay = RayRelay::new(address);
-    let asked = match ray_gpus {
-        Some(RayGpus::Count(n)) => n,
-        Some(RayGpus::All) | None => 0,
-    };
-    let have = relay.check(asked).map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
-    let gpus = match ray_gpus {
-        Some(RayGpus::All) if have == 0 => {
-            bail!("--ray {address}: --ray-gpus all: the Ray cluster has no GPU; start its nodes with GPUs, or leave the flag out to measure on this machine's")
-        }
-        Some(RayGpus::All) => have,
-        _ => asked,
-    };
+    let gpus = relay.measuring_gpus(ray_gpus).map_err(|reason| anyhow::anyhow!("--ray {address}: {reason}"))?;
     let bench = if gpus > 0 { relay.wrap_on_a_gpu(&worker) } else { worker.clone() };
     Ok(Workers::new(bench, relay.wrap(&worker)).elsewhere(Some(gpus)))
 }
