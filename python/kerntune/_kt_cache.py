@@ -24,21 +24,14 @@ def cache_path(cache) -> str:
 
 
 def read(path: str) -> Optional[dict]:
-    """The cache document at ``path``, or None when there is none. A file Kernel Tuner left
-    open for appending (no closing braces, a trailing comma) reads as if closed."""
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        text = f.read().strip()
-    if text and text[-3:] not in ("}\n}", "}}}"):
-        text = text.rstrip(",") + "}\n}"
+    """The cache document at ``path``, or None when there is none; a file Kernel Tuner left
+    open for appending reads as if closed (the rule is Rust's, which ``kerntune simulate``
+    and ``kerntune import`` follow too)."""
     try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise ArgumentError(f"cache: {path} is not a Kernel Tuner cache file ({error})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("cache"), dict):
-        raise ArgumentError(f"cache: {path} is not a Kernel Tuner cache file (no \"cache\" object)")
-    return document
+        text = _kerntune.kernel_tuner_document(path)
+    except _kerntune.StoreError as error:
+        raise ArgumentError(f"cache: {error}") from None
+    return None if text is None else json.loads(text)
 
 
 def check(document: dict, path: str, kernel_name: str, keys: list, problem_size, device_name: Optional[str]):

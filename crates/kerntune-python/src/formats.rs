@@ -37,6 +37,19 @@ pub fn kernel_tuner_cache(document: &str, results: &str) -> PyResult<String> {
     Ok(kernel_tuner::text(&document))
 }
 
+/// The Kernel Tuner cache document at `path` (JSON), closed as Kernel Tuner would read it
+/// where its run left it open for appending; `None` when there is no such file.
+#[pyfunction]
+pub fn kernel_tuner_document(path: PathBuf) -> PyResult<Option<String>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| errors::store(format!("{origin}: {e}")))?;
+    let document = kernel_tuner::document(&text, &origin).map_err(errors::store)?;
+    Ok(Some(Json::Object(document).to_string()))
+}
+
 /// The key of `config` (JSON) in a cache whose parameters are `names`.
 #[pyfunction]
 pub fn kernel_tuner_key(names: Vec<String>, config: &str) -> PyResult<String> {

@@ -100,6 +100,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats::t4_results, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;
+    m.add_function(wrap_pyfunction!(formats::kernel_tuner_document, m)?)?;
     m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
     m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;

@@ -31,6 +31,23 @@ const KNOWN_FIELDS: [&str; 10] = [
     "verified_sets",
 ];
 
+/// The cache document in `text`, also when Kernel Tuner left the file open for appending (a
+/// run it did not finish: no closing braces, a trailing comma), which reads as if closed.
+pub fn document(text: &str, origin: &str) -> Result<Map<String, Json>, StoreError> {
+    let text = text.trim();
+    let closed = match text.is_empty() || text.ends_with("}\n}") || text.ends_with("}}}") {
+        true => text.to_string(),
+        false => format!("{}}}\n}}", text.trim_end_matches(',')),
+    };
+    let json: Json = serde_json::from_str(&closed)
+        .or_else(|_| serde_json::from_str(text))
+        .map_err(|e| StoreError::Json { path: origin.to_string(), message: e.to_string() })?;
+    match json {
+        Json::Object(document) if document.get("cache").is_some_and(Json::is_object) => Ok(document),
+        _ => Err(StoreError::format(origin, "not a Kernel Tuner cache file (no \"cache\" object)")),
+    }
+}
+
 pub(crate) fn parse(document: &Map<String, Json>, origin: &str) -> Result<Landscape, StoreError> {
     let Some(Json::Object(tune_params)) = document.get("tune_params") else {
         return Err(StoreError::format(origin, "a Kernel Tuner cache file needs a \"tune_params\" object"));
@@ -295,6 +312,18 @@ mod tests {
     fn cache_header() -> Json {
         json!({"kernel_name": "k", "tune_params_keys": ["bx", "fast"], "tune_params": {"bx": [64, 128], "fast": [true, false]},
                "objective": "time", "cache": {"64,True": {"bx": 64, "fast": true, "time": 9.0, "times": [9.0]}}})
+    }
+
+    #[test]
+    fn a_cache_its_run_left_open_for_appending_reads_as_closed_and_replays() {
+        let closed = text(&cache_header());
+        let open = format!("{},", closed.trim_end().trim_end_matches("}\n}"));
+        let read = document(&open, "open.json").expect("an open cache reads");
+        assert_eq!(Json::Object(read), cache_header());
+        let landscape = Landscape::parse(open.as_bytes(), "open.json", "k").expect("and replays");
+        assert_eq!(landscape.records.len(), 1);
+        let other = document("{\"results\": []}", "t4.json").expect_err("not a cache");
+        assert!(other.to_string().contains("no \"cache\" object"), "{other}");
     }
 
     #[test]

@@ -60,8 +60,14 @@ impl Landscape {
         } else {
             String::from_utf8(bytes.to_vec()).map_err(|_| StoreError::format(origin, "not a text file"))?
         };
-        let json: Json = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Json { path: origin.to_string(), message: e.to_string() })?;
+        let json: Json = match serde_json::from_str(&text) {
+            Ok(json) => json,
+            // A Kernel Tuner cache that its run left open for appending.
+            Err(error) => match kernel_tuner::document(&text, origin) {
+                Ok(document) => Json::Object(document),
+                Err(_) => return Err(StoreError::Json { path: origin.to_string(), message: error.to_string() }),
+            },
+        };
         let Json::Object(document) = json else {
             return Err(StoreError::format(origin, "expected a JSON object"));
         };
