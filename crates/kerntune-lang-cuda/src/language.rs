@@ -103,7 +103,7 @@ impl<'a> CudaLanguage<'a> {
             None => Ok(Instance {
                 source: self.spec.source_for(config),
                 name: self.spec.kernel_name.clone(),
-                geometry: self.spec.geometry(config)?,
+                geometry: self.spec.geometry(config).map_err(|e| e.to_string())?,
             }),
         }
     }
@@ -138,7 +138,9 @@ impl<'a> CudaLanguage<'a> {
     fn reference_geometry(&self, reference: &Reference, problem: &[Value]) -> Result<Geometry, String> {
         match reference {
             Reference::Config(values) if self.instance.is_some() => Ok(self.instance(values)?.geometry),
-            Reference::Config(values) => self.spec.launch.geometry(&with_problem(problem, values)),
+            Reference::Config(values) => {
+                self.spec.launch.geometry(&with_problem(problem, values)).map_err(|e| e.to_string())
+            }
             Reference::Kernel { grid, block, .. } => {
                 let values = with_problem(problem, &self.first);
                 let dimension = |e: &Expression| -> Result<u32, String> {

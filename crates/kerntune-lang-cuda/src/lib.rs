@@ -14,4 +14,4 @@ pub mod spec;
 
 pub use error::LimitError;
 pub use language::{check_device_limits, CheckFn, CudaLanguage, Instance, InstanceFn, OutputCheck};
-pub use spec::{divided_geometry, KernelSpec, SpecError};
+pub use spec::{divided_geometry, KernelSpec, LaunchError, SpecError};

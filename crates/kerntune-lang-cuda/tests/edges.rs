@@ -142,8 +142,13 @@ fn edge_sizes_count_among_the_verified_sets_and_are_named() {
 fn a_front_with_launch_rules_of_its_own_cannot_take_edge_sizes() {
     let spec = spec();
     let space = spec.space().expect("a space");
-    let instance =
-        |config: &[Value]| Ok(Instance { source: String::new(), name: "k".into(), geometry: spec.geometry(config)? });
+    let instance = |config: &[Value]| {
+        Ok(Instance {
+            source: String::new(),
+            name: "k".into(),
+            geometry: spec.geometry(config).map_err(|e| e.to_string())?,
+        })
+    };
     let language = CudaLanguage::new(&spec, &space).with_instances(Box::new(instance));
     let error = language.setup(&target(), &mut |_| Err("no compile".into())).expect_err("refused");
     assert!(

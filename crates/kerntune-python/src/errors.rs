@@ -47,6 +47,12 @@ pub fn strategy(error: impl std::fmt::Display) -> PyErr {
     StrategyError::new_err(error.to_string())
 }
 
+/// Why a configuration cannot launch (the reason it is invalid), as the `ValueError` the
+/// Kernel Tuner front turns into that configuration's `InvalidConfig`.
+pub fn launch(error: kerntune_lang_cuda::LaunchError) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(error.to_string())
+}
+
 pub fn store(error: impl std::fmt::Display) -> PyErr {
     StoreError::new_err(error.to_string())
 }

@@ -35,8 +35,8 @@ pub fn kernel_tuner_geometry(
     block: [i64; 3],
     shared_bytes: i64,
 ) -> PyResult<([u32; 3], [u32; 3], u32)> {
-    let geometry = kerntune_lang_cuda::divided_geometry(sizes, &divisors, block, shared_bytes)
-        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let geometry =
+        kerntune_lang_cuda::divided_geometry(sizes, &divisors, block, shared_bytes).map_err(errors::launch)?;
     Ok((geometry.grid, geometry.block, geometry.shared_bytes))
 }
 

@@ -32,13 +32,38 @@ impl Launch {
     }
 }
 
+/// Why a configuration cannot launch as its launch rule says: the reason it is invalid.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// An expression of the rule could not be evaluated.
+    #[error("'{expression}': {reason}")]
+    Expression { expression: String, reason: String },
+    /// An expression of the rule gave something other than a number.
+    #[error("'{expression}' is {value}, not a number")]
+    NotANumber { expression: String, value: String },
+    /// A block or grid dimension that is not a positive integer.
+    #[error("{what} dimension {dimension} is {value}")]
+    Dimension { what: &'static str, dimension: String, value: f64 },
+    /// An empty problem: it would launch one block over zero-sized buffers and "measure"
+    /// nothing.
+    #[error("{size_name} of axis {axis} is {size}; a problem size is at least 1")]
+    EmptyProblem { size_name: String, axis: &'static str, size: f64 },
+    #[error("grid divisor of axis {axis} is {divisor}")]
+    Divisor { axis: &'static str, divisor: f64 },
+    #[error("grid {axis} = {count} exceeds the hardware limit {limit}")]
+    GridLimit { axis: &'static str, count: u64, limit: u64 },
+    #[error("dynamic shared memory of {0} bytes")]
+    SharedMemory(f64),
+}
+
 /// Hardware limits of grid dimensions (x, y, z).
 const GRID_LIMITS: [u64; 3] = [(1 << 31) - 1, 65_535, 65_535];
 
 impl Launch {
     /// The geometry for one configuration; `values` are indexed like the names the
     /// expressions were parsed with. An error is a reason the configuration is invalid.
-    pub fn geometry(&self, values: &[Value]) -> Result<Geometry, String> {
+    pub fn geometry(&self, values: &[Value]) -> Result<Geometry, LaunchError> {
         let mut block = [1u32; 3];
         for (axis, expression) in self.block.iter().enumerate() {
             block[axis] = positive(expression, values, "block")?;
@@ -62,7 +87,7 @@ impl Launch {
             Some(expression) => {
                 let bytes = number(expression, values)?;
                 if !(0.0..=f64::from(u32::MAX)).contains(&bytes) {
-                    return Err(format!("dynamic shared memory of {bytes} bytes"));
+                    return Err(LaunchError::SharedMemory(bytes));
                 }
                 bytes as u32
             }
@@ -81,18 +106,18 @@ pub fn divided_geometry(
     divisors: &[Vec<f64>; 3],
     block: [i64; 3],
     shared_bytes: i64,
-) -> Result<Geometry, String> {
+) -> Result<Geometry, LaunchError> {
     let mut geometry = Geometry { grid: [1; 3], block: [1; 3], shared_bytes: 0 };
     for axis in 0..3 {
         let count = divided(sizes[axis], divisors[axis].iter().product(), axis, "problem size")?;
         geometry.grid[axis] = within_limit(count, axis)?;
-        geometry.block[axis] = u32::try_from(block[axis])
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| format!("block dimension {} is {}", AXES[axis], block[axis]))?;
+        geometry.block[axis] = u32::try_from(block[axis]).ok().filter(|n| *n >= 1).ok_or(LaunchError::Dimension {
+            what: "block",
+            dimension: AXES[axis].into(),
+            value: block[axis] as f64,
+        })?;
     }
-    geometry.shared_bytes =
-        u32::try_from(shared_bytes).map_err(|_| format!("dynamic shared memory of {shared_bytes} bytes"))?;
+    geometry.shared_bytes = u32::try_from(shared_bytes).map_err(|_| LaunchError::SharedMemory(shared_bytes as f64))?;
     Ok(geometry)
 }
 
@@ -100,34 +125,37 @@ const AXES: [&str; 3] = ["x", "y", "z"];
 
 /// One grid dimension by Kernel Tuner's rule, `ceil(size / divisor)`; `size_name` names the
 /// size in a reason.
-fn divided(size: f64, divisor: f64, axis: usize, size_name: &str) -> Result<u64, String> {
-    // An empty problem would launch one block over zero-sized buffers and "measure" nothing.
+fn divided(size: f64, divisor: f64, axis: usize, size_name: &str) -> Result<u64, LaunchError> {
     if size < 1.0 {
-        return Err(format!("{size_name} of axis {} is {size}; a problem size is at least 1", AXES[axis]));
+        return Err(LaunchError::EmptyProblem { size_name: size_name.into(), axis: AXES[axis], size });
     }
     if divisor <= 0.0 {
-        return Err(format!("grid divisor of axis {} is {divisor}", AXES[axis]));
+        return Err(LaunchError::Divisor { axis: AXES[axis], divisor });
     }
     Ok((size / divisor).ceil().max(1.0) as u64)
 }
 
-fn within_limit(count: u64, axis: usize) -> Result<u32, String> {
+fn within_limit(count: u64, axis: usize) -> Result<u32, LaunchError> {
     if count > GRID_LIMITS[axis] {
-        return Err(format!("grid {} = {count} exceeds the hardware limit {}", AXES[axis], GRID_LIMITS[axis]));
+        return Err(LaunchError::GridLimit { axis: AXES[axis], count, limit: GRID_LIMITS[axis] });
     }
     Ok(count as u32)
 }
 
-fn number(expression: &Expression, values: &[Value]) -> Result<f64, String> {
-    let value = expression.evaluate_with(values).map_err(|e| format!("'{expression}': {e}"))?;
-    value.as_number().ok_or_else(|| format!("'{expression}' is {value}, not a number"))
+fn number(expression: &Expression, values: &[Value]) -> Result<f64, LaunchError> {
+    let value = expression
+        .evaluate_with(values)
+        .map_err(|e| LaunchError::Expression { expression: expression.to_string(), reason: e.to_string() })?;
+    value
+        .as_number()
+        .ok_or_else(|| LaunchError::NotANumber { expression: expression.to_string(), value: value.to_string() })
 }
 
 /// A dimension: a positive integer (a fractional result rounds up).
-fn positive(expression: &Expression, values: &[Value], what: &str) -> Result<u32, String> {
+fn positive(expression: &Expression, values: &[Value], what: &'static str) -> Result<u32, LaunchError> {
     let n = number(expression, values)?.ceil();
     if !(1.0..=f64::from(u32::MAX)).contains(&n) {
-        return Err(format!("{what} dimension '{expression}' is {n}"));
+        return Err(LaunchError::Dimension { what, dimension: format!("'{expression}'"), value: n });
     }
     Ok(n as u32)
 }
@@ -166,8 +194,8 @@ mod tests {
             block: [expr("b", &names), expr("1", &names), expr("1", &names)],
             shared_bytes: None,
         };
-        assert!(launch.geometry(&[Value::Int(0)]).unwrap_err().contains("block dimension"));
-        assert!(launch.geometry(&[Value::Int(2)]).unwrap_err().contains("grid dimension"));
+        assert!(launch.geometry(&[Value::Int(0)]).unwrap_err().to_string().contains("block dimension"));
+        assert!(launch.geometry(&[Value::Int(2)]).unwrap_err().to_string().contains("grid dimension"));
     }
 
     #[test]
@@ -182,7 +210,8 @@ mod tests {
             shared_bytes: None,
         };
         let reason = launch.geometry(&[Value::Int(0)]).unwrap_err();
-        assert!(reason.contains("problem size 'N' of axis x is 0"), "{reason}");
+        assert!(matches!(reason, LaunchError::EmptyProblem { axis: "x", .. }), "{reason:?}");
+        assert!(reason.to_string().contains("problem size 'N' of axis x is 0"), "{reason}");
         assert!(launch.geometry(&[Value::Int(1)]).is_ok());
     }
 
@@ -192,13 +221,15 @@ mod tests {
             .expect("valid");
         assert_eq!((geometry.grid, geometry.block, geometry.shared_bytes), ([4, 7, 1], [16, 8, 1], 256));
         let reason = divided_geometry([0.0, 1.0, 1.0], &Default::default(), [1, 1, 1], 0).unwrap_err();
-        assert_eq!(reason, "problem size of axis x is 0; a problem size is at least 1");
+        assert_eq!(reason.to_string(), "problem size of axis x is 0; a problem size is at least 1");
         let reason = divided_geometry([8.0, 1.0, 1.0], &[vec![0.0], vec![], vec![]], [1, 1, 1], 0).unwrap_err();
-        assert_eq!(reason, "grid divisor of axis x is 0");
+        assert_eq!(reason, LaunchError::Divisor { axis: "x", divisor: 0.0 });
         let reason = divided_geometry([1.0, 1e6, 1.0], &Default::default(), [1, 1, 1], 0).unwrap_err();
-        assert!(reason.contains("grid y = 1000000 exceeds the hardware limit 65535"), "{reason}");
+        assert_eq!(reason, LaunchError::GridLimit { axis: "y", count: 1_000_000, limit: 65_535 });
+        assert_eq!(reason.to_string(), "grid y = 1000000 exceeds the hardware limit 65535");
         assert!(divided_geometry([1.0; 3], &Default::default(), [0, 1, 1], 0)
             .unwrap_err()
+            .to_string()
             .contains("block dimension x"));
     }
 }

@@ -24,7 +24,7 @@ use kerntune_store::{fingerprint, Objective, TuningInfo};
 use serde_json::{Map, Value as Json};
 
 pub use edges::EdgeSize;
-pub use launch::{divided_geometry, GridRule, Launch};
+pub use launch::{divided_geometry, GridRule, Launch, LaunchError};
 
 use raw::{ExprText, Exprs, RawInit, RawSpec};
 
@@ -241,7 +241,7 @@ impl KernelSpec {
         options
     }
 
-    pub fn geometry(&self, config: &[Value]) -> Result<Geometry, String> {
+    pub fn geometry(&self, config: &[Value]) -> Result<Geometry, LaunchError> {
         self.launch.geometry(&self.values(config))
     }
 
