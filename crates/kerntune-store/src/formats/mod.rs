@@ -62,10 +62,11 @@ impl Landscape {
         };
         let json: Json = match serde_json::from_str(&text) {
             Ok(json) => json,
-            // A Kernel Tuner cache that its run left open for appending.
+            // A Kernel Tuner cache that its run left open for appending; anything else that
+            // is not JSON is said to be so.
             Err(error) => match kernel_tuner::document(&text, origin) {
-                Ok(document) => Json::Object(document),
-                Err(_) => return Err(StoreError::Json { path: origin.to_string(), message: error.to_string() }),
+                Ok(document) if document.contains_key("tune_params") => Json::Object(document),
+                _ => return Err(StoreError::Json { path: origin.to_string(), message: error.to_string() }),
             },
         };
         let Json::Object(document) = json else {
