@@ -26,6 +26,7 @@ import os
 import warnings
 from typing import Any, Mapping, Optional, Sequence
 
+from kerntune import _dispatch
 from kerntune._errors import ArgumentError, ArgumentTypeError, KeyNameWarning
 from kerntune._ranks import agree, lock_folder
 from kerntune._request import DEFAULTS
@@ -47,7 +48,7 @@ class Autotuner:
     ``best_config``, ``configs``, ``cache``, ``fn`` and ``run`` are there as in Triton's."""
 
     def __init__(self, fn, configs, params, key, prune_configs_by, reset_to_zero, restore_value,
-                 pre_hook, post_hook, restrictions, search):
+                 pre_hook, post_hook, restrictions, search, table=None, new_keys="tune"):
         self.fn = fn
         self.jit = jit_function(fn)
         self.arg_names = self.jit.arg_names
@@ -89,6 +90,20 @@ class Autotuner:
         #: The last tuning's result (a ``kerntune.TuneResult``), with every evaluation.
         self.result = None
         self.signature = inspect.signature(self.jit.fn)
+        if new_keys not in ("tune", "nearest"):
+            raise ArgumentError(f"new_keys = {new_keys!r}: \"tune\" (tune a key on its first call, as Triton does) or "
+                                f"\"nearest\" (launch the nearest tuned key's configuration)")
+        #: What a call with a key not tuned yet does: ``"tune"`` or ``"nearest"``.
+        self.new_keys = new_keys
+        if table is not None:
+            for known, config in _dispatch.read(table, self.jit.__name__, self.keys).items():
+                self._best[known], self.cache[known] = config, as_config(config)
+
+    def save_table(self, path) -> str:
+        """Writes the configuration of every key tuned (or read from a table) so far, for
+        ``@kerntune.autotune(..., table=path, new_keys="nearest")``; returns the path."""
+        _dispatch.write(path, self.jit.__name__, self.keys, self._best)
+        return str(path)
 
     @property
     def configs(self) -> list:
@@ -139,6 +154,14 @@ class Autotuner:
 
     def _config(self, key: tuple, call, grid, keywords=None) -> dict:
         if key in self._best:
+            return self._best[key]
+        if self.new_keys == "nearest":
+            near = _dispatch.nearest(key, list(self._best))
+            if near is None:
+                raise ArgumentError(
+                    f"{self.jit.__name__}: no tuned key can stand for key {key} (new_keys=\"nearest\" tunes nothing): "
+                    f"give table= a table with a key of its kind (kernel.save_table() writes one), or new_keys=\"tune\"")
+            self._best[key], self.cache[key] = self._best[near], self.cache[near]
             return self._best[key]
         if os.environ.get("KERNTUNE_NO_TUNE") == "1":
             rows = self.listed.rows if self.listed is not None else _first_valid_config(self.table, self.restrictions, 1)
@@ -222,6 +245,8 @@ def autotune(
     max_fevals: Optional[int] = None,
     time_limit: Optional[float] = None,
     db: Optional[str] = None,
+    table: Optional[str] = None,
+    new_keys: str = "tune",
     **tune_options,
 ):
     """Decorator: tune the kernel with kerntune the first time it is called for a key and
@@ -235,6 +260,9 @@ def autotune(
     times with CUDA events and always keeps its results). kerntune's own: ``params`` and
     ``restrictions`` (a product space instead of a list), ``strategy``, ``max_fevals``,
     ``time_limit``, ``db``, and any keyword of ``kerntune.tune`` (``answer``, ``atol``...).
+    ``new_keys="nearest"`` launches a key not tuned yet with the configuration of the nearest
+    tuned one instead of tuning it on the call (``"tune"``, the default, tunes it as Triton
+    does); ``table`` is a file ``kernel.save_table()`` wrote, whose keys count as tuned.
     """
     if configs is not None and isinstance(configs, Mapping) and params is None:
         configs, params = None, configs
@@ -263,6 +291,6 @@ def autotune(
 
     def decorator(fn):
         return Autotuner(fn, configs, params, key, prune_configs_by, reset_to_zero, restore_value,
-                         pre_hook, post_hook, restrictions, search)
+                         pre_hook, post_hook, restrictions, search, table, new_keys)
 
     return decorator
