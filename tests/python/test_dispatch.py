@@ -62,3 +62,32 @@ def test_bad_dispatch_settings_are_refused_when_the_kernel_is_decorated(tmp_path
     (tmp_path / "junk.json").write_text("[1, 2]")
     with pytest.raises(kerntune.ArgumentError, match="not a table kernel.save_table\\(\\) wrote"):
         kerntune.autotune(configs=CONFIGS, key=["n"], table=tmp_path / "junk.json")(scale)
+
+
+@pytest.mark.gpu
+def test_a_served_kernel_launches_untuned_sizes_from_the_saved_table_and_computes_right(tmp_path, script_runner):
+    table = tmp_path / "table.json"
+    assert "served" in script_runner(f'''
+import torch, triton, triton.language as tl, kerntune
+
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+configs = [triton.Config({{"BLOCK": b}}, num_warps=w) for b in (64, 256, 1024) for w in (2, 4)]
+grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+tuner = kerntune.autotune(configs=configs, key=["n"], progress=False, restore_value=["x_ptr"])(scale)
+for n in (1000, 1 << 20):
+    x = torch.ones(n, device="cuda")
+    tuner[grid](x, n)
+tuner.save_table({str(table)!r})
+served = kerntune.autotune(configs=configs, key=["n"], table={str(table)!r}, new_keys="nearest")(scale)
+for n in (3000, 700_000):
+    x = torch.ones(n, device="cuda")
+    served[grid](x, n)
+    torch.testing.assert_close(x, torch.full_like(x, 2.0))
+assert served.result is None, "nothing was tuned"
+assert served.cache[(3000, "torch.float32")] == served.cache[(1000, "torch.float32")]
+print("served")
+''')
