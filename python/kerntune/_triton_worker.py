@@ -141,6 +141,15 @@ def launch_params(arg_names, signature, setup_args, descriptors, tensordesc_meta
     return params
 
 
+def refuse_shared(shared, limit, front_end_reused=False):
+    """Refuses a configuration needing ``shared`` bytes of shared memory per block where the
+    device allows ``limit``."""
+    if shared > limit:
+        refusal = OverDeviceLimit(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
+        refusal.front_end_reused = front_end_reused
+        raise refusal
+
+
 def refuse_large_shared_memory(limit):
     """Wraps the NVIDIA backend's LLVM stage so that a configuration needing more shared
     memory than the device has fails before that stage's lowering to LLVM and before ptxas
@@ -150,8 +159,7 @@ def refuse_large_shared_memory(limit):
     original = CUDABackend.add_stages
 
     def refuse(shared):
-        if shared > limit:
-            raise OverDeviceLimit(f"needs {shared} bytes of shared memory per block; the device allows {limit}")
+        refuse_shared(shared, limit)
 
     def add_stages(self, stages, options, *rest):
         original(self, stages, options, *rest)
@@ -488,6 +496,9 @@ def main(setup_path):
                 compiled, reused = compile_sharing_front_ends(ASTSource(kernel, signature, constexprs, attrs), target,
                                                               parsed.__dict__, front_ends)
             metadata = compiled.metadata
+            # A compile Triton answers from its cache skips the stages, and the check in them.
+            if setup.get("shared_limit"):
+                refuse_shared(metadata.shared or 0, setup["shared_limit"], reused)
             params = launch_params(arg_names, signature, setup["args"], descriptors,
                                    getattr(metadata, "tensordesc_meta", None))
             extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(params)
