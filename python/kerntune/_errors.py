@@ -121,5 +121,10 @@ def compile_target(arch) -> dict:
 
 def check_arch(arch) -> int:
     """``arch``: an NVIDIA architecture (see ``compile_target``); its number (90 for sm_90)."""
-    major, minor = compile_target(arch)["compute_capability"]
+    return arch_number(compile_target(arch))
+
+
+def arch_number(target: dict) -> int:
+    """The number of ``compile_target``'s architecture (90 for sm_90)."""
+    major, minor = target["compute_capability"]
     return major * 10 + minor

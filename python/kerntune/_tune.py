@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 from kerntune import _edges, _kerntune, _pointer_tables, _ptxas
 from kerntune._arguments import (_bind, _buffer_entry, _grid_function, _is_tensor, _storage_span, _tensor_of,
                                  _write_tensor, jit_function, kernel_defaults)
-from kerntune._errors import (ArgumentError, ArgumentTypeError, check_device, check_devices, check_search,
+from kerntune._errors import (ArgumentError, ArgumentTypeError, arch_number, check_device, check_devices, check_search,
                               check_strategy, compile_target, warn_unchecked)
 from kerntune._hooks import Hooks, _descriptor_blocks
 from kerntune._job import (RayCheck, _bench_through_ray, _job, _measured_identity, _objective, _through_ray, check_ray,
@@ -69,8 +69,7 @@ def compile(
     restrictions = names_of(restrictions, "restrictions")
     call = _bind(fn, args, params)
     target = compile_target(arch)
-    major, minor = target["compute_capability"]
-    number = major * 10 + minor
+    number = arch_number(target)
     if shared_limit is None:
         shared_limit = target["max_shared_per_block_optin"]
     with tempfile.TemporaryDirectory(prefix="kerntune-") as workdir:

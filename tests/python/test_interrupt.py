@@ -21,24 +21,30 @@ import pytest
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "triton")
 
 
-def stored_rows(db) -> int:
-    """Cubins and failed configurations in the store."""
+#: Cubins and failed configurations in the store.
+ROWS = "select (select count(*) from artifacts) + (select count(*) from evaluations)"
+
+#: Configurations evaluated in the store.
+EVALUATIONS = "select count(*) from evaluations"
+
+
+def stored_rows(db, query=ROWS) -> int:
+    """What ``query`` counts in the store (0 before there is one)."""
     try:
         with contextlib.closing(sqlite3.connect(db)) as connection:
-            return connection.execute(
-                "select (select count(*) from artifacts) + (select count(*) from evaluations)").fetchone()[0]
+            return connection.execute(query).fetchone()[0]
     except sqlite3.Error:
         return 0
 
 
-def interrupt_once_stored(script, db, rows=2, timeout=300):
+def interrupt_once_stored(script, db, rows=2, timeout=300, query=ROWS):
     """Runs ``script DB``, sends SIGINT to its process group once the store holds ``rows``
-    rows, and returns its exit code, its standard error, the seconds from the signal to its
-    exit, and the rows the store keeps."""
+    rows (as ``query`` counts them), and returns its exit code, its standard error, the
+    seconds from the signal to its exit, and the rows the store keeps."""
     child = subprocess.Popen([sys.executable, str(script), db], start_new_session=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
-    while stored_rows(db) < rows and child.poll() is None and time.monotonic() < deadline:
+    while stored_rows(db, query) < rows and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert child.poll() is None, f"the call ended before it was interrupted: {child.communicate()[1][-3000:]}"
     signalled = time.monotonic()
@@ -208,21 +214,7 @@ def test_ctrl_c_while_the_finalists_are_timed_again_raises_and_the_same_call_ans
         print(json.dumps({"from_store": result.from_store, "evaluations": result.evaluations}))
     ''')
     db = str(tmp_path / "results.db")
-    child = subprocess.Popen([sys.executable, str(script), db], start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while stored_evaluations(db) < 8 and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert child.poll() is None, f"the call ended before its finalists were timed: {child.communicate()[1][-3000:]}"
-    os.killpg(child.pid, signal.SIGINT)
-    _, stderr = child.communicate(timeout=120)
-    assert child.returncode == -signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
+    # Every configuration evaluated and the call still going: it is timing the finalists.
+    returncode, stderr, _, _ = interrupt_once_stored(script, db, rows=8, query=EVALUATIONS)
+    assert returncode == -signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
     assert run_again(script, db) == {"from_store": 8, "evaluations": 8}
-
-
-def stored_evaluations(db) -> int:
-    try:
-        with contextlib.closing(sqlite3.connect(db)) as connection:
-            return connection.execute("select count(*) from evaluations").fetchone()[0]
-    except sqlite3.Error:
-        return 0
