@@ -27,6 +27,7 @@ from kerntune._errors import (ArgumentError, ArgumentTypeError, KeyNameWarning, 
                               ReferenceDisagreementError, UncheckedOutputsWarning)
 from kerntune._ranks import RankTuningError
 from kerntune._results import NoValidConfigError, TuneResult, export, report
+from kerntune._shapes import ShapeResults
 from kerntune._arguments import Tensor
 from kerntune._tune import compile, tune
 from kerntune._autotune import autotune
@@ -53,6 +54,7 @@ __all__ = [
     "StrategyError",
     "Tensor",
     "TuneResult",
+    "ShapeResults",
     "UncheckedOutputsWarning",
     "KeyNameWarning",
     "autotune",

@@ -24,9 +24,9 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from kerntune import _dispatch
+from kerntune import _dispatch, _shapes
 from kerntune._errors import ArgumentError, ArgumentTypeError, KeyNameWarning
 from kerntune._ranks import agree, lock_folder
 from kerntune._request import DEFAULTS
@@ -85,6 +85,8 @@ class Autotuner:
         #: The best configuration of each key seen, as a ``triton.Config``.
         self.cache: dict[tuple, Any] = {}
         self._best: dict[tuple, dict] = {}
+        #: The store's tuning of each key tuned in this process, which later keys learn from.
+        self._tunings: dict[tuple, int] = {}
         #: The configuration of the last launch.
         self.best_config = None
         #: The last tuning's result (a ``kerntune.TuneResult``), with every evaluation.
@@ -152,10 +154,10 @@ class Autotuner:
                 rows = [rows[i] for i in sorted(estimate, key=estimate.get)[:top_k]]
         return rows
 
-    def _config(self, key: tuple, call, grid, keywords=None) -> dict:
+    def _config(self, key: tuple, call, grid, keywords=None, new_keys=None) -> dict:
         if key in self._best:
             return self._best[key]
-        if self.new_keys == "nearest":
+        if (new_keys or self.new_keys) == "nearest":
             near = _dispatch.nearest(key, list(self._best))
             if near is None:
                 raise ArgumentError(
@@ -170,14 +172,18 @@ class Autotuner:
             space = {"params": self.table} if self.listed is None else {"configs": self.prune_configs(call, keywords)}
 
             def tune_once():
+                tuned = [{"shape": self._shape(k), "tuning": t} for k, t in self._tunings.items()]
+                size = _shapes.OneShape({"shape": self._shape(key), "tuned": tuned, "independent": False})
                 result = tune(
-                    self.jit, call, grid, restrictions=self.restrictions,
+                    self.jit, call, grid, shapes=size, restrictions=self.restrictions,
                     strategy=os.environ.get("KERNTUNE_STRATEGY", self.strategy), max_fevals=self.max_fevals,
                     time_limit=self.time_limit, db=self.db, restore_value=self.restore_value,
                     reset_to_zero=self.reset_to_zero, hooks=self.hooks, fresh=os.environ.get("KERNTUNE_RETUNE") == "1",
                     **space, **self.tune_options,
                 )
                 self.result = result  # tune raised NoValidConfigError if it found nothing
+                if result.tuning is not None:
+                    self._tunings[key] = result.tuning
                 return result.best_config
 
             # Every process of a job launches one answer: see kerntune._ranks.
@@ -187,6 +193,31 @@ class Autotuner:
         self._best[key] = config
         self.cache[key] = as_config(config)
         return config
+
+    def _shape(self, key: tuple) -> dict:
+        """A key as a size of a many-shape run: the key arguments by name, then the dtypes."""
+        names = self.keys + [f"dtype{i}" for i in range(len(key) - len(self.keys))]
+        return dict(zip(names, key))
+
+    def tune_shapes(self, args: Callable, shapes: Sequence[Mapping[str, Any]], grid) -> "_shapes.ShapeResults":
+        """Tunes the kernel now at every size of ``shapes`` (a list of dicts of the variables
+        that differ, ``[{"M": 16}, {"M": 64}]``), each learning from the key tuned nearest to
+        it, so that launches at these sizes tune nothing. ``args(**shape)`` returns a size's
+        arguments: a tuple in the kernel's order, or a dict by name. Returns the results per
+        size (``summary()`` is the report); sizes whose key was tuned before have none.
+        ``save_table(path)`` then writes every tuned key for ``table=``."""
+        sizes = _shapes.check(shapes, args)
+        results = _shapes.ShapeResults(self.jit.__name__, list(sizes[0]))
+        for shape in sizes:
+            made = args(**shape)
+            call = dict(made) if isinstance(made, Mapping) else dict(zip(self.arg_names, made))
+            key = self._key(call)
+            if key not in self._best:
+                self.result = None
+                self._config(key, call, grid, {"grid": grid, "warmup": False}, new_keys="tune")
+                if self.result is not None:
+                    results._add(shape, self.result)
+        return results
 
     def run(self, *args, grid, warmup=False, **kwargs):
         # Every launch of a tuned kernel comes through here: a serving loop of microsecond

@@ -83,6 +83,11 @@ class TuneResult:
     tuning: Optional[int] = None
     #: Compile workers the run started (None when the store answered every configuration).
     compile_workers: Optional[int] = None
+    #: In a many-shape run (``tune(..., shapes=...)``), this size's line of the report:
+    #: ``shape``, ``evaluations``, ``measured``, ``wall_s``, ``best``, ``best_config``,
+    #: ``found_at`` (the evaluation that first measured the winner), ``started_from`` (the
+    #: size it learned from) and ``tuning``.
+    shape: Optional[dict] = None
 
     @classmethod
     def from_json(cls, text: str) -> "TuneResult":
@@ -118,6 +123,7 @@ class TuneResult:
             tuning=data.get("tuning"),
             compiler=data.get("compiler"),
             compile_workers=data.get("compile_workers"),
+            shape=data.get("shape"),
         )
 
     def __repr__(self) -> str:

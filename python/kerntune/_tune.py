@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
-from kerntune import _edges, _kerntune, _pointer_tables, _ptxas
+from kerntune import _edges, _kerntune, _pointer_tables, _ptxas, _shapes
 from kerntune._arguments import (_bind, _buffer_entry, _grid_function, _is_tensor, _storage_span, _tensor_of,
                                  _write_tensor, jit_function, kernel_defaults)
 from kerntune._errors import (ArgumentError, ArgumentTypeError, arch_number, check_device, check_devices, check_search,
@@ -129,7 +129,9 @@ def tune(
     ptxas: Optional[str] = None,
     controls: Optional[str] = None,
     controls_budget: int = DEFAULTS["controls_budget"],
-) -> TuneResult:
+    shapes: Optional[Sequence[Mapping[str, Any]]] = None,
+    share: bool = True,
+) -> Union[TuneResult, _shapes.ShapeResults]:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
     ``args`` maps the kernel's argument names to torch tensors (on the GPU), ints, floats or
@@ -233,7 +235,26 @@ def tune(
     configuration; the fastest is timed against the configuration without an ACF,
     interleaved with an A/A control, and kept only when faster beyond the control's noise.
     The report is ``result.controls``; a kept ACF is in ``result.best_config["acf"]``.
+
+    ``shapes`` (a list of dicts of the variables that differ, ``[{"M": 16}, {"M": 64}]``)
+    tunes the kernel at every size, in order, one tuning each in the store: ``args`` is then
+    a function of a size's variables returning its arguments (``args=lambda M: {...}``), as
+    are ``answer`` and ``edge_args`` when given. Each size learns from the size tuned
+    nearest to it before (numbers compared on a log scale, ties to the smaller): that size's
+    best configuration is measured first, and with ``default`` every outcome there guides
+    the search until its own outcomes take over. Returns a ``ShapeResults``: a
+    ``TuneResult`` per size (``results[64]``, or ``results[(64, 4096)]``), ``summary()``
+    (a line per size: evaluations, those measured now, seconds, best, the evaluation that
+    first measured the winner and the size it learned from), ``table`` and
+    ``save_table(path)``. ``share=False`` tunes each size on its own, as separate calls
+    would. Ctrl-C keeps every size tuned so far; the same call answers them from the store.
     """
+    if shapes is not None and not isinstance(shapes, _shapes.OneShape):
+        given = {name: value for name, value in locals().items() if name not in _shapes.PER_SIZE}
+        sizes = _shapes.check(shapes, args)
+        return _shapes.run(lambda size_args, one, **per_size: tune(kernel, size_args, shapes=one, **given, **per_size),
+                           args, sizes, share, jit_function(kernel).__name__, _shapes.size_options(answer, edge_args))
+    transfer = shapes.transfer if isinstance(shapes, _shapes.OneShape) else None
     fn = jit_function(kernel)
     check_device(device)
     devices = check_devices(devices)
@@ -276,7 +297,7 @@ def tune(
                        finalists_within=finalists_within, schedule=schedule,
                        schedule_options=schedule_options if schedule else None,
                        controls={"budget": controls_budget, "ptxas_version": chosen["version"], "worker": worker_command([])}
-                       if controls == "compileiq" else None)
+                       if controls == "compileiq" else None, transfer=transfer)
     checks = _Checks(answer, atol, rtol, restore_value, reset_to_zero, hooks or Hooks.of(listed), verify_sets,
                      edges)
     workdir = tempfile.mkdtemp(prefix="kerntune-")
@@ -284,7 +305,7 @@ def tune(
         result = _tune_in(
             fn, call, grid_fn, params, listed, restrictions, checks, arch, info, workdir, request, dict(
                 progress=progress, objective=_objective(objective, objective_higher_is_better), timing=timing,
-                ptxas=chosen, ray=ray, ray_gpus=ray_gpus,
+                ptxas=chosen, ray=ray, ray_gpus=ray_gpus, label=shapes.label if transfer is not None else None,
             ),
         )
     finally:
@@ -313,7 +334,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, checks: _Checks, a
              search) -> TuneResult:
     """Tunes the bound ``call`` as ``request`` (``kerntune._request``) asks, checking outputs
     as ``checks`` say; ``search`` holds what this front settles itself: ``progress``,
-    ``objective``, ``timing``, ``ptxas``, ``ray`` and ``ray_gpus``."""
+    ``objective``, ``timing``, ``ptxas``, ``ray``, ``ray_gpus`` and ``label`` (the size of a
+    many-shape run, for the progress line)."""
     answer, atol, rtol, restore_value, reset_to_zero, hooks, verify_sets, edges = checks
     clock = time.perf_counter()
     phases = {}
@@ -404,7 +426,8 @@ def _tune_in(fn, call, grid_fn, params, listed, restrictions, checks: _Checks, a
         _through_ray(job, search["ray"])
     if ray_gpus:
         _bench_through_ray(job, search["ray"])
-    bar = _Progress(fn.__name__, objective["name"] if objective else "time") if search["progress"] else None
+    name = fn.__name__ if search["label"] is None else f"{fn.__name__} [{search['label']}]"
+    bar = _Progress(name, objective["name"] if objective else "time") if search["progress"] else None
     try:
         text = _kerntune.tune_triton(json.dumps(job), json.dumps(request, default=str), grid_fn, bar, vet,
                                      [edge.label for edge in edges] if vet else [],

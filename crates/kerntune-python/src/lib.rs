@@ -11,6 +11,7 @@ mod errors;
 mod formats;
 mod kernel_tuner;
 mod rules;
+mod shapes;
 mod tuning;
 
 use pyo3::prelude::*;
@@ -97,6 +98,8 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::request_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(shapes::shapes_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(shapes::shapes_table, m)?)?;
     m.add_function(wrap_pyfunction!(formats::t4_results, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;

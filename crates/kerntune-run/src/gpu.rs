@@ -16,7 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
 use crate::vetting::Vetting;
-use crate::{default_compile_workers, tuning_compile_workers, Front, NoGpu, Request, RunError, RunSummary};
+use crate::{default_compile_workers, tuning_compile_workers, Front, NoGpu, Request, RunError, RunSummary, ShapeRow};
 
 /// The worker programs of a run.
 #[derive(Debug, Clone)]
@@ -149,6 +149,13 @@ impl<'a> Tuning<'a> {
         let store = Store::open(&self.request.database())?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
+        let search = match &self.request.transfer {
+            Some(transfer) => {
+                let options = self.request.search.strategy_options_map();
+                transfer.apply(search, &options, self.space, &store, info.objective.higher_is_better)?
+            }
+            None => search,
+        };
         let bench_devices: Vec<usize> = match self.workers.bench_workers {
             Some(count) => vec![devices[0].ordinal; count],
             None => devices.iter().map(|d| d.ordinal).collect(),
@@ -264,6 +271,10 @@ impl Prepared<'_> {
                 Err(BackendError::Interrupted) => run.stop = StopReason::Interrupted,
                 Err(error) => return Err(error.into()),
             }
+        }
+        if let Some(transfer) = &tuning.request.transfer {
+            let row = ShapeRow::of(&transfer.shape, &run, transfer.nearest().map(|t| &t.shape));
+            run.shape = Some(row);
         }
         Ok(run)
     }

@@ -14,7 +14,7 @@ use kerntune_store::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
-use crate::Devices;
+use crate::{Devices, Transfer};
 
 /// The settings of one run as a user gives them; every field may be left out.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +66,10 @@ pub struct Request {
     /// from its `--controls` flags and the spec's ptxas).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub controls: Option<ControlsOptions>,
+    /// In a many-shape run, the size this run tunes and the sizes tuned before it, of which
+    /// the nearest starts its search (the fronts fill it as they loop over the sizes).
+    #[cfg_attr(feature = "clap", arg(skip))]
+    pub transfer: Option<Transfer>,
 }
 
 impl Default for Request {
@@ -83,6 +87,7 @@ impl Default for Request {
             schedule_options: ScheduleOptions::default(),
             arch: "sm_90".into(),
             controls: None,
+            transfer: None,
         }
     }
 }

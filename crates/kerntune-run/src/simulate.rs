@@ -5,7 +5,7 @@ use kerntune_engine::{Event, SearchOptions, SimBackend, Summary, Tuner, DEFAULT_
 use kerntune_space::Space;
 use kerntune_store::{Landscape, Store};
 
-use crate::RunError;
+use crate::{RunError, Transfer};
 
 /// What `kerntune simulate` asks for.
 #[derive(Debug)]
@@ -20,6 +20,9 @@ pub struct Simulation<'a> {
     pub realtime: Option<f64>,
     /// Evaluations in flight at once (1: one after another).
     pub batch: usize,
+    /// In a many-shape simulation, the size this landscape stands for and the sizes
+    /// replayed before it (their tunings in `store`), as on a GPU.
+    pub transfer: Option<Transfer>,
 }
 
 /// The run's summary with the settings it ran with.
@@ -28,6 +31,8 @@ pub struct SimulationSummary {
     pub summary: Summary,
     pub strategy: String,
     pub seed: u64,
+    /// The tuning's number in `store`, where there is one.
+    pub tuning: Option<i64>,
 }
 
 impl Simulation<'_> {
@@ -47,6 +52,13 @@ impl Simulation<'_> {
         interrupt: &dyn Fn() -> bool,
     ) -> Result<SimulationSummary, RunError> {
         let store = self.store.map(|s| s.tuning(&self.landscape.tuning()).map(|t| (s, t))).transpose()?;
+        let search = match (&self.transfer, store) {
+            (Some(transfer), Some((store, _))) => {
+                let options = self.search.strategy_options_map();
+                transfer.apply(search, &options, self.space, store, self.landscape.objective.higher_is_better)?
+            }
+            _ => search,
+        };
         let mut backend = SimBackend::new(self.landscape, self.space)?.with_batch(self.batch);
         if let Some(speed) = self.realtime {
             backend = backend.with_realtime_speed(speed);
@@ -63,6 +75,11 @@ impl Simulation<'_> {
             interrupt: Some(interrupt),
         }
         .run(on_event)?;
-        Ok(SimulationSummary { summary, strategy: search.strategy_name, seed: search.seed })
+        Ok(SimulationSummary {
+            summary,
+            strategy: search.strategy_name,
+            seed: search.seed,
+            tuning: store.map(|(_, t)| t.get()),
+        })
     }
 }

@@ -80,6 +80,9 @@ pub struct RunSummary {
     /// With `--pareto`: the configurations no other beats on both of two measured values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pareto: Option<Pareto>,
+    /// In a many-shape run, this size's line of the run's report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<crate::ShapeRow>,
 }
 
 /// The Pareto front of two measured values, both lower-is-better, ordered by the first.
@@ -311,6 +314,7 @@ impl RunSummary {
             controls: None,
             compiler: facts.compiler,
             pareto: None,
+            shape: None,
             finalists_failed: None,
         }
     }

@@ -200,6 +200,7 @@ mod tests {
             controls: None,
             compiler: None,
             pareto: None,
+            shape: None,
             finalists_failed: None,
         }
     }

@@ -30,6 +30,7 @@ mod strategies;
 mod strategy;
 mod support;
 mod surrogate;
+mod transfer;
 
 pub use history::{History, Observation};
 #[doc(hidden)]
@@ -43,6 +44,7 @@ pub use strategies::{
     StrategyInfo, STRATEGIES,
 };
 pub use strategy::{Context, Strategy};
+pub use transfer::{learning_from, Outcome};
 
 /// Errors in choosing or configuring a strategy.
 #[derive(Debug, thiserror::Error)]

@@ -251,6 +251,14 @@ impl Store {
             .map_err(|e| self.error(e))
     }
 
+    /// The tuning numbered `number` (as [`TuningId::get`] gives it), if the store holds it.
+    pub fn tuning_numbered(&self, number: i64) -> Result<Option<TuningId>, StoreError> {
+        self.connection
+            .query_row("SELECT id FROM tunings WHERE id = ?1", params![number], |row| row.get(0).map(TuningId))
+            .optional()
+            .map_err(|e| self.error(e))
+    }
+
     /// Records one evaluation, committed before this returns. A later evaluation of the
     /// same configuration replaces the earlier one.
     pub fn record(

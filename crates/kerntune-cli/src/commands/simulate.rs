@@ -33,6 +33,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         store: store.as_ref(),
         realtime: args.realtime,
         batch: args.batch as usize,
+        transfer: None,
     };
     let search = simulation.search()?;
     let budget = search.budget.clone();

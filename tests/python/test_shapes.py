@@ -1,0 +1,145 @@
+"""Many-shape runs: ``kerntune.tune(..., shapes=[...])`` tunes a kernel at every size, each
+size learning from the size tuned nearest to it, and ``kernel.tune_shapes(...)`` does so for
+a decorated kernel. Without a GPU: the refusals of bad size lists, the loop's hand-over
+from size to size, and the report; on a GPU, the whole run."""
+
+import json
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+import kerntune  # noqa: E402
+import triton.language as tl  # noqa: E402
+from kerntune import _shapes  # noqa: E402
+from kerntune._results import TuneResult  # noqa: E402
+
+
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+
+PARAMS = {"BLOCK": [64, 256, 1024]}
+
+
+def make(n):
+    return {"x_ptr": kerntune.Tensor("float32", (n,)), "n": n}
+
+
+@pytest.mark.parametrize("shapes, args, message", [
+    ([], make, "shapes is empty: list the sizes to tune"),
+    ([{"n": 64}, {"n": 128}, {"n": 64}], make, "shapes lists n=64 twice: list each size once"),
+    ([{"n": 64}, {"m": 128}], make, "give every size the same variables"),
+    ([{"m": 64}], make, "shapes name m, which args\\(n\\) does not take .*name the sizes' variables"),
+    ([{"n": 64}], {"n": 64}, "args is a function of a size's variables"),
+    ({"n": 64}, make, "shapes: give a list of dicts"),
+    ([64, 128], make, "each size is a dict of its variables"),
+])
+def test_size_lists_that_cannot_make_a_run_are_refused_in_one_line_before_any_work(shapes, args, message):
+    with pytest.raises((kerntune.ArgumentError, TypeError), match=message) as raised:
+        kerntune.tune(scale, args, grid=(1,), params=PARAMS, shapes=shapes)
+    assert "\n" not in str(raised.value)
+
+
+def test_answer_with_shapes_is_a_function_of_the_size():
+    with pytest.raises(TypeError, match="answer is a function of a size's variables"):
+        kerntune.tune(scale, make, grid=(1,), params=PARAMS, shapes=[{"n": 64}], answer={"x_ptr": None})
+
+
+def result(tuning, shape, best, started_from=None, found_at=1):
+    row = {"shape": shape, "evaluations": 3, "measured": 3, "wall_s": 1.5, "best": best,
+           "best_config": {"BLOCK": 256}, "found_at": found_at, "started_from": started_from, "tuning": tuning}
+    return TuneResult(best_config={"BLOCK": 256}, best_objective=best, best_time_ms=best, objective="time",
+                      higher_is_better=False, evaluations=3, failed=0, from_store=0, stop="budget", wall_s=1.5,
+                      db="results.db", tuning=tuning, shape=row)
+
+
+def test_each_size_is_told_the_sizes_tuned_before_it_with_their_tunings_and_the_sizes_args_are_made_for_it():
+    seen = []
+
+    def tune(size_args, one, answer, edge_args):
+        seen.append((size_args, one.transfer, answer))
+        shape = one.transfer["shape"]
+        return result(10 + len(seen), shape, 0.1 * shape["n"])
+
+    sizes = _shapes.check([{"n": 64}, {"n": 4096}, {"n": 256}], make)
+    results = _shapes.run(tune, make, sizes, True, "scale", _shapes.size_options(lambda n: {"x_ptr": n}, None))
+    assert [transfer["tuned"] for _, transfer, _ in seen] == [
+        [],
+        [{"shape": {"n": 64}, "tuning": 11}],
+        [{"shape": {"n": 64}, "tuning": 11}, {"shape": {"n": 4096}, "tuning": 12}],
+    ]
+    assert [args["n"] for args, _, _ in seen] == [64, 4096, 256]
+    assert [answer for _, _, answer in seen] == [{"x_ptr": 64}, {"x_ptr": 4096}, {"x_ptr": 256}]
+    assert not any(transfer["independent"] for _, transfer, _ in seen)
+    assert results[4096].tuning == 12 and list(results) == [(64,), (4096,), (256,)]
+    alone = _shapes.run(tune, make, sizes, False, "scale", _shapes.size_options(None, None))
+    assert alone[64].tuning == 14 and all(transfer["independent"] for _, transfer, _ in seen[3:])
+
+
+def test_the_report_has_a_line_per_size_and_the_table_serves_a_decorated_kernel(tmp_path):
+    results = _shapes.ShapeResults("scale", ["n"])
+    results._add({"n": 1000}, result(1, {"n": 1000}, 0.004))
+    results._add({"n": 1 << 20}, result(2, {"n": 1 << 20}, 0.02, started_from={"n": 1000}, found_at=1))
+    lines = results.summary().splitlines()
+    assert len(lines) == 4 and "1 (n=1000)" in lines[2] and lines[3].startswith("2 sizes"), results.summary()
+    path = results.save_table(tmp_path / "scale.json")
+    assert json.loads(open(path).read())["key"] == ["n"]
+    served = kerntune.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 256)], key=["n"], table=path,
+                               new_keys="nearest")(scale)
+    assert served._config((3000,), {}, None) == {"BLOCK": 256}
+
+
+def test_a_decorated_kernel_learns_a_new_key_from_the_nearest_key_it_tuned(monkeypatch):
+    import kerntune._autotune as autotune_module
+
+    asked = []
+
+    def tune(*args, shapes, **kwargs):
+        asked.append(shapes.transfer)
+        return result(20 + len(asked), shapes.transfer["shape"], 0.01)
+
+    monkeypatch.setattr(autotune_module, "tune", tune)
+    tuner = kerntune.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale)
+    for n in (1000, 5000):
+        tuner._config((n, "torch.float32"), {}, None)
+    assert asked[0] == {"shape": {"n": 1000, "dtype0": "torch.float32"}, "tuned": [], "independent": False}
+    assert asked[1]["tuned"] == [{"shape": {"n": 1000, "dtype0": "torch.float32"}, "tuning": 21}]
+
+
+@pytest.mark.gpu
+def test_a_many_shape_run_tunes_every_size_and_each_later_size_measures_the_nearest_earlier_best(tmp_path,
+                                                                                                  script_runner):
+    assert "shapes ok" in script_runner(f'''
+import torch, triton, triton.language as tl, kerntune
+
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+def make(n):
+    return {{"x_ptr": torch.ones(n, device="cuda"), "n": n}}
+
+def run():
+    return kerntune.tune(scale, make, lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),),
+                         {{"BLOCK": [64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8]}},
+                         shapes=[{{"n": 1 << 16}}, {{"n": 1 << 20}}, {{"n": 1 << 18}}],
+                         answer=lambda n: {{"x_ptr": torch.full((n,), 2.0, device="cuda")}}, max_fevals=6,
+                         progress=False, db={str(tmp_path / "results.db")!r})
+
+results = run()
+print(results.summary())
+rows = results.rows
+assert [row["shape"] for row in rows] == [{{"n": 1 << 16}}, {{"n": 1 << 20}}, {{"n": 1 << 18}}]
+# 2**18 is as near 2**16 as 2**20 on the log scale: the tie goes to the smaller.
+assert [row["started_from"] for row in rows] == [None, {{"n": 1 << 16}}, {{"n": 1 << 16}}]
+for later in (1 << 20, 1 << 18):
+    measured = [row["config"] for row in results[later].results]
+    assert any(all(config.get(k) == v for k, v in results[1 << 16].best_config.items()) for config in measured)
+again = run()
+assert all(row["measured"] == 0 for row in again.rows), again.summary()
+print("shapes ok")
+''')
