@@ -759,3 +759,37 @@ fn issue_37_a_space_the_machine_cannot_hold_under_a_raised_cap_is_an_error_not_a
     assert!(stderr.contains("does not fit in this machine's memory"), "{stderr}");
     assert!(stderr.contains("--sample N") && stderr.contains("KERNTUNE_SPACE_MEMORY"), "{stderr}");
 }
+
+/// Issue 35: a spec's `shapes` lists the problem sizes of a many-shape run. A dry run checks
+/// the space at every size; a size list that cannot make a run is one line saying what to
+/// do, before any work.
+#[test]
+fn issue_35_a_spec_with_shapes_is_checked_at_every_size_and_bad_size_lists_are_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let with = |name: &str, shapes: &str| edited_vector_add(dir.path(), name, |t| format!("shapes = {shapes}\n{t}"));
+    let sweep = with("sweep.toml", "[{ n = 1_000_000 }, { n = 4096 }]");
+    let report = json_lines(&kerntune(&["tune", &sweep, "--dry-run", "--json"]));
+    assert_eq!(report.len(), 2, "one report per size: {report:?}");
+    assert!(report.iter().all(|r| r["count"].as_u64().is_some_and(|n| n > 0)), "{report:?}");
+    let text = String::from_utf8_lossy(&kerntune(&["tune", &sweep, "--dry-run"]).stdout).to_string();
+    assert!(text.contains("Size n=1000000:") && text.contains("Size n=4096:"), "{text}");
+    let db = dir.path().join("results.db").display().to_string();
+    for (shapes, expected) in [
+        ("[]", "shapes is empty: list the sizes to tune"),
+        ("[{ n = 64 }, { n = 64 }]", "shapes lists n=64 twice: list each size once"),
+        ("[{ m = 64 }]", "shapes: 'm' is not a [problem] variable (the spec has n): a size sets [problem] values"),
+        ("[{ n = 64 }, { n = 128, m = 1 }]", "give every size the same variables"),
+    ] {
+        let spec = with("bad.toml", shapes);
+        for mode in ["--dry-run", "--compile-only"] {
+            let stderr = one_line_error(&kerntune(&["tune", &spec, mode, "--db", &db]));
+            assert!(stderr.contains(expected), "{shapes} {mode}: {stderr}");
+        }
+    }
+}
+
+/// The JSON objects a successful command printed, one per line.
+fn json_lines(output: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}

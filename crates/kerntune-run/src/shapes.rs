@@ -71,11 +71,7 @@ pub fn check_shapes(shapes: &[Shape]) -> Result<(), ShapesError> {
             return Err(ShapesError::NoVariable(format!("size {}", index + 1)));
         }
         if names(shape) != names(first) {
-            return Err(ShapesError::Variables {
-                shape: shape_label(shape),
-                names: names(shape),
-                first: names(first),
-            });
+            return Err(ShapesError::Variables { shape: shape_label(shape), names: names(shape), first: names(first) });
         }
         if shapes[..index].contains(shape) {
             return Err(ShapesError::Duplicate(shape_label(shape)));
@@ -117,7 +113,11 @@ impl Transfer {
         self.tuned
             .iter()
             .filter_map(|tuned| Some((distance(&self.shape, &tuned.shape)?, tuned)))
-            .min_by(|(d, a), (e, b)| d.total_cmp(e).then_with(|| numbers(&a.shape).partial_cmp(&numbers(&b.shape)).unwrap_or(std::cmp::Ordering::Equal)))
+            .min_by(|(d, a), (e, b)| {
+                d.total_cmp(e).then_with(|| {
+                    numbers(&a.shape).partial_cmp(&numbers(&b.shape)).unwrap_or(std::cmp::Ordering::Equal)
+                })
+            })
             .map(|(_, tuned)| tuned)
     }
 
@@ -143,8 +143,9 @@ impl Transfer {
                 Some(Outcome { values: values?, objective: row.evaluation.objective })
             })
             .collect();
-        let strategy = learning_from(space, &search.strategy_name, options, search.strategy, &outcomes, higher_is_better)
-            .map_err(kerntune_engine::SearchOptionsError::from)?;
+        let strategy =
+            learning_from(space, &search.strategy_name, options, search.strategy, &outcomes, higher_is_better)
+                .map_err(kerntune_engine::SearchOptionsError::from)?;
         Ok(Search { strategy, ..search })
     }
 }
@@ -267,7 +268,10 @@ mod tests {
         );
         let mixed = check_shapes(&sizes(json!([{"M": 1}, {"N": 2}]))).unwrap_err().to_string();
         assert!(mixed.contains("give every size the same variables"), "{mixed}");
-        assert!(check_shapes(&sizes(json!([{"M": 1}, {}]))).unwrap_err().to_string().contains("size 2 names no variable"));
+        assert!(check_shapes(&sizes(json!([{"M": 1}, {}])))
+            .unwrap_err()
+            .to_string()
+            .contains("size 2 names no variable"));
         assert_eq!(check_shapes(&sizes(json!([{"M": 1, "dtype": "fp8"}, {"M": 1, "dtype": "fp16"}]))), Ok(()));
     }
 

@@ -45,12 +45,8 @@ fn sweep(budget: usize, seed: u64, independent: bool) -> Vec<(f64, serde_json::M
         // Ten evaluations drawn at random may all fail: that run found nothing (ratio 0).
         let ratio = run.summary.best.as_ref().map_or(0.0, |b| landscape.optimum().expect("an optimum") / b.objective);
         let first = run.summary.trace.first().expect("an evaluation").id;
-        let config = space
-            .params()
-            .iter()
-            .zip(space.values(first))
-            .map(|(p, v)| (p.name().to_string(), v.to_json()))
-            .collect();
+        let config =
+            space.params().iter().zip(space.values(first)).map(|(p, v)| (p.name().to_string(), v.to_json())).collect();
         found.push((ratio, config));
         tuned.push(TunedShape { shape, tuning: run.tuning.expect("a tuning in the store") });
     }

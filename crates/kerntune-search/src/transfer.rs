@@ -99,7 +99,10 @@ mod tests {
     #[test]
     fn outcomes_outside_this_sizes_space_or_all_failed_leave_the_strategy_as_it_was() {
         let space = Space::new(
-            vec![Param::new("x", (0..20).map(Value::Int).collect()).unwrap(), Param::new("y", vec![Value::Int(0)]).unwrap()],
+            vec![
+                Param::new("x", (0..20).map(Value::Int).collect()).unwrap(),
+                Param::new("y", vec![Value::Int(0)]).unwrap(),
+            ],
             &[] as &[&str],
         )
         .unwrap();
@@ -112,8 +115,7 @@ mod tests {
     #[test]
     fn default_is_rebuilt_to_learn_from_the_outcomes_and_still_starts_from_the_best() {
         let space = space();
-        let nearest: Vec<Outcome> =
-            (0..20).map(|x| outcome(x, 19 - x, Some(1.0 + (x as f64 - 12.0).abs()))).collect();
+        let nearest: Vec<Outcome> = (0..20).map(|x| outcome(x, 19 - x, Some(1.0 + (x as f64 - 12.0).abs()))).collect();
         let built = build_strategy("default", &Map::new()).unwrap();
         let mut strategy = learning_from(&space, "default", &Map::new(), built, &nearest, false).unwrap();
         assert_eq!(first_proposal(&mut strategy, &space), vec![Value::Int(12), Value::Int(7)]);

@@ -12,7 +12,10 @@ use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::controls::ControlsOptions;
 use kerntune_pipeline::{Language as _, RayGpus, RayRelay, WorkerCommand};
-use kerntune_run::{report, CompileOnly, Front, Progress, Request, Tuning, Workers};
+use kerntune_run::{
+    check_shapes, report, shape_label, shapes_table, CompileOnly, Front, Progress, Request, RunSummary, Shape,
+    Transfer, TunedShape, Tuning, Workers,
+};
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
 use serde_json::json;
@@ -69,7 +72,17 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         bail!("{}: no configuration satisfies the restrictions{why}", args.spec.display());
     }
     check_launchable(&spec, &space)?;
+    let sizes = spec.shapes.as_ref().map(|shapes| sized(&spec, shapes)).transpose()?;
     if args.dry_run {
+        for (shape, at, space) in sizes.iter().flatten() {
+            if !args.json {
+                println!("Size {}:", shape_label(shape));
+            }
+            dry_run(at, space, clock, args.json)?;
+        }
+        if sizes.is_some() {
+            return Ok(ExitCode::SUCCESS);
+        }
         return dry_run(&spec, &space, clock, args.json);
     }
     if args.controls.is_some() && spec.ptxas.is_none() {
@@ -80,16 +93,110 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     }
     let language = CudaLanguage::new(&spec, &space);
     if args.compile_only {
+        if sizes.is_some() && !args.json {
+            println!("Compiling at the spec's [problem] size: the binaries are the same at every size of its shapes.");
+        }
         return compile_only(&spec, &space, &language, &request, &args);
     }
-    let db = request.database();
     request.controls = args.controls.map(|ControlsSearch::Compileiq| ControlsOptions {
         budget: args.controls_budget,
         ptxas_version: spec.ptxas.as_ref().map(|p| p.version.clone()).unwrap_or_default(),
         ..ControlsOptions::default()
     });
+    if let Some(sizes) = &sizes {
+        return tune_shapes(&spec, sizes, request, &args, pareto);
+    }
+    let summary = tune_size(&spec, &space, request, &args, pareto)?;
+    if args.json {
+        println!("{}", report::tuning_json(&summary));
+    } else {
+        print_run(&summary);
+    }
+    Ok(render::exit_code(summary.stop, summary.failure.as_deref()))
+}
+
+fn print_run(summary: &RunSummary) {
+    print!("{}", report::tuning_text(summary));
+    if let Some(schedule) = &summary.schedule {
+        print!("{}", report::schedule_text(schedule));
+    }
+    if let Some(controls) = &summary.controls {
+        print!("{}", report::controls_text(controls));
+    }
+}
+
+/// The spec at each size of its `shapes`, with its space, every size checked before the
+/// first is tuned: a mistake in the last one would otherwise be found after the others' work.
+fn sized(spec: &KernelSpec, shapes: &[Shape]) -> Result<Vec<(Shape, KernelSpec, Space)>> {
+    check_shapes(shapes).map_err(|e| anyhow::anyhow!("{}: {e}", spec.path.display()))?;
+    let mut sized = Vec::new();
+    for shape in shapes {
+        let at = spec.at(shape)?;
+        let space = at.space().with_context(|| format!("{}: size {}", spec.path.display(), shape_label(shape)))?;
+        if space.is_empty() {
+            bail!(
+                "{}: size {}: no configuration satisfies the restrictions there",
+                spec.path.display(),
+                shape_label(shape)
+            );
+        }
+        check_launchable(&at, &space)?;
+        sized.push((shape.clone(), at, space));
+    }
+    Ok(sized)
+}
+
+/// Tunes the spec at every size of its `shapes`, in order, each size learning from the
+/// nearest size tuned before it; prints each size's result, then a line per size.
+fn tune_shapes(
+    spec: &KernelSpec,
+    sized: &[(Shape, KernelSpec, Space)],
+    request: Request,
+    args: &TuneArgs,
+    pareto: Option<[&'static str; 2]>,
+) -> Result<ExitCode> {
+    let (mut tuned, mut rows, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut stop = kerntune_engine::StopReason::Converged;
+    for (index, (shape, at, space)) in sized.iter().enumerate() {
+        if !args.json {
+            println!("\nSize {} ({} of {}):", shape_label(shape), index + 1, sized.len());
+        }
+        let transfer = Transfer { shape: shape.clone(), tuned: tuned.clone(), independent: false };
+        let summary = tune_size(at, space, Request { transfer: Some(transfer), ..request.clone() }, args, pareto)?;
+        if !args.json {
+            print_run(&summary);
+        }
+        tuned.push(TunedShape { shape: shape.clone(), tuning: summary.tuning });
+        rows.extend(summary.shape.clone());
+        stop = summary.stop;
+        let interrupted = summary.stop == kerntune_engine::StopReason::Interrupted;
+        runs.push(summary);
+        if interrupted {
+            break;
+        }
+    }
+    let failure = runs.iter().find_map(|r| r.failure.clone());
+    if args.json {
+        let runs: Vec<serde_json::Value> = runs.iter().map(report::tuning_json).collect();
+        println!("{}", json!({"shapes": rows, "runs": runs}));
+    } else {
+        println!("\n{}", shapes_table(&rows, &spec.objective.name));
+    }
+    Ok(render::exit_code(stop, failure.as_deref()))
+}
+
+/// Tunes the spec at its own size, showing the progress.
+fn tune_size(
+    spec: &KernelSpec,
+    space: &Space,
+    request: Request,
+    args: &TuneArgs,
+    pareto: Option<[&'static str; 2]>,
+) -> Result<RunSummary> {
+    let language = CudaLanguage::new(spec, space);
+    let db = request.database();
     let workers = workers(args.ray.as_deref(), args.ray_gpus)?;
-    let prepared = Tuning::new(&language, &space, request, Front::Cli, workers).prepare()?;
+    let prepared = Tuning::new(&language, space, request, Front::Cli, workers).prepare()?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
         let gpus = match prepared.devices.len() {
@@ -133,20 +240,9 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let mut summary = prepared.run(&mut on_progress, &interrupt::requested)?;
     bar.finish_and_clear();
     if let Some(axes) = pareto {
-        summary.keep_pareto(axes, &space);
+        summary.keep_pareto(axes, space);
     }
-    if args.json {
-        println!("{}", report::tuning_json(&summary));
-    } else {
-        print!("{}", report::tuning_text(&summary));
-        if let Some(schedule) = &summary.schedule {
-            print!("{}", report::schedule_text(schedule));
-        }
-        if let Some(controls) = &summary.controls {
-            print!("{}", report::controls_text(controls));
-        }
-    }
-    Ok(render::exit_code(summary.stop, summary.failure.as_deref()))
+    Ok(summary)
 }
 
 /// Applies `--objective`, `--timing` and `--pareto` to the spec; returns the Pareto axes.

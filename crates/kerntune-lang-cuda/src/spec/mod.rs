@@ -108,6 +108,10 @@ pub struct KernelSpec {
     pub base: PathBuf,
     /// Of the source, the reference and every setting that changes what is measured.
     pub fingerprint: String,
+    /// `shapes`: the problem sizes of a many-shape run (`None`: the `[problem]` size alone).
+    pub shapes: Option<Vec<Map<String, Json>>>,
+    /// The spec as written, less its run settings, from which [`KernelSpec::at`] rebuilds it.
+    canonical: Json,
 }
 
 impl KernelSpec {
@@ -123,15 +127,39 @@ impl KernelSpec {
         let error = |message: String| SpecError { path: path.display().to_string(), message };
         let raw: RawSpec = toml::from_str(text).map_err(|e| error(e.to_string().trim().replace('\n', " ")))?;
         let mut canonical: Json = toml::from_str(text).map_err(|e| error(e.to_string()))?;
-        if let Some(table) = canonical.as_object_mut() {
-            table.remove("search");
-        }
+        forget_run_settings(&mut canonical);
         Builder { base: path.parent().unwrap_or(Path::new(".")).to_path_buf(), error: &error }
             .build(raw, &canonical)
             .map(|mut spec| {
                 spec.path = path.to_path_buf();
                 spec
             })
+    }
+
+    /// The spec at one size of its `shapes`: its `[problem]` values replaced by the size's,
+    /// and everything that depends on them (arguments, launch, restrictions, identity)
+    /// worked out again. A size naming a variable `[problem]` does not have is refused.
+    pub fn at(&self, shape: &Map<String, Json>) -> Result<KernelSpec, SpecError> {
+        let error = |message: String| SpecError { path: self.path.display().to_string(), message };
+        let mut canonical = self.canonical.clone();
+        let problem = canonical.get_mut("problem").and_then(Json::as_object_mut);
+        let Some(problem) = problem else {
+            return Err(error("shapes: the spec has no [problem] variables for a size to set".into()));
+        };
+        for (name, value) in shape {
+            match problem.get_mut(name) {
+                Some(slot) => *slot = value.clone(),
+                None => {
+                    let known = problem.keys().cloned().collect::<Vec<_>>().join(", ");
+                    return Err(error(format!(
+                        "shapes: '{name}' is not a [problem] variable (the spec has {known}): a size sets [problem] values"
+                    )));
+                }
+            }
+        }
+        let raw: RawSpec = serde_json::from_value(canonical.clone()).map_err(|e| error(e.to_string()))?;
+        let sized = Builder { base: self.base.clone(), error: &error }.build(raw, &canonical)?;
+        Ok(KernelSpec { path: self.path.clone(), search: self.search.clone(), shapes: None, ..sized })
     }
 
     /// Parses a spec given as a JSON object with the TOML file's keys, as the Python front
@@ -141,9 +169,7 @@ impl KernelSpec {
         let canonical: Json = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
         let raw: RawSpec = serde_json::from_value(canonical.clone()).map_err(|e| error(e.to_string()))?;
         let mut canonical = canonical;
-        if let Some(table) = canonical.as_object_mut() {
-            table.remove("search");
-        }
+        forget_run_settings(&mut canonical);
         Builder { base: base.to_path_buf(), error: &error }.build(raw, &canonical).map(|mut spec| {
             spec.path = base.join(label);
             spec
@@ -313,6 +339,18 @@ impl KernelSpec {
     }
 }
 
+/// Leaves out of a spec's identity what it asks of a run rather than what it measures: the
+/// search settings, and the list of sizes (each size is measured as if tuned alone).
+fn forget_run_settings(canonical: &mut Json) {
+    if let Some(table) = canonical.as_object_mut() {
+        // The sizes are shifted out, so that the rest keep their order (the identity hashes
+        // it); the search settings are swapped out as they always were, so that results
+        // stored before keep their identity.
+        table.shift_remove("shapes");
+        table.remove("search");
+    }
+}
+
 /// Fills `{param}` placeholders of option templates with a configuration's values.
 pub fn expand_options(templates: &[String], params: &[Param], config: &[Value]) -> Vec<String> {
     let mut options = Vec::new();
@@ -423,6 +461,8 @@ impl Builder<'_> {
             timing,
             search: raw.search,
             fingerprint,
+            shapes: raw.shapes,
+            canonical: canonical.clone(),
             ptxas,
             controls,
             base: self.base.clone(),

@@ -18,6 +18,9 @@ pub(crate) struct RawSpec {
     pub kernel: RawKernel,
     #[serde(default)]
     pub problem: Map<String, Json>,
+    /// The problem sizes of a many-shape run, each a table of `[problem]` values.
+    #[serde(default)]
+    pub shapes: Option<Vec<Map<String, Json>>>,
     pub params: Map<String, Json>,
     #[serde(default)]
     pub launch: RawLaunch,

@@ -329,3 +329,19 @@ fn timing_graph_and_energy_are_read_from_the_timing_table() {
     assert!(spec.timing.graph);
     assert_eq!(spec.timing.energy, EnergyMode::Observe);
 }
+
+#[test]
+fn each_size_of_a_many_shape_spec_is_the_spec_with_its_problem_values_and_its_own_identity() {
+    let sweep = format!("shapes = [{{ n = 4096 }}, {{ n = 64 }}]\n{MINIMAL}");
+    let spec = KernelSpec::parse(&sweep, &example_dir().join("test.toml")).expect("a spec with shapes");
+    let shapes = spec.shapes.clone().expect("its sizes");
+    assert_eq!(shapes.len(), 2);
+    let alone = KernelSpec::parse(MINIMAL, &example_dir().join("test.toml")).expect("the spec alone");
+    assert_eq!(spec.fingerprint, alone.fingerprint, "the list of sizes is not part of what is measured");
+    let large = spec.at(&shapes[0]).expect("the first size");
+    assert_eq!(large.problem, vec![("n".to_string(), Value::Int(4096))]);
+    assert_eq!(large.geometry(&[Value::Int(64), Value::Int(1)]).expect("a geometry").grid, [64, 1, 1]);
+    assert_ne!(large.tuning_info("GPU").problem, alone.tuning_info("GPU").problem);
+    let error = spec.at(&serde_json::json!({"m": 64}).as_object().cloned().unwrap()).unwrap_err().to_string();
+    assert!(error.contains("shapes: 'm' is not a [problem] variable (the spec has n)"), "{error}");
+}
