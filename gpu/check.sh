@@ -6,7 +6,7 @@
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
 # Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
-# (default: all but landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
+# (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
@@ -121,6 +121,11 @@ for stage in $stages; do
         echo "=== finalists re-timed against an A/A control (CUDA matmul, CLI)"
         step finalists "$KERNTUNE" tune examples/cuda/matmul_sram/spec.toml --db "$OUT/finalists.db" --max-fevals 40 --finalists 4
         summary+=("finalists: $(grep -E '^(The best [0-9]+ timed|Clocks over|The search|A tie|.* becomes the best)' "$OUT/finalists.log" | tr '\n' ' ')")
+        ;;
+    shapes)
+        echo "=== many-shape runs: one matmul at five batch sizes, learning from the nearest size against each size alone (bench/shapes.py)"
+        step shapes python3 bench/shapes.py
+        summary+=("$(sed -n '/=== shapes summary/,$p' "$OUT/shapes.log")")
         ;;
     landscapes)
         echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"
