@@ -206,7 +206,7 @@ class Autotuner:
         arguments: a tuple in the kernel's order, or a dict by name. Returns the results per
         size (``summary()`` is the report); sizes whose key was tuned before have none.
         ``save_table(path)`` then writes every tuned key for ``table=``."""
-        sizes = _shapes.check(shapes, args)
+        sizes = _shapes.check(shapes, {"args": args}, "args=lambda M: (a[:M], b, c[:M], M)")
         results = _shapes.ShapeResults(self.jit.__name__, list(sizes[0]))
         for shape in sizes:
             made = args(**shape)
@@ -216,7 +216,7 @@ class Autotuner:
                 self.result = None
                 self._config(key, call, grid, {"grid": grid, "warmup": False}, new_keys="tune")
                 if self.result is not None:
-                    results._add(shape, self.result)
+                    results._add(shape, self.result, _shapes.found_by_tune(self.result))
         return results
 
     def run(self, *args, grid, warmup=False, **kwargs):

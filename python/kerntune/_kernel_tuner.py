@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 
-from kerntune import _kerntune, _kt_cache
+from kerntune import _kerntune, _kt_cache, _shapes
 from kerntune._errors import ArgumentError, ArgumentTypeError, check_search, check_strategy, warn_unchecked
 from kerntune._kt_arguments import restrictions_of
 from kerntune._kt_call import Call, direction
@@ -30,6 +30,16 @@ from kerntune.util import error_of, get_best_config, get_config_string
 
 _LANGS = ("cuda", "cupy", "nvcuda")
 
+#: ``tune_kernel``'s arguments that each size of a many-shape run gives its own.
+_PER_SIZE = ("problem_size", "arguments", "answer", "shapes", "share")
+
+
+def _found(result) -> _shapes.Found:
+    """What one size's ``(results, env)`` gives a many-shape run."""
+    _, env = result
+    best = (env.get("best") or {}).get("config")
+    return _shapes.Found(env.get("shape"), best, env.get("tuning"))
+
 
 def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=None, grid_div_y=None,
                 grid_div_z=None, restrictions=None, answer=None, atol=1e-6, verify=None, verbose=False, lang=None,
@@ -37,7 +47,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 compiler_options=None, defines=None, log=None, iterations=7, block_size_names=None, quiet=False,
                 strategy=None, strategy_options=None, cache=None, metrics=None, simulation_mode=None, parallel=None,
                 observers=None, objective=None, objective_higher_is_better=None, objectives=None, seed=None, *,
-                rtol=1e-5, compile_only=False, arch=_DEFAULTS["arch"], db=None, devices=None, ray=None, ray_gpus=None):
+                rtol=1e-5, compile_only=False, arch=_DEFAULTS["arch"], db=None, devices=None, ray=None, ray_gpus=None,
+                shapes=None, share=True):
     """Tunes a CUDA C kernel with Kernel Tuner 1.5's arguments and returns ``(results,
     env)`` as Kernel Tuner does: one dict per configuration evaluated (its parameters,
     ``time`` in ms or the failure's name, ``times``, the costs in ms, the metrics) and a
@@ -56,7 +67,30 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     they run, so those nodes share this machine's file system) are ``kerntune.tune``'s.
     Ctrl-C, tuning or compiling, raises ``KeyboardInterrupt`` within a fraction of a second
     and keeps in ``db`` what was measured or compiled: the same call resumes from there.
+
+    ``shapes`` (a list of dicts of the variables that differ, ``[{"n": 2**20}, {"n":
+    2**24}]``) tunes the kernel at every size, each learning from the size tuned nearest to
+    it (see ``kerntune.tune``); ``problem_size``, ``arguments`` and ``answer`` may then be
+    functions of a size's variables (``arguments=lambda n: [...]``). Returns a
+    ``kerntune.ShapeResults`` whose values are each size's ``(results, env)``;
+    ``share=False`` tunes each size on its own.
     """
+    if shapes is not None and not isinstance(shapes, _shapes.OneShape):
+        given = {name: value for name, value in locals().items() if name not in _PER_SIZE}
+        makers = {"problem_size": problem_size, "arguments": arguments, "answer": answer}
+        sizes = _shapes.check(shapes, makers, "arguments=lambda n: [...]")
+
+        def one_size(size_arguments, one, problem_size, answer):
+            return tune_kernel(problem_size=problem_size, arguments=size_arguments, answer=answer, shapes=one,
+                               **given)
+
+        def per_size(shape):
+            value = lambda v: v(**shape) if callable(v) else v  # noqa: E731
+            return {"problem_size": value(problem_size), "answer": value(answer)}
+
+        made = arguments if callable(arguments) else (lambda **_: arguments)
+        return _shapes.run(one_size, made, sizes, share, kernel_name, per_size, _found)
+    transfer = shapes.transfer if isinstance(shapes, _shapes.OneShape) else None
     started = time.perf_counter()
     _start_log(kernel_name, log)
     _check_unsupported(lang, objectives, texmem_args, compiler, strategy)
@@ -83,7 +117,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                            "give answer= (the expected contents of each output, None for inputs) to check them", 2)
         return call.tune(device=device, strategy=strategy, strategy_options=strategy_options, seed=seed, cache=cache,
                          db=db, parallel=parallel, higher_is_better=objective_higher_is_better, verbose=verbose,
-                         quiet=quiet, started=started, devices=devices, ray=ray, ray_gpus=ray_gpus)
+                         quiet=quiet, started=started, devices=devices, ray=ray, ray_gpus=ray_gpus, transfer=transfer)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

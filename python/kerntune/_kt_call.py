@@ -223,7 +223,7 @@ class Call:
         return rows, env
 
     def tune(self, *, device, strategy, strategy_options, seed, cache, db, parallel, higher_is_better, verbose, quiet,
-             started, devices=None, ray=None, ray_gpus=None):
+             started, devices=None, ray=None, ray_gpus=None, transfer=None):
         from kerntune._job import RayCheck, check_ray_gpus
 
         ray_gpus = check_ray_gpus(ray_gpus, ray, devices)
@@ -267,7 +267,7 @@ class Call:
             os.makedirs(outputs_dir)
         job["request"].update(_request(strategy=strategy, strategy_options=options, max_fevals=max_fevals,
                                        time_limit=time_limit, seed=None if seed is None else int(seed),
-                                       devices=devices or str(device)))
+                                       devices=devices or str(device), transfer=transfer))
         job["tune"] = {"cache": document, "outputs_dir": outputs_dir}
         text = _kerntune.tune_kernel_tuner(json.dumps(job), self.conventions.instance,
                                            self._check if self.verify is not None else None, self.constants)
@@ -291,7 +291,7 @@ class Call:
         env = {
             "device_name": info["name"], "best_config": best, "objective": self.objective, "strategy": strategy,
             "db": data["db"], "tuning": data.get("tuning"), "evaluations": data["evaluations"], "from_store": data["from_store"],
-            "stop": data["stop"], "best": data["best"],
+            "stop": data["stop"], "best": data["best"], "shape": data.get("shape"),
             "iterations": self.iterations, "compiler_options": self.compiler_options,
             "overhead_time": 1000 * (time.perf_counter() - started),
         }

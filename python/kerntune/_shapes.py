@@ -33,9 +33,10 @@ class OneShape(NamedTuple):
         return ", ".join(f"{name}={value}" for name, value in self.transfer["shape"].items())
 
 
-def check(shapes: Any, args: Any, what: str = "args") -> list:
-    """The sizes as a list of dicts, refused in one line when they cannot make a run, or
-    when ``args`` is not a function that takes their variables."""
+def check(shapes: Any, makers: Mapping[str, Any], example: str = "args=lambda M: {...}") -> list:
+    """The sizes as a list of dicts, refused in one line when they cannot make a run, when
+    no value of ``makers`` (the front's arguments that may depend on the size, by name) is a
+    function, or when one that is does not take the sizes' variables."""
     if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Sequence):
         raise ArgumentTypeError(f"shapes: give a list of dicts of the variables that differ, e.g. "
                                 f"[{{'M': 16}}, {{'M': 64}}], not {type(shapes).__name__}")
@@ -51,17 +52,20 @@ def check(shapes: Any, args: Any, what: str = "args") -> list:
     refusal = _kerntune.shapes_refusal(text)
     if refusal is not None:
         raise ArgumentError(refusal)
-    if not callable(args):
-        raise ArgumentTypeError(f"with shapes=, {what} is a function of a size's variables that returns that size's "
-                                f"arguments ({what}=lambda M: {{...}}), not {type(args).__name__}")
-    try:
-        inspect.signature(args).bind(**sizes[0])
-    except TypeError as error:
-        names = ", ".join(sizes[0])
-        raise ArgumentError(f"shapes name {names}, which {what}{_signature(args)} does not take ({error}): "
-                            f"name the sizes' variables as {what}'s parameters") from None
-    except ValueError:
-        pass  # a builtin without a signature: its call says what it takes
+    functions = {name: value for name, value in makers.items() if callable(value)}
+    if not functions:
+        names = " or ".join(makers)
+        raise ArgumentTypeError(f"with shapes=, {names} is a function of a size's variables that returns that size's "
+                                f"value ({example}), not {type(next(iter(makers.values()))).__name__}")
+    for name, function in functions.items():
+        try:
+            inspect.signature(function).bind(**sizes[0])
+        except TypeError as error:
+            variables = ", ".join(sizes[0])
+            raise ArgumentError(f"shapes name {variables}, which {name}{_signature(function)} does not take ({error}): "
+                                f"name the sizes' variables as {name}'s parameters") from None
+        except ValueError:
+            pass  # a builtin without a signature: its call says what it takes
     return sizes
 
 
@@ -72,45 +76,64 @@ def _signature(function: Callable) -> str:
         return "(...)"
 
 
-def run(tune: Callable, args: Callable, shapes: list, share: bool, label: str, size_options: Callable) -> "ShapeResults":
-    """Tunes every size in order with ``tune`` (``kerntune.tune`` with the caller's other
+class Found(NamedTuple):
+    """What a front's run at one size gives a many-shape run: the size's line of the report
+    (``kerntune_run::ShapeRow``), its best configuration and its tuning in the store."""
+
+    row: Optional[dict]
+    best: Optional[dict]
+    tuning: Optional[int]
+
+
+def found_by_tune(result: TuneResult) -> Found:
+    return Found(result.shape, result.best_config, result.tuning)
+
+
+def run(tune: Callable, args: Callable, shapes: list, share: bool, label: str, size_options: Callable,
+        found: Callable[[Any], Found] = found_by_tune) -> "ShapeResults":
+    """Tunes every size in order with ``tune`` (the front's call with the caller's other
     settings), ``args(**shape)`` making each size's arguments and ``size_options(shape)``
-    its keyword arguments that depend on the size (``answer``, ``edge_args``)."""
+    its keyword arguments that depend on the size (``answer``, ``edge_args``); ``found``
+    reads the front's result."""
     results = ShapeResults(label, list(shapes[0]))
     for shape in shapes:
         transfer = {"shape": shape, "tuned": results._tuned(), "independent": not share}
         result = tune(args(**shape), OneShape(transfer), **size_options(shape))
-        results._add(shape, result)
+        results._add(shape, result, found(result))
     return results
 
 
 class ShapeResults(Mapping):
-    """What a many-shape run found: a ``TuneResult`` per size, by the size's values in order
-    (``results[(64,)]``, or ``results[64]`` for one variable). ``summary()`` is the report, a
-    line per size (evaluations, those measured now, seconds, best, the evaluation at which
+    """What a many-shape run found: the front's result per size, by the size's values in
+    order (``results[(64,)]``, or ``results[64]`` for one variable): a ``TuneResult`` from
+    ``kerntune.tune``, ``(results, env)`` from ``tune_kernel``. ``summary()`` is the report,
+    a line per size (evaluations, those measured now, seconds, best, the evaluation at which
     the winner was first measured and the size it learned from, the configuration);
     ``table`` the best configuration per size; ``save_table(path)`` writes it as a
     dispatch table (``@kerntune.autotune(..., table=path)``)."""
 
-    def __init__(self, kernel: str, names: list):
+    def __init__(self, kernel: str, names: list, objective: str = "time"):
         self.kernel = kernel
         #: The variables that differ between the sizes, in order.
         self.names = names
+        self.objective = objective
         self._results: dict = {}
-        self._shapes: list = []
+        self._found: dict = {}
 
     def _key(self, shape: Mapping) -> tuple:
         return tuple(shape[name] for name in self.names)
 
-    def _add(self, shape: dict, result: TuneResult) -> None:
-        self._shapes.append(shape)
-        self._results[self._key(shape)] = result
+    def _add(self, shape: dict, result: Any, found: Found) -> None:
+        key = self._key(shape)
+        self._results[key], self._found[key] = result, (shape, found)
+        if isinstance(result, TuneResult):
+            self.objective = result.objective
 
     def _tuned(self) -> list:
-        return [{"shape": shape, "tuning": self._results[self._key(shape)].tuning} for shape in self._shapes
-                if self._results[self._key(shape)].tuning is not None]
+        return [{"shape": shape, "tuning": found.tuning} for shape, found in self._found.values()
+                if found.tuning is not None]
 
-    def __getitem__(self, key) -> TuneResult:
+    def __getitem__(self, key):
         return self._results[key if isinstance(key, tuple) else (key,)]
 
     def __iter__(self) -> Iterator[tuple]:
@@ -122,16 +145,15 @@ class ShapeResults(Mapping):
     @property
     def rows(self) -> list:
         """Each size's line of the report, as the run facade gives it."""
-        return [result.shape for result in self._results.values() if result.shape is not None]
+        return [found.row for _, found in self._found.values() if found.row is not None]
 
     @property
     def table(self) -> dict:
         """The best configuration of each size, by its key."""
-        return {key: result.best_config for key, result in self._results.items() if result.best_config is not None}
+        return {key: found.best for key, (_, found) in self._found.items() if found.best is not None}
 
     def summary(self) -> str:
-        objective = next(iter(self._results.values())).objective if self._results else "time"
-        return _kerntune.shapes_table(json.dumps(self.rows), objective)
+        return _kerntune.shapes_table(json.dumps(self.rows), self.objective)
 
     def save_table(self, path) -> str:
         """Writes the best configuration of every size, keyed by the sizes' variables, as a

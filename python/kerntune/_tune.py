@@ -251,7 +251,7 @@ def tune(
     """
     if shapes is not None and not isinstance(shapes, _shapes.OneShape):
         given = {name: value for name, value in locals().items() if name not in _shapes.PER_SIZE}
-        sizes = _shapes.check(shapes, args)
+        sizes = _shapes.check(shapes, {"args": args})
         return _shapes.run(lambda size_args, one, **per_size: tune(kernel, size_args, shapes=one, **given, **per_size),
                            args, sizes, share, jit_function(kernel).__name__, _shapes.size_options(answer, edge_args))
     transfer = shapes.transfer if isinstance(shapes, _shapes.OneShape) else None

@@ -64,7 +64,7 @@ def test_each_size_is_told_the_sizes_tuned_before_it_with_their_tunings_and_the_
         shape = one.transfer["shape"]
         return result(10 + len(seen), shape, 0.1 * shape["n"])
 
-    sizes = _shapes.check([{"n": 64}, {"n": 4096}, {"n": 256}], make)
+    sizes = _shapes.check([{"n": 64}, {"n": 4096}, {"n": 256}], {"args": make})
     results = _shapes.run(tune, make, sizes, True, "scale", _shapes.size_options(lambda n: {"x_ptr": n}, None))
     assert [transfer["tuned"] for _, transfer, _ in seen] == [
         [],
@@ -81,8 +81,9 @@ def test_each_size_is_told_the_sizes_tuned_before_it_with_their_tunings_and_the_
 
 def test_the_report_has_a_line_per_size_and_the_table_serves_a_decorated_kernel(tmp_path):
     results = _shapes.ShapeResults("scale", ["n"])
-    results._add({"n": 1000}, result(1, {"n": 1000}, 0.004))
-    results._add({"n": 1 << 20}, result(2, {"n": 1 << 20}, 0.02, started_from={"n": 1000}, found_at=1))
+    for n, tuned in ((1000, result(1, {"n": 1000}, 0.004)),
+                     (1 << 20, result(2, {"n": 1 << 20}, 0.02, started_from={"n": 1000}, found_at=1))):
+        results._add({"n": n}, tuned, _shapes.found_by_tune(tuned))
     lines = results.summary().splitlines()
     assert len(lines) == 4 and "1 (n=1000)" in lines[2] and lines[3].startswith("2 sizes"), results.summary()
     path = results.save_table(tmp_path / "scale.json")
@@ -143,3 +144,54 @@ again = run()
 assert all(row["measured"] == 0 for row in again.rows), again.summary()
 print("shapes ok")
 ''')
+
+
+VECTOR_ADD = """
+extern "C" __global__ void vector_add(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+
+def vector_arguments(n):
+    import numpy as np
+
+    a, b = np.random.randn(n).astype(np.float32), np.random.randn(n).astype(np.float32)
+    return [np.zeros_like(a), a, b, np.int32(n)]
+
+
+def test_tune_kernel_with_shapes_needs_a_function_of_the_size_and_refuses_bad_lists_in_one_line():
+    from kerntune import tune_kernel
+
+    params = {"block_size_x": [64, 128]}
+    with pytest.raises(TypeError, match="problem_size or arguments or answer is a function of a size's variables"):
+        tune_kernel("vector_add", VECTOR_ADD, 1000, vector_arguments(1000), params, shapes=[{"n": 1000}])
+    with pytest.raises(kerntune.ArgumentError, match="shapes name m, which arguments\\(n\\) does not take"):
+        tune_kernel("vector_add", VECTOR_ADD, lambda m: m, vector_arguments, params, shapes=[{"m": 1000}])
+    with pytest.raises(kerntune.ArgumentError, match="shapes is empty"):
+        tune_kernel("vector_add", VECTOR_ADD, lambda n: n, vector_arguments, params, shapes=[])
+
+
+@pytest.mark.gpu
+def test_tune_kernel_tunes_every_size_each_learning_from_the_nearest_and_checks_its_answer(tmp_path):
+    import numpy as np
+    from kerntune import tune_kernel
+
+
+    def arguments(n):
+        np.random.seed(n)
+        return vector_arguments(n)
+
+    def expected(n):
+        np.random.seed(n)
+        values = vector_arguments(n)
+        return [values[1] + values[2], None, None, None]
+
+    results = tune_kernel("vector_add", VECTOR_ADD, lambda n: n, arguments, {"block_size_x": [32, 64, 128, 256, 512]},
+                          answer=expected, shapes=[{"n": 1 << 20}, {"n": 1 << 24}], db=str(tmp_path / "kt.db"),
+                          quiet=True)
+    assert len(results) == 2
+    rows, env = results[1 << 24]
+    assert env["shape"]["started_from"] == {"n": 1 << 20} and len(rows) == 5
+    assert "n=16777216" in results.summary()
