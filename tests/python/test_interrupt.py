@@ -41,7 +41,10 @@ def interrupt_once_stored(script, db, rows=2, timeout=300, query=ROWS):
     """Runs ``script DB``, sends SIGINT to its process group once the store holds ``rows``
     rows (as ``query`` counts them), and returns its exit code, its standard error, the
     seconds from the signal to its exit, and the rows the store keeps."""
-    child = subprocess.Popen([sys.executable, str(script), db], start_new_session=True,
+    # A Triton cache of its own: compiles another run left in the user's would answer every
+    # configuration at once, before the signal.
+    environment = {**os.environ, "TRITON_CACHE_DIR": f"{db}.triton-cache"}
+    child = subprocess.Popen([sys.executable, str(script), db], start_new_session=True, env=environment,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
     while stored_rows(db, query) < rows and child.poll() is None and time.monotonic() < deadline:
