@@ -214,7 +214,9 @@ current_platform = _Cuda()
 def round_up(x, y):
     return cdiv(x, y) * y
 ''',
-    "vllm/utils/torch_utils.py": '''import torch
+    "vllm/utils/torch_utils.py": '''import re
+
+import torch
 
 from vllm.platforms import current_platform
 
@@ -224,9 +226,10 @@ _C_LIBRARY = torch.library.Library("_C", "FRAGMENT")
 
 
 def is_torch_equal_or_newer(target):
-    from packaging.version import Version
+    def numbers(version):
+        return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
 
-    return Version(torch.__version__.split("+")[0]) >= Version(target)
+    return numbers(torch.__version__) >= numbers(target)
 
 
 def set_random_seed(seed):
