@@ -227,7 +227,7 @@ _C_LIBRARY = torch.library.Library("_C", "FRAGMENT")
 
 def is_torch_equal_or_newer(target):
     def numbers(version):
-        return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+        return tuple(int(n) for n in re.findall(r"\\d+", version.split("+")[0])[:3])
 
     return numbers(torch.__version__) >= numbers(target)
 
