@@ -28,8 +28,10 @@ The modes run in this order, any of them in one call:
   `OutOfResources`), over the slice `--configs START:END` of its list (default all 1920),
   the batch sizes spread round-robin over `--gpus` GPUs as its `_distribute` does, one
   process per GPU. Every configuration's time (or failure) and each batch size's wall
-  time are written as they come, so a brute force recorded in chunks (slices, batch
-  sizes, calls) adds up.
+  time are written as they come, each GPU's process to its own file, so a brute force
+  recorded in chunks (slices, batch sizes, calls, a call stopped at its time limit) adds
+  up; each configuration's row has its place in the list (`index`), where a stopped chunk
+  resumes.
 * `--kerntune`: kerntune over the same list per batch size (bench/moe_kerntune.py), the
   winners confirmed by `benchmark_config` and written as vLLM's table, read back through
   vLLM's own `get_moe_configs` and `try_get_optimal_moe_config`.
@@ -37,9 +39,9 @@ The modes run in this order, any of them in one call:
   layer by `benchmark_config` (100 iterations) and the two GEMMs alone; the brute force's
   winners come from `--brute` files (default: the brute-force files in `--out`).
 
-Output, in `--out` (default `moe-out`): JSON lines per mode, `calibrate-`, `brute-`,
-`kerntune-` and `compare-SHAPE-DTYPE.jsonl`; vLLM's table under its own name and as
-`vllm-table-SHAPE-DTYPE.json`. Prints the rows and a summary after `=== moe_real summary`.
+Output, in `--out` (default `moe-out`): JSON lines per mode, `calibrate-`, `kerntune-` and
+`compare-SHAPE-DTYPE.jsonl` and `brute-SHAPE-DTYPE-START-END-gpuN.jsonl`; vLLM's table
+under its own name and as `vllm-table-SHAPE-DTYPE.json`; kerntune's results store. Prints the rows and a summary after `=== moe_real summary`.
 Exits 1 when a mode failed, a table does not load back, or a winner of kerntune's is over
 2% slower than the brute force's (median interleaved ratio); 2 on bad arguments or files.
 """
@@ -184,18 +186,25 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+def _slice_text(span: slice) -> str:
+    return f"{span.start or 0}:{'' if span.stop is None else span.stop}"
+
+
 def brute_force_worker(bm, model, sizes, span, write) -> None:
     """The script's `BenchmarkWorker.tune` for each batch size, in this process (one GPU),
-    with every `benchmark_config` call recorded."""
+    with every `benchmark_config` call recorded (with the configuration's place in the
+    script's list, from which a stopped chunk resumes)."""
     worker = bm.BenchmarkWorker(SEED)
-    space = bm.get_configs_compute_bound(not model.fp8, None)[span]
+    listed = bm.get_configs_compute_bound(not model.fp8, None)
+    place = {json.dumps(config, sort_keys=True): index for index, config in enumerate(listed)}
+    space = listed[span]
     original = bm.benchmark_config
     current = {}
 
     def recording(config, *args, **kwargs):
         start = time.perf_counter()
         row = {"kind": "config", "shape": model.shape, "dtype": model.dtype, "batch_size": current["m"],
-               "config": dict(config)}
+               "index": place[json.dumps(config, sort_keys=True)], "config": dict(config)}
         try:
             row["us"] = original(config, *args, **kwargs)
         except BaseException as error:
@@ -215,43 +224,29 @@ def brute_force_worker(bm, model, sizes, span, write) -> None:
         except AssertionError:  # the script's `assert best_config is not None`: no valid one in the slice
             best = None
         write({"kind": "batch", "shape": model.shape, "dtype": model.dtype, "batch_size": m, "best": best,
-               "slice": f"{span.start or 0}:{'' if span.stop is None else span.stop}", "configs": len(space),
-               "wall_s": round(time.perf_counter() - start, 2)})
+               "slice": _slice_text(span), "configs": len(space), "wall_s": round(time.perf_counter() - start, 2)})
 
 
 def brute_force(args, model, sizes, gpus) -> dict:
-    """The brute force over `gpus` processes; returns its summary."""
+    """The brute force over `gpus` processes, each writing its own file as it goes (a call
+    stopped at its time limit keeps what was recorded); returns its summary."""
     start = time.perf_counter()
-    span = args.configs
-    tag = f"{span.start or 0}-{'' if span.stop is None else span.stop}"
-    path = os.path.join(args.out, f"brute-{model.name}-{tag}.jsonl")
+    span = _slice_text(args.configs)
     children = []
     for gpu in range(gpus):
         mine = sizes[gpu::gpus]
         if not mine:
             continue
-        part = f"{path}.gpu{gpu}"
+        path = os.path.join(args.out, f"brute-{model.name}-{span.replace(':', '-')}-gpu{gpu}.jsonl")
         argv = [sys.executable, os.path.abspath(__file__), args.dir, "--shape", model.shape, "--dtype", model.dtype,
-                "--batch-sizes", ",".join(map(str, mine)), "--configs", f"{span.start or 0}:{span.stop or ''}",
-                "--out", args.out, "--worker-file", part] + (["--any-vllm"] if args.any_vllm else [])
+                "--batch-sizes", ",".join(map(str, mine)), "--configs", span, "--out", args.out,
+                "--worker-file", path] + (["--any-vllm"] if args.any_vllm else [])
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), PYTHONUNBUFFERED="1")
-        children.append((part, subprocess.Popen(argv, env=env)))
-    failed = [part for part, child in children if child.wait() != 0]
-    rows = []
-    with open(path, "a") as merged:
-        for part, _ in children:
-            if os.path.exists(part):
-                with open(part) as f:
-                    text = f.read()
-                merged.write(text)
-                rows += [json.loads(line) for line in text.splitlines()]
-                os.remove(part)
-    batches = [r for r in rows if r["kind"] == "batch"]
-    return {"mode": "brute-force", "model": model.name, "file": path, "gpus": gpus, "configs": tag,
-            "wall_s": round(time.perf_counter() - start, 1), "failed_gpus": failed,
-            "batch_wall_s": {r["batch_size"]: r["wall_s"] for r in batches},
-            "evaluated": sum(r["kind"] == "config" for r in rows),
-            "failures": sum(r["kind"] == "config" and "failure" in r for r in rows)}
+        children.append((path, subprocess.Popen(argv, env=env)))
+    failed = [path for path, child in children if child.wait() != 0]
+    record = brute_record([path for path, _ in children])
+    return {"mode": "brute-force", "model": model.name, "files": [path for path, _ in children], "gpus": gpus,
+            "configs": span, "wall_s": round(time.perf_counter() - start, 1), "failed": failed, **record}
 
 
 def brute_record(files) -> dict:
@@ -346,7 +341,7 @@ def main(argv) -> int:
         summary.append(calibrate(bm, model, args.batch_sizes or list(CALIBRATION_SIZES), args.calibrate_configs, rows))
     if args.brute_force:
         summary.append(brute_force(args, model, sizes, gpus))
-        failed |= bool(summary[-1]["failed_gpus"])
+        failed |= bool(summary[-1]["failed"])
     ours = {}
     if args.kerntune:
         start = time.perf_counter()
