@@ -4,6 +4,7 @@ issue 35's real client.
 
     python3 bench/moe_real.py DIR [--shape mixtral|qwen3] [--dtype bf16|fp16|fp8] [--batch-sizes 1,2,...]
         [--calibrate] [--brute-force] [--kerntune] [--compare] [--configs START:END] [--gpus N|all]
+        [--calibrate-configs N] [--calibrate-sizes 1,64,4096]
         [--max-fevals N] [--top N] [--confirm N] [--verify-sets N] [--rounds N] [--brute FILE ...]
         [--out FOLDER] [--any-vllm]
 
@@ -20,9 +21,9 @@ Batch sizes default to the script's 18 (1 to 4096).
 The modes run in this order, any of them in one call:
 
 * `--calibrate`: a few configurations (`--calibrate-configs`, 6) spread through the
-  script's list, at batch sizes 1, 64 and 4096 unless given, each timed by the script's
-  `benchmark_config` twice (the first with its compile, the second warm), and the full
-  brute force's cost per batch size extrapolated from them.
+  script's list, at batch sizes 1, 64 and 4096 (`--calibrate-sizes`), each timed by the
+  script's `benchmark_config` twice (the first with its compile, the second warm), and the
+  full brute force's cost per batch size extrapolated from them.
 * `--brute-force`: the script's own tuning (`BenchmarkWorker.tune`: `benchmark_config`
   with CUDA graphs and `num_iters=20` over `get_configs_compute_bound`, skipping
   `OutOfResources`), over the slice `--configs START:END` of its list (default all 1920),
@@ -132,6 +133,7 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--configs", type=_span, default=slice(None))
     parser.add_argument("--gpus", default="1")
     parser.add_argument("--calibrate-configs", type=_positive, default=6)
+    parser.add_argument("--calibrate-sizes", type=_sizes, default=list(CALIBRATION_SIZES))
     parser.add_argument("--max-fevals", type=_positive)
     parser.add_argument("--top", type=_positive, default=5)
     parser.add_argument("--confirm", type=_positive, default=4)
@@ -338,7 +340,7 @@ def main(argv) -> int:
     summary, failed = [], False
     if args.calibrate:
         rows = Rows(os.path.join(args.out, f"calibrate-{model.name}.jsonl"))
-        summary.append(calibrate(bm, model, args.batch_sizes or list(CALIBRATION_SIZES), args.calibrate_configs, rows))
+        summary.append(calibrate(bm, model, args.calibrate_sizes, args.calibrate_configs, rows))
     if args.brute_force:
         summary.append(brute_force(args, model, sizes, gpus))
         failed |= bool(summary[-1]["failed"])
