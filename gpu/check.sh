@@ -5,7 +5,7 @@
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [landscapes] [hub] [first_batch] [scale]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [landscapes] [hub] [first_batch] [scale] [moe]
 # (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
@@ -15,6 +15,11 @@
 # KT_REAL_ARGS="--kernel-tuner" also runs them under Kernel Tuner (.device/sites/kt.tar.xz) and compares the picks;
 # tutorials (not in the default) needs Triton 3.6.0's tutorials in .tutorials or $TUTORIALS_DIR
 # (never committed; TUTORIAL_STAGES picks 03 08 06 09).
+# moe (not in the default) runs bench/moe_real.py on vLLM's fused-MoE kernel: vLLM's files in
+# .device/vllm/src or $MOE_DIR (never committed); MOE_MODES (default --calibrate; any of --calibrate
+# --brute-force --kerntune --compare), MOE_SHAPE (mixtral, qwen3), MOE_DTYPE (bf16, fp16, fp8),
+# MOE_BATCH_SIZES (1,64,...), MOE_CONFIGS (the brute force's slice START:END), MOE_GPUS (all), MOE_ARGS
+# (more options); its files go to $OUT/moe.
 # nsight (not in the default) times one configuration of Kernel Tuner's spmv and stencil three ways
 # (kerntune, Kernel Tuner, Nsight Compute's gpu__time_duration): .device/kt-real and the kt site, like kt_real.
 set -u -o pipefail
@@ -88,6 +93,14 @@ for stage in $stages; do
         site kt || true  # Kernel Tuner itself only for KT_REAL_ARGS=--kernel-tuner
         step kt_real env PYTHONPATH="/tmp/site-kt:$PYTHONPATH" python3 bench/kt_real.py "${KT_REAL_DIR:-.device/kt-real}" ${KT_REAL_ARGS:-}
         summary+=("$(grep -E '^\{' "$OUT/kt_real.log")")
+        ;;
+    moe)
+        echo "=== vLLM's fused-MoE kernel: its own tuning script against kerntune (bench/moe_real.py)"
+        step moe python3 bench/moe_real.py "${MOE_DIR:-.device/vllm/src}" --shape "${MOE_SHAPE:-mixtral}" \
+            --dtype "${MOE_DTYPE:-bf16}" ${MOE_BATCH_SIZES:+--batch-sizes "$MOE_BATCH_SIZES"} \
+            ${MOE_CONFIGS:+--configs "$MOE_CONFIGS"} --gpus "${MOE_GPUS:-all}" --out "$OUT/moe" \
+            ${MOE_MODES:---calibrate} ${MOE_ARGS:-}
+        summary+=("$(sed -n '/=== moe_real summary/,$p' "$OUT/moe.log")")
         ;;
     autotune)
         echo "=== 16-config first call: @kerntune.autotune versus @triton.autotune"
