@@ -159,20 +159,19 @@ def script_time(bm, model, m: int, config: dict, iterations: int) -> float:
 
 
 def tune_per_shape(kernel, shapes, make_args, configs, options) -> dict:
-    """One launch tuned at each shape (batch size) over `configs`: {shape: (TuneResult,
-    seconds)}. `make_args(shape)` gives the launch's `args` and `grid` there. One
-    `kerntune.tune` per shape today; the place to switch to one many-shape call
-    (`kerntune.tune(..., shapes=shapes, args=make_args)`) when kerntune has it."""
+    """One launch tuned at each shape (batch size) over `configs` in one many-shape run,
+    each batch size learning from the nearest one tuned before it: {shape: (TuneResult,
+    seconds)}. `make_args(shape)` gives the launch's `args` and `grid` there."""
+    import functools
+
     import kerntune
 
-    out = {}
-    for shape in shapes:
-        start = time.perf_counter()
-        args, grid = make_args(shape)
-        result = kerntune.tune(kernel, args, grid, configs=configs, timing=TIMING, progress=False, finalists=1,
-                               **options)
-        out[shape] = (result, time.perf_counter() - start)
-    return out
+    made = functools.lru_cache(maxsize=None)(make_args)
+    results = kerntune.tune(kernel, lambda M: made(M)[0], lambda M: made(M)[1], configs=configs,
+                            shapes=[{"M": m} for m in shapes], timing=TIMING, progress=False, finalists=1, **options)
+    # Each size's own seconds in this process: arguments, reference runs and the run itself.
+    return {m: (results[m], sum(results[m].phases.get(k, 0.0) for k in ("prepare_s", "reference_s", "tune_s")))
+            for m in shapes}
 
 
 def _times(result) -> dict:

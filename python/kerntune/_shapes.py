@@ -165,16 +165,30 @@ class ShapeResults(Mapping):
         return f"ShapeResults({self.kernel}, {len(self)} sizes)\n{self.summary()}"
 
 
-def size_options(answer: Optional[Any], edge_args: Optional[Any]) -> Callable[[dict], dict]:
+def of_size(value: Any, shape: Mapping) -> bool:
+    """Whether ``value`` is a function of a size's variables: callable with them by name (a
+    grid of the launch's META takes one argument, ``META``, by position)."""
+    if not callable(value):
+        return False
+    try:
+        inspect.signature(value).bind(**shape)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def size_options(answer: Optional[Any], edge_args: Optional[Any], grid: Optional[Callable] = None
+                 ) -> Callable[[dict], dict]:
     """The keyword arguments of one size that depend on it: ``answer`` and ``edge_args``,
-    each a function of the size's variables (or None)."""
+    each a function of the size's variables (or None), and ``grid`` where it is one."""
     for name, value in (("answer", answer), ("edge_args", edge_args)):
         if value is not None and not callable(value):
             raise ArgumentTypeError(f"with shapes=, {name} is a function of a size's variables that returns that "
                                     f"size's {name} ({name}=lambda M: ...), or None")
 
     def options(shape: dict) -> dict:
-        return {"answer": None if answer is None else answer(**shape),
-                "edge_args": None if edge_args is None else edge_args(**shape)}
+        given = {"answer": None if answer is None else answer(**shape),
+                 "edge_args": None if edge_args is None else edge_args(**shape)}
+        return given if grid is None else {**given, "grid": grid(**shape)}
 
     return options

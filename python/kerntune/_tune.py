@@ -239,7 +239,8 @@ def tune(
     ``shapes`` (a list of dicts of the variables that differ, ``[{"M": 16}, {"M": 64}]``)
     tunes the kernel at every size, in order, one tuning each in the store: ``args`` is then
     a function of a size's variables returning its arguments (``args=lambda M: {...}``), as
-    are ``answer`` and ``edge_args`` when given. Each size learns from the size tuned
+    are ``answer`` and ``edge_args`` when given, and ``grid`` may be one too (a function
+    that takes the sizes' variables by name, returning that size's grid). Each size learns from the size tuned
     nearest to it before (numbers compared on a log scale, ties to the smaller): that size's
     best configuration is measured first, and with ``default`` every outcome there guides
     the search until its own outcomes take over. Returns a ``ShapeResults``: a
@@ -250,10 +251,14 @@ def tune(
     would. Ctrl-C keeps every size tuned so far; the same call answers them from the store.
     """
     if shapes is not None and not isinstance(shapes, _shapes.OneShape):
-        given = {name: value for name, value in locals().items() if name not in _shapes.PER_SIZE}
         sizes = _shapes.check(shapes, {"args": args})
+        sized_grid = _shapes.of_size(grid, sizes[0])
+        given = {name: value for name, value in locals().items()
+                 if name not in _shapes.PER_SIZE and name not in ("sizes", "sized_grid") and
+                 not (name == "grid" and sized_grid)}
         return _shapes.run(lambda size_args, one, **per_size: tune(kernel, size_args, shapes=one, **given, **per_size),
-                           args, sizes, share, jit_function(kernel).__name__, _shapes.size_options(answer, edge_args))
+                           args, sizes, share, jit_function(kernel).__name__,
+                           _shapes.size_options(answer, edge_args, grid if sized_grid else None))
     transfer = shapes.transfer if isinstance(shapes, _shapes.OneShape) else None
     fn = jit_function(kernel)
     check_device(device)

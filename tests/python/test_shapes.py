@@ -195,3 +195,12 @@ def test_tune_kernel_tunes_every_size_each_learning_from_the_nearest_and_checks_
     rows, env = results[1 << 24]
     assert env["shape"]["started_from"] == {"n": 1 << 20} and len(rows) == 5
     assert "n=16777216" in results.summary()
+
+
+def test_a_grid_is_of_the_size_when_it_takes_the_sizes_variables_by_name_else_of_the_launch():
+    shape = {"M": 64, "N": 128}
+    assert _shapes.of_size(lambda M, N: (M, N), shape)
+    assert not _shapes.of_size(lambda META: (META["M"],), shape)
+    assert not _shapes.of_size((4, 1, 1), shape)
+    options = _shapes.size_options(None, None, lambda M, N: (M // 16,))
+    assert options(shape) == {"answer": None, "edge_args": None, "grid": (4,)}
