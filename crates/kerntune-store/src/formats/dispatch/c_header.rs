@@ -69,11 +69,12 @@ pub fn text(table: &DispatchTable, origin: &str) -> Result<String, StoreError> {
         out,
         "/* The dispatch table of {} keyed by {}, written by kerntune",
         comment(&table.kernel),
-        comment(&arguments.join(", "))
+        comment(&table.key.join(", "))
     );
-    let _ = writeln!(out, " * (`kerntune table export --format c-header`). {lower}_lookup() returns the");
-    let _ = writeln!(out, " * configuration of the nearest tuned key: numbers near on a log2 scale (those");
-    let _ = writeln!(out, " * below 1 counting as 1), ties to the smaller key, as kerntune's own rule.");
+    let _ = writeln!(out, " * (`kerntune table export TABLE c-header`, `kerntune.export_table`).");
+    let _ = writeln!(out, " * {lower}_lookup({}) returns the configuration of the nearest tuned", arguments.join(", "));
+    let _ = writeln!(out, " * key: numbers near on a log2 scale (those below 1 counting as 1), ties to");
+    let _ = writeln!(out, " * the smaller key, as kerntune's own rule.");
     if !fixed.is_empty() {
         let _ = writeln!(out, " * The same in every entry: {}.", comment(&fixed.join(", ")));
     }
