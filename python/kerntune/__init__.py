@@ -7,7 +7,9 @@
 - ``kerntune.compile(...)`` compiles a Triton kernel's whole space without a GPU;
 - ``kerntune.use_schedule(...)`` launches a tuned native schedule through Triton;
 - ``kerntune.report(db, path)`` (or ``result.report(path)``) writes an HTML report of a results store,
-  ``kerntune.export(db, path)`` its tuning as a T4 or Kernel Tuner cache file.
+  ``kerntune.export(db, path)`` its tuning as a T4 or Kernel Tuner cache file;
+- ``kerntune.export_table(table, path, format=...)`` writes a dispatch table as vLLM's fused-MoE
+  config file or a C/C++ header, and ``kerntune.load_configs(table)`` reads it as ``triton.Config``s.
 
 Results are kept in a SQLite store, so tuning the same thing again costs nothing.
 """
@@ -34,6 +36,7 @@ from kerntune._autotune import autotune
 from kerntune._kernel_tuner import run_kernel, tune_kernel
 from kerntune._schedule import use_schedule
 from kerntune._space import load_configs
+from kerntune._dispatch import export_table
 from kerntune._kernel_source import remember_main_source
 
 remember_main_source()
@@ -61,6 +64,7 @@ __all__ = [
     "compile",
     "default_db",
     "export",
+    "export_table",
     "load_configs",
     "report",
     "run_kernel",

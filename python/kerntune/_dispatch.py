@@ -1,26 +1,25 @@
-"""Tables of the configurations a decorated kernel tuned, keyed by its ``key=`` values, and
-the nearest tuned key to one that was not tuned.
+"""Tables of the configurations a decorated kernel tuned, keyed by its ``key=`` values, the
+nearest tuned key to one that was not tuned, and the files a table exports as.
 
 A serving engine calls a kernel at sizes it cannot list ahead, and tuning on the request
 path costs a user seconds. ``@kerntune.autotune(..., table=FILE, new_keys="nearest")``
 launches a key it has not tuned with the configuration of the nearest key in the table (or
 tuned since), and tunes nothing on the request path; the table is what
 ``kernel.save_table(FILE)`` wrote after tuning the sizes that matter (offline, or in a
-warm-up). Keys are near when every part that is not a number is the same (dtypes, flags)
-and the numbers are close on a log scale (batch 48 is nearer 32 than 128), ties going to
-the smaller key.
+warm-up). ``kerntune.export_table`` writes a table as vLLM's fused-MoE config file or a
+C/C++ header. The table's format, the nearest rule and the exports are kerntune's Rust
+ones (``kerntune table export`` uses them too); this module turns Python's keys (tuples)
+into their JSON and back.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Iterable, Mapping, Optional
+import os
+from typing import Any, Mapping, Optional
 
-from kerntune._errors import ArgumentError
-
-#: What a table file says it is.
-FORMAT = "kerntune dispatch table"
+from kerntune._errors import ArgumentError, ArgumentTypeError
+from kerntune._kerntune import SpecError, table_export, table_nearest, table_read, table_text
 
 
 def _as_tuple(part: Any) -> Any:
@@ -28,52 +27,94 @@ def _as_tuple(part: Any) -> Any:
     return tuple(_as_tuple(p) for p in part) if isinstance(part, list) else part
 
 
+def _json(value: Any) -> str:
+    """A key, keys or a table as JSON: tuples as lists, other objects by their repr (so
+    they stand for themselves only)."""
+    return json.dumps(value, default=repr)
+
+
+def _document(kernel: str, key_names: list, best: Mapping[tuple, Mapping[str, Any]]) -> str:
+    entries = [{"key": list(key), "config": dict(config)} for key, config in best.items()]
+    return _json({"kernel": kernel, "key": list(key_names), "entries": entries})
+
+
+def _origin(path) -> str:
+    return f"table = {os.fspath(path)!r}"
+
+
 def write(path, kernel: str, key_names: list, best: Mapping[tuple, Mapping[str, Any]]) -> None:
     """Writes ``best`` (key: launch options) as the table of ``kernel`` keyed by ``key_names``."""
-    entries = [{"key": list(key), "config": dict(config)} for key, config in best.items()]
     with open(path, "w") as f:
-        json.dump({"format": FORMAT, "kernel": kernel, "key": list(key_names), "entries": entries}, f, indent=1)
-        f.write("\n")
+        f.write(table_text(_document(kernel, key_names, best)))
 
 
-def read(path, kernel: str, key_names: list) -> dict:
-    """The table at ``path`` (key: launch options), refused in one line when it is not a
-    table of ``kernel`` keyed by ``key_names``."""
+def _read(path, kernel: Optional[str] = None, key_names: Optional[list] = None) -> dict:
     try:
-        with open(path) as f:
-            document = json.load(f)
-    except (OSError, ValueError) as error:
-        raise ArgumentError(f"table = {str(path)!r}: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ArgumentError(f"table = {str(path)!r}: not a table kernel.save_table() wrote")
-    if document.get("kernel") != kernel or document.get("key") != list(key_names):
-        raise ArgumentError(f"table = {str(path)!r} holds {document.get('kernel')} keyed by {document.get('key')}, "
-                            f"not {kernel} keyed by {list(key_names)}")
-    return {_as_tuple(entry["key"]): dict(entry["config"]) for entry in document.get("entries", [])}
+        return json.loads(table_read(os.fspath(path), _origin(path), kernel, key_names))
+    except SpecError as error:
+        raise ArgumentError(str(error)) from None
 
 
-def _distance(a: Any, b: Any) -> Optional[float]:
-    """How far two key parts are: numbers on a log scale, sequences part by part; None
-    when they cannot stand for one another (a part that is not a number differs)."""
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
-        return abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
-    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        parts = [_distance(x, y) for x, y in zip(a, b)]
-        return None if None in parts else sum(parts)
-    return 0.0 if a == b else None
+def read(path, kernel: Optional[str] = None, key_names: Optional[list] = None) -> dict:
+    """The table at ``path`` (key: launch options), refused in one line when it is not a
+    table, or not one of ``kernel`` keyed by ``key_names`` where those are given."""
+    table = _read(path, kernel, None if key_names is None else list(key_names))
+    return {_as_tuple(entry["key"]): dict(entry["config"]) for entry in table["entries"]}
 
 
-def nearest(key: tuple, tuned: Iterable[tuple]) -> Optional[tuple]:
-    """The tuned key nearest ``key``, or None when none can stand for it."""
-    ranked = [(distance, other) for other in tuned if (distance := _distance(key, other)) is not None]
-    if not ranked:
+def nearest(key: tuple, tuned: list) -> Optional[tuple]:
+    """The tuned key nearest ``key``, or None when none can stand for it: every part that
+    is not a number the same, the numbers close on a log2 scale, ties to the smaller key."""
+    index = table_nearest(_json(key), _json(tuned))
+    return None if index is None else tuned[index]
+
+
+def export_table(table, path, format: str = "vllm-moe", **options: Any) -> str:
+    """Writes a dispatch table as another program's file and returns the path written.
+
+    ``table`` is a table file (``kernel.save_table()`` or a many-shape run wrote it) or a
+    ``@kerntune.autotune`` kernel (the keys it tuned or read). ``path`` is the file, or a
+    folder where the file takes its format's name (vLLM finds its file by name).
+
+    - ``format="vllm-moe"``: vLLM's fused-MoE config file, for a table keyed by the batch
+      size alone: ``experts=`` (E) and ``intermediate=`` (N, one GPU's intermediate size
+      after silu_and_mul), ``device_name=`` (default: this machine's GPU, as torch names
+      it), ``dtype=`` ("fp8_w8a8", ...; none for fp16 and bf16), ``block_shape=[bn, bk]``,
+      ``triton_version=`` (default: the installed Triton's);
+    - ``format="c-header"``: a C/C++ header with a struct of the configuration's integer
+      fields and a lookup function returning the nearest tuned entry.
+    """
+    if not isinstance(format, str):
+        raise ArgumentTypeError(f"format: give a format's name (a string), not {format!r}")
+    if hasattr(table, "save_table"):
+        document, origin = _document(table.jit.__name__, table.keys, table._best), f"table of {table.jit.__name__}"
+    elif isinstance(table, (str, os.PathLike)):
+        document, origin = json.dumps(_read(table)), _origin(table)
+    else:
+        raise ArgumentTypeError(f"table: give a table file or a @kerntune.autotune kernel, not {type(table).__name__}")
+    if format == "vllm-moe":
+        options.setdefault("triton_version", _triton_version())
+        if "device_name" not in options and (name := _device_name()) is not None:
+            options["device_name"] = name
+    try:
+        written, _ = table_export(document, origin, _json({"format": format, **options}), os.fspath(path))
+    except SpecError as error:
+        raise ArgumentError(str(error)) from None
+    return written
+
+
+def _triton_version() -> Optional[str]:
+    try:
+        import triton
+    except ImportError:
         return None
-    return min(ranked, key=lambda pair: (pair[0], _numbers(pair[1])))[1]
+    return triton.__version__
 
 
-def _numbers(key: Any) -> tuple:
-    """The numbers of a key in order, for ties: the smaller key wins."""
-    if isinstance(key, tuple):
-        return tuple(n for part in key for n in _numbers(part))
-    return (key,) if isinstance(key, (int, float)) and not isinstance(key, bool) else ()
+def _device_name() -> Optional[str]:
+    """This machine's GPU as torch names it (NVML's name), or None without one."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None

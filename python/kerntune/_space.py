@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional, Sequence
 
-from kerntune import _kerntune
+from kerntune import _dispatch, _kerntune
 from kerntune._errors import ArgumentError, ArgumentTypeError
 
 _OPTIONS = json.loads(_kerntune.triton_options())  # declared once, in Rust
@@ -190,15 +190,20 @@ def as_config(config: Mapping[str, Any]):
     return triton.Config(values, **options)
 
 
-def load_configs(path) -> list:
-    """The configurations ``kerntune export DB --format triton -o FILE`` wrote, best first, as
-    ``triton.Config`` objects: ``@triton.autotune(configs=kerntune.load_configs(FILE), ...)``
-    or ``@kerntune.autotune(...)`` start from what an earlier tuning found."""
-    import json as _json
+def load_configs(path):
+    """The configurations in a file, as ``triton.Config`` objects.
 
+    - A dispatch table (``kernel.save_table()`` or a many-shape run wrote it) gives
+      ``{key: triton.Config}``, each key as the tuple the kernel's ``key=`` makes;
+    - the file ``kerntune export DB --format triton -o FILE`` wrote gives a list, best
+      first: ``@triton.autotune(configs=kerntune.load_configs(FILE), ...)`` or
+      ``@kerntune.autotune(...)`` start from what an earlier tuning found."""
     with open(path) as f:
-        document = _json.load(f)
+        document = json.load(f)
+    if isinstance(document, Mapping) and "entries" in document:
+        return {key: as_config(config) for key, config in _dispatch.read(path).items()}
     entries = document.get("configs") if isinstance(document, Mapping) else None
     if not isinstance(entries, list):
-        raise ArgumentError(f"{path}: not a file of `kerntune export --format triton` (no list of configs)")
+        raise ArgumentError(f"{path}: not a file of `kerntune export --format triton` (no list of configs) "
+                            f"nor a dispatch table (kernel.save_table() writes one)")
     return [as_config(entry["config"]) for entry in entries]

@@ -57,11 +57,20 @@ def test_bad_dispatch_settings_are_refused_when_the_kernel_is_decorated(tmp_path
         kerntune.autotune(configs=CONFIGS, key=["n"], new_keys="closest")(scale)
     other = tmp_path / "other.json"
     kerntune.autotune(configs=CONFIGS, key=["n"])(scale).save_table(other)
-    with pytest.raises(kerntune.ArgumentError, match="keyed by \\['n'\\], not scale keyed by \\['x_ptr'\\]"):
+    with pytest.raises(kerntune.ArgumentError, match='keyed by \\["n"\\], not scale keyed by \\["x_ptr"\\]'):
         kerntune.autotune(configs=CONFIGS, key=["x_ptr"], table=other)(scale)
     (tmp_path / "junk.json").write_text("[1, 2]")
-    with pytest.raises(kerntune.ArgumentError, match="not a table kernel.save_table\\(\\) wrote"):
+    with pytest.raises(kerntune.ArgumentError, match="junk.json': not a dispatch table \\(kernel.save_table\\(\\)"):
         kerntune.autotune(configs=CONFIGS, key=["n"], table=tmp_path / "junk.json")(scale)
+
+
+def test_a_table_that_the_earlier_python_writer_wrote_is_still_read(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text('{\n "format": "kerntune dispatch table",\n "kernel": "scale",\n "key": [\n  "n"\n ],\n "entries": [\n'
+                    '  {\n   "key": [\n    1024,\n    "torch.float32"\n   ],\n   "config": {\n    "BLOCK": 64,\n'
+                    '    "num_warps": 2\n   }\n  }\n ]\n}\n')
+    served = kerntune.autotune(configs=CONFIGS, key=["n"], table=path, new_keys="nearest")(scale)
+    assert served._config((4000, "torch.float32"), {}, None) == {"BLOCK": 64, "num_warps": 2}
 
 
 @pytest.mark.gpu

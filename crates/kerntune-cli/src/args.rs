@@ -39,6 +39,10 @@ pub enum Command {
     Import(ImportArgs),
     /// Export a tuning from a results database as a Kernel Tuner cache file or a T4 file.
     Export(ExportArgs),
+    /// Export a dispatch table (the configuration of each size, as kernel.save_table() or
+    /// a many-shape run writes it) for another program.
+    #[command(subcommand)]
+    Table(TableCommand),
     /// List the search strategies and their options.
     Strategies(StrategiesArgs),
     /// Read and rewrite the native instruction schedule (SASS) of a Hopper cubin.
@@ -263,6 +267,28 @@ pub struct WorkerArgs {
     pub kind: WorkerKind,
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Write a dispatch table as vLLM's fused-MoE config file or a C/C++ header.
+    Export(TableExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TableExportArgs {
+    /// The dispatch table (JSON, as kernel.save_table() or a many-shape run writes it).
+    pub table: PathBuf,
+    /// Output file, or a folder where the file takes its format's name (vLLM finds its
+    /// file by name); `-` for standard output.
+    #[arg(long, short = 'o', default_value = "-", global = true)]
+    pub output: PathBuf,
+    /// Print one JSON object (the path written, the file's name, the entries) instead of
+    /// the summary line.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub format: kerntune_store::formats::dispatch::TableFormat,
 }
 
 #[derive(Debug, Subcommand)]

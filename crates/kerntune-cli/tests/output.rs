@@ -361,6 +361,61 @@ mod compare_strategies {
     }
 }
 
+/// `kerntune table export`: a dispatch table as vLLM's fused-MoE file and as a C/C++
+/// header, their help and their errors.
+mod table {
+    use super::*;
+
+    /// A table of two batch sizes of vLLM's fused-MoE kernel, the larger one first.
+    const MOE_TABLE: &str = r#"{"format": "kerntune dispatch table", "kernel": "fused_moe_kernel", "key": ["M"], "entries": [
+ {"key": [64], "config": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}},
+ {"key": [1], "config": {"num_stages": 4, "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 16, "num_warps": 4}}]}"#;
+
+    const H100: [&str; 7] =
+        ["vllm-moe", "--experts", "8", "--intermediate", "7168", "--device-name", "NVIDIA H100 80GB HBM3"];
+
+    #[test]
+    fn a_table_exports_as_vllms_file_and_as_a_c_header() {
+        let session = Session::new();
+        let table = session.write("moe.json", MOE_TABLE);
+        let vllm = [&["table", "export", &table][..], &H100, &["--triton-version", "3.6.0"]].concat();
+        session.snapshot("table_export_vllm_moe", &session.run(&vllm));
+        session.snapshot("table_export_c_header", &session.run(&["table", "export", &table, "c-header"]));
+        let folder = session.temp("");
+        let written = session.run(&[&["table", "export", &table, "-o", &folder][..], &H100].concat());
+        session.snapshot("table_export_to_a_folder", &written);
+        let file = session.dir.path().join("E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json");
+        assert!(file.is_file(), "{}", written.stderr);
+        let json = session.run(&[&["table", "export", &table, "--json", "-o", &folder][..], &H100].concat());
+        session.snapshot_json("table_export_json", &json);
+    }
+
+    #[test]
+    fn help_of_table_export() {
+        let session = Session::new();
+        session.snapshot("help_table_export", &session.run(&["table", "export", "--help"]));
+        session
+            .snapshot("help_table_export_vllm_moe", &session.run(&["table", "export", "t.json", "vllm-moe", "--help"]));
+    }
+
+    #[test]
+    fn tables_that_cannot_be_exported_get_one_line_and_usage_mistakes_exit_2() {
+        let session = Session::new();
+        let junk = session.write("junk.json", "[1, 2]");
+        let lacking = session.write("lacking.json", &MOE_TABLE.replace("\"GROUP_SIZE_M\": 16, ", ""));
+        let cases: [(&str, Vec<&str>); 3] = [
+            ("error_table_not_a_table", [&["table", "export", &junk][..], &H100].concat()),
+            ("error_table_lacks_a_vllm_key", [&["table", "export", &lacking][..], &H100].concat()),
+            ("error_table_vllm_moe_without_its_shape", vec!["table", "export", &junk, "vllm-moe", "--experts", "8"]),
+        ];
+        for (name, args) in cases {
+            let run = session.run(&args);
+            assert!(!run.stderr.contains("panicked"), "{}: {}", run.command, run.stderr);
+            session.snapshot(name, &run);
+        }
+    }
+}
+
 mod help {
     use super::*;
 

@@ -3,15 +3,17 @@
 //! The friendly API lives in the pure-Python package (`python/kerntune/`); this module
 //! offers what it needs: tuning a Triton kernel or a CUDA C kernel with Kernel Tuner's
 //! conventions, each described by a JSON job, compiling either without a GPU, enumerating
-//! a space, and the worker processes' entry points. Results cross as JSON text. Every error
-//! kind maps to a Python exception class of its own (`errors.rs`). Long calls release the
-//! GIL and check for Ctrl-C after every evaluation.
+//! a space, dispatch tables and their exports, and the worker processes' entry points.
+//! Results cross as JSON text. Every error kind maps to a Python exception class of its
+//! own (`errors.rs`). Long calls release the GIL and check for Ctrl-C after every
+//! evaluation.
 
 mod errors;
 mod formats;
 mod kernel_tuner;
 mod rules;
 mod shapes;
+mod tables;
 mod tuning;
 
 use pyo3::prelude::*;
@@ -105,6 +107,10 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_document, m)?)?;
     m.add_function(wrap_pyfunction!(formats::export_text, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::table_text, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::table_read, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::table_nearest, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::table_export, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
     m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(rules::kernel_tuner_geometry, m)?)?;

@@ -7,6 +7,7 @@ mod sass;
 mod simulate;
 mod space;
 mod strategies;
+mod table;
 mod transfer;
 mod tune;
 
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Import(args) => transfer::import(args),
         Command::Export(args) => transfer::export(args),
+        Command::Table(command) => table::run(command),
         Command::Strategies(args) => strategies::run(args),
         Command::Sass(command) => sass::run(command),
         Command::CompareStrategies(args) => compare::run(args),

@@ -146,7 +146,7 @@ pub fn configs(tuning: &TuningInfo, rows: &[StoredEvaluation], top: usize) -> Js
 }
 
 /// An upper-case C identifier made of `name` (other characters become `_`).
-fn identifier(name: &str) -> String {
+pub(crate) fn identifier(name: &str) -> String {
     let mut out: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
     if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
@@ -157,7 +157,7 @@ fn identifier(name: &str) -> String {
 
 /// A value as a C literal: integers and floats as numbers, booleans as 1 or 0, strings
 /// quoted and escaped.
-fn literal(value: &Json) -> String {
+pub(crate) fn literal(value: &Json) -> String {
     match value {
         Json::Bool(b) => u8::from(*b).to_string(),
         Json::Number(n) if n.is_f64() => {
@@ -186,7 +186,7 @@ fn literal(value: &Json) -> String {
 }
 
 /// Text safe inside a C comment.
-fn comment(text: &str) -> String {
+pub(crate) fn comment(text: &str) -> String {
     text.replace("*/", "* /")
 }
 

@@ -1,9 +1,12 @@
 //! Files other tools read and write: Kernel Tuner's cache JSON and the T4 format of the
 //! autotuning community's benchmark hub. Reading either, plain or gzipped, gives a
 //! [`Landscape`] ([`Landscape::read`] tells the formats apart). [`deploy`] writes results
-//! for deployment: a C/C++ header, and Triton configs.
+//! for deployment: a C/C++ header, and Triton configs. [`dispatch`] holds the tables of
+//! a configuration per key (size) and their exports: vLLM's fused-MoE file and a C/C++
+//! header with a lookup function.
 
 pub mod deploy;
+pub mod dispatch;
 pub mod kernel_tuner;
 pub mod t4;
 
