@@ -72,7 +72,8 @@ def nearest(key: tuple, tuned: list) -> Optional[tuple]:
 def export_table(table, path, format: str = "vllm-moe", **options: Any) -> str:
     """Writes a dispatch table as another program's file and returns the path written.
 
-    ``table`` is a table file (``kernel.save_table()`` or a many-shape run wrote it) or a
+    ``table`` is a table file (``kernel.save_table()`` or a many-shape run wrote it), a
+    many-shape run's results (``kerntune.tune(..., shapes=...)``) or a
     ``@kerntune.autotune`` kernel (the keys it tuned or read). ``path`` is the file, or a
     folder where the file takes its format's name (vLLM finds its file by name).
 
@@ -86,12 +87,17 @@ def export_table(table, path, format: str = "vllm-moe", **options: Any) -> str:
     """
     if not isinstance(format, str):
         raise ArgumentTypeError(f"format: give a format's name (a string), not {format!r}")
-    if hasattr(table, "save_table"):
+    from kerntune._shapes import ShapeResults
+
+    if isinstance(table, ShapeResults):
+        document, origin = _document(table.kernel, table.names, table.table), f"many-shape run of {table.kernel}"
+    elif hasattr(table, "save_table"):
         document, origin = _document(table.jit.__name__, table.keys, table._best), f"table of {table.jit.__name__}"
     elif isinstance(table, (str, os.PathLike)):
         document, origin = json.dumps(_read(table)), _origin(table)
     else:
-        raise ArgumentTypeError(f"table: give a table file or a @kerntune.autotune kernel, not {type(table).__name__}")
+        raise ArgumentTypeError(f"table: give a table file, a many-shape run's results or a @kerntune.autotune kernel, "
+                                f"not {type(table).__name__}")
     if format == "vllm-moe":
         options.setdefault("triton_version", _triton_version())
         if "device_name" not in options and (name := _device_name()) is not None:

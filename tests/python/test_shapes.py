@@ -204,3 +204,17 @@ def test_a_grid_is_of_the_size_when_it_takes_the_sizes_variables_by_name_else_of
     assert not _shapes.of_size((4, 1, 1), shape)
     options = _shapes.size_options(None, None, lambda M, N: (M // 16,))
     assert options(shape) == {"answer": None, "edge_args": None, "grid": (4,)}
+
+
+def test_a_many_shape_runs_results_export_as_vllms_table(tmp_path):
+    results = _shapes.ShapeResults("fused_moe_kernel", ["M"])
+    config = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+              "num_stages": 3}
+    for m in (1, 64):
+        found = _shapes.Found(None, {**config, "BLOCK_SIZE_M": 16 if m == 1 else 64}, m)
+        results._add({"M": m}, None, found)
+    path = kerntune.export_table(results, tmp_path, experts=8, intermediate=7168, device_name="NVIDIA H100 80GB HBM3",
+                                 triton_version="3.6.0")
+    assert path.endswith("E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json")
+    table = json.loads(open(path).read())
+    assert table["triton_version"] == "3.6.0" and table["64"]["BLOCK_SIZE_M"] == 64 and table["1"]["BLOCK_SIZE_M"] == 16

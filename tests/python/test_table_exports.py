@@ -104,7 +104,7 @@ def test_a_table_vllm_cannot_load_and_bad_options_are_one_line_errors(tmp_path):
         kerntune.export_table(table, tmp_path, format="vllm-moe", expert=8, intermediate=1, device_name="x")
     with pytest.raises(kerntune.ArgumentError, match="export options: unknown variant `csv`"):
         kerntune.export_table(table, tmp_path, format="csv")
-    with pytest.raises(kerntune.ArgumentTypeError, match="table: give a table file or a @kerntune.autotune kernel"):
+    with pytest.raises(kerntune.ArgumentTypeError, match="table: give a table file, a many-shape run's results or a @kerntune.autotune kernel"):
         kerntune.export_table(42, tmp_path, format="c-header")
 
 

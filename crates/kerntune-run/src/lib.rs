@@ -34,9 +34,7 @@ pub use error::{NoGpu, RunError};
 pub use forecast::{duration_words, Forecast, Pace, LONG_SEARCH};
 pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
 pub use request::{Front, Request};
-pub use shapes::{
-    check_shapes, distance, shape_label, shapes_table, Shape, ShapeRow, ShapesError, Transfer, TunedShape,
-};
+pub use shapes::{check_shapes, shape_label, shapes_table, Shape, ShapeRow, ShapesError, Transfer, TunedShape};
 pub use simulate::{Simulation, SimulationSummary};
 pub use summary::{BestSummary, Finalists, Pareto, ParetoPoint, ResultRow, RunSummary};
 

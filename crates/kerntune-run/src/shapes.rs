@@ -7,6 +7,7 @@
 use kerntune_engine::Search;
 use kerntune_search::{learning_from, Outcome};
 use kerntune_space::{Space, Value};
+use kerntune_store::formats::dispatch::nearest;
 use kerntune_store::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
@@ -80,27 +81,12 @@ pub fn check_shapes(shapes: &[Shape]) -> Result<(), ShapesError> {
     Ok(())
 }
 
-/// How far apart two sizes are: numbers on a log scale (batch 48 is nearer 32 than 128),
-/// lists (a tensor's shape) element by element, summed over the variables; `None` when a
-/// value that is not a number differs (another dtype), or the sizes name other variables.
-pub fn distance(a: &Shape, b: &Shape) -> Option<f64> {
-    if a.len() != b.len() {
-        return None;
-    }
-    a.iter().try_fold(0.0, |sum, (name, x)| Some(sum + part_distance(x, b.get(name)?)?))
-}
-
-fn part_distance(x: &Json, y: &Json) -> Option<f64> {
-    match (x, y) {
-        (Json::Number(_), Json::Number(_)) => {
-            let log = |v: &Json| v.as_f64().unwrap_or(1.0).max(1.0).log2();
-            Some((log(x) - log(y)).abs())
-        }
-        (Json::Array(xs), Json::Array(ys)) if xs.len() == ys.len() => {
-            xs.iter().zip(ys).try_fold(0.0, |sum, (x, y)| Some(sum + part_distance(x, y)?))
-        }
-        _ => (x == y).then_some(0.0),
-    }
+/// A size's values as a dispatch table's key, in the order of `names`; `None` when it lacks
+/// one of them. Sizes are near as keys are (see `kerntune_store::formats::dispatch::nearest`):
+/// numbers on a log scale, every other value the same.
+fn as_key(shape: &Shape, names: &[&String]) -> Option<Json> {
+    let values: Option<Vec<Json>> = names.iter().map(|name| shape.get(*name).cloned()).collect();
+    values.filter(|_| shape.len() == names.len()).map(Json::Array)
 }
 
 impl Transfer {
@@ -109,16 +95,12 @@ impl Transfer {
         if self.independent {
             return None;
         }
-        let numbers = |shape: &Shape| shape.values().filter_map(Json::as_f64).collect::<Vec<_>>();
-        self.tuned
-            .iter()
-            .filter_map(|tuned| Some((distance(&self.shape, &tuned.shape)?, tuned)))
-            .min_by(|(d, a), (e, b)| {
-                d.total_cmp(e).then_with(|| {
-                    numbers(&a.shape).partial_cmp(&numbers(&b.shape)).unwrap_or(std::cmp::Ordering::Equal)
-                })
-            })
-            .map(|(_, tuned)| tuned)
+        let names: Vec<&String> = self.shape.keys().collect();
+        let key = as_key(&self.shape, &names)?;
+        let candidates: Vec<(&TunedShape, Json)> =
+            self.tuned.iter().filter_map(|tuned| Some((tuned, as_key(&tuned.shape, &names)?))).collect();
+        let keys: Vec<Json> = candidates.iter().map(|(_, key)| key.clone()).collect();
+        nearest(&key, &keys).map(|index| candidates[index].0)
     }
 
     /// `search` made to learn from the nearest size's outcomes in `store` (see
@@ -231,15 +213,19 @@ mod tests {
     }
 
     #[test]
-    fn sizes_are_near_on_a_log_scale_and_other_values_must_match() {
-        let m = |n: i64| shape(json!({"M": n, "dtype": "fp16"}));
-        assert_eq!(distance(&m(32), &m(128)), Some(2.0));
-        assert!(distance(&m(48), &m(32)) < distance(&m(48), &m(128)));
-        assert_eq!(distance(&m(32), &shape(json!({"M": 32, "dtype": "bf16"}))), None);
-        assert_eq!(distance(&m(32), &shape(json!({"M": 32}))), None);
-        let tensor = |rows: i64| shape(json!({"a": [rows, 4096], "dtype": "float16"}));
-        assert_eq!(distance(&tensor(64), &tensor(256)), Some(2.0));
-        assert_eq!(distance(&tensor(64), &shape(json!({"a": [64], "dtype": "float16"}))), None);
+    fn sizes_of_another_dtype_or_other_variables_teach_nothing() {
+        let tuned = |value: Json, tuning: i64| TunedShape { shape: shape(value), tuning };
+        let transfer = Transfer {
+            shape: shape(json!({"M": 32, "dtype": "fp16"})),
+            tuned: vec![
+                tuned(json!({"M": 32, "dtype": "bf16"}), 1),
+                tuned(json!({"M": 32}), 2),
+                tuned(json!({"dtype": "fp16", "M": 4096}), 3),
+            ],
+            independent: false,
+        };
+        assert_eq!(transfer.nearest().map(|t| t.tuning), Some(3), "the same variables in another order are near");
+        assert_eq!(Transfer { tuned: transfer.tuned[..2].to_vec(), ..transfer.clone() }.nearest(), None);
     }
 
     #[test]
