@@ -13,6 +13,13 @@ three winners are timed again, interleaved (``ROUNDS`` rounds in a rotating orde
 A ratio below 1 means the first kernel is faster.
 
     python3 bench/shapes.py            # BUDGET (default 20), ROUNDS (default 9), SEED (0)
+    python3 bench/shapes.py scale      # on a host with several GPUs: see below
+
+``scale`` runs one many-shape brute force (M = 64, 1024, 4096 over the 600 configurations
+with BLOCK_SIZE_K in {32, 64} and GROUP_SIZE_M = 8) on one GPU, then on every GPU of the
+host (``devices="all"``), each from an empty store and Triton cache, and prints the wall
+times, their ratio, and per size both runs' best configurations with their times re-timed
+interleaved (the same answer, up to configurations within noise of each other).
 
 Prints one JSON line per way and size, then a table. Exits non-zero if a way found no
 configuration at some size.
@@ -107,5 +114,36 @@ def main():
               f"{fmt(row['learning/alone']):>22} {fmt(row['learning/alone_x3']):>22}")
 
 
+def scale():
+    rounds = int(os.environ.get("ROUNDS", "9"))
+    workdir = os.environ.get("OUT", "/tmp")
+    params = {**PARAMS, "BLOCK_SIZE_K": [32, 64], "GROUP_SIZE_M": [8]}
+    sizes = [64, 1024, 4096]
+    gpus = torch.cuda.device_count()
+    runs = {}
+    for name, devices in (("1 GPU", "0"), (f"{gpus} GPUs", "all")):
+        fresh_triton_cache()
+        start = time.perf_counter()
+        results = kerntune.tune(matmul.matmul_kernel, lambda M: matmul.arguments(*make(M)), matmul.grid, params,
+                                shapes=[{"M": m} for m in sizes], answer=answer, strategy="brute_force",
+                                devices=devices, db=os.path.join(workdir, f"scale-{devices}.db"), progress=False)
+        runs[name] = (results, time.perf_counter() - start)
+        print(f"\n=== {name}: {runs[name][1]:.1f} s\n{results.summary()}", flush=True)
+    (one, one_s), (many, many_s) = runs.values()
+    print(f"\n=== shapes scale summary ({torch.cuda.get_device_name()}, {gpus} GPUs; brute force of {len(sizes)} sizes)")
+    print(f"wall: 1 GPU {one_s:.1f} s, {gpus} GPUs {many_s:.1f} s: {one_s / many_s:.2f}x")
+    for M in sizes:
+        a, b = one[M].best_config, many[M].best_config
+        args = matmul.arguments(*make(M))
+        times = {0: [], 1: []}
+        for r in range(rounds):
+            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+                times[i].append(kernel_time((a, b)[i], args))
+        ratios = [y / x for x, y in zip(times[0], times[1])]
+        same = "the same configuration" if a == b else f"{a} / {b}"
+        print(f"M={M}: {same}; {gpus} GPUs' pick / 1 GPU's pick {statistics.median(ratios):.3f} "
+              f"[{min(ratios):.3f}, {max(ratios):.3f}]")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(scale() if sys.argv[1:] == ["scale"] else main())

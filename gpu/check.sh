@@ -5,8 +5,8 @@
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [landscapes] [hub] [first_batch] [scale] [moe]
-# (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [shapes_scale] [landscapes] [hub] [first_batch] [scale] [moe]
+# (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), shapes_scale (needs several GPUs), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
 # per call, SCALE_STAGES=gpus|nodes|ranks|raygpus); logs go to $OUT. Exits non-zero if any step failed (the summary says which). TRITON_STAGES picks bench/triton_matmul.py's stages (default: all);
@@ -139,6 +139,11 @@ for stage in $stages; do
         echo "=== many-shape runs: one matmul at five batch sizes, learning from the nearest size against each size alone (bench/shapes.py)"
         step shapes python3 bench/shapes.py
         summary+=("$(sed -n '/=== shapes summary/,$p' "$OUT/shapes.log")")
+        ;;
+    shapes_scale)
+        echo "=== a many-shape brute force on one GPU, then on every GPU of the host (bench/shapes.py scale)"
+        step shapes_scale python3 bench/shapes.py scale
+        summary+=("$(sed -n '/=== shapes scale summary/,$p' "$OUT/shapes_scale.log")")
         ;;
     landscapes)
         echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"

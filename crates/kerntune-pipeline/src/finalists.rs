@@ -6,6 +6,7 @@
 //! control, which shows how far apart two identical kernels measure). A contender
 //! replaces the leader only when its whole interval lies below the control's.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kerntune_device::DeviceInfo;
@@ -89,50 +90,104 @@ pub struct RetimeReport {
     /// Whether it ran on the search's own workers rather than on freshly started ones.
     #[serde(default)]
     pub reused_search_workers: bool,
+    /// GPUs the pairs were spread over (1 in reports stored before it was recorded).
+    #[serde(default = "one")]
+    pub gpus: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Times `finalists[0]` (the search's best) against each of the others and against itself.
-/// `stop` (Ctrl-C) ends it with [`BackendError::Interrupted`] within a fraction of a second.
+/// Each pair is timed on one GPU; with several `sessions` (one per GPU, of one model) the
+/// pairs are spread over them and timed at once, each pair's ratio still a comparison on
+/// one GPU. `stop` (Ctrl-C) ends it with [`BackendError::Interrupted`] within a fraction
+/// of a second.
 pub fn retime(
-    session: &mut BenchSession,
+    sessions: &mut [BenchSession],
     finalists: &[KernelImage],
     options: &RetimeOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<RetimeReport, BackendError> {
     let leader = finalists.first().ok_or(BackendError::Misuse("no finalist to time again"))?;
+    if sessions.is_empty() {
+        return Err(BackendError::Misuse("no benchmark worker to time the finalists on"));
+    }
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
+    // Pair 0 is the control (the leader against a copy of itself), pair k the k-th contender.
+    let pairs: Vec<(&KernelImage, u64)> =
+        finalists.iter().enumerate().map(|(index, image)| (image, options.seed.wrapping_add(index as u64))).collect();
+    let timed = |session: &mut BenchSession, index: usize, stop: &dyn Fn() -> bool| {
+        let (other, seed) = pairs[index];
+        session.interleave((leader.clone(), other.clone()), rounds, blocks, seed, stop).map(|i| (index, i))
+    };
+    let mut results: Vec<(usize, Interleaved)> = Vec::new();
+    if sessions.len() == 1 {
+        for index in 0..pairs.len() {
+            results.push(timed(&mut sessions[0], index, stop)?);
+        }
+    } else {
+        // The workers' threads cannot share the caller's `stop`: they read a flag this thread
+        // sets from it while it waits for them.
+        let stopped = AtomicBool::new(false);
+        let count = sessions.len();
+        let outcomes: Vec<Result<Vec<(usize, Interleaved)>, BackendError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = sessions
+                .iter_mut()
+                .enumerate()
+                .map(|(slot, session)| {
+                    let (stopped, timed, total) = (&stopped, &timed, pairs.len());
+                    scope.spawn(move || {
+                        let flag = || stopped.load(Ordering::Relaxed);
+                        (slot..total).step_by(count).map(|index| timed(session, index, &flag)).collect()
+                    })
+                })
+                .collect();
+            while !handles.iter().all(|h| h.is_finished()) {
+                if stop() {
+                    stopped.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(BackendError::Misuse("a finalists' thread panicked"))))
+                .collect()
+        });
+        for outcome in outcomes {
+            results.extend(outcome?);
+        }
+        results.sort_by_key(|(index, _)| *index);
+    }
     let mut leader_times = Vec::new();
     let mut clocks: Option<ClockSpan> = None;
-    let mut pair = |other: &KernelImage, seed: u64| -> Result<Ratio, BackendError> {
-        let Interleaved { a, b, clocks: span } =
-            session.interleave((leader.clone(), other.clone()), rounds, blocks, seed, stop)?;
+    let mut ratios = Vec::new();
+    for (_, Interleaved { a, b, clocks: span }) in results {
         if let Some(span) = span {
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
+        let per_pair: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
         leader_times.extend_from_slice(&a);
-        let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
-        let per_block = block_medians(&ratios, blocks as usize);
+        let per_block = block_medians(&per_pair, blocks as usize);
         let (low, high) = median_interval(&per_block);
-        Ok(Ratio { ratio: median(&per_block), low, high })
-    };
-    let control = pair(leader, options.seed)?;
-    let mut contenders = Vec::new();
-    for (index, contender) in finalists.iter().enumerate().skip(1) {
-        contenders.push(pair(contender, options.seed.wrapping_add(index as u64))?);
+        ratios.push(Ratio { ratio: median(&per_block), low, high });
     }
-    let (winner, verdict) = decide(&control, &contenders);
+    let control = ratios.remove(0);
+    let (winner, verdict) = decide(&control, &ratios);
     Ok(RetimeReport {
         rounds,
         blocks,
         control,
-        contenders,
+        contenders: ratios,
         leader_median_ms: median(&leader_times),
         winner,
         verdict,
         clocks,
         seconds: 0.0,
         reused_search_workers: false,
+        gpus: sessions.len(),
     })
 }
 
@@ -170,7 +225,7 @@ pub fn retime_configs(
             })
             .collect()
     };
-    let (mut session, images, reused) = match warm.and_then(Pipeline::into_session) {
+    let (session, images, reused) = match warm.and_then(Pipeline::into_session) {
         Some((session, mut pool)) => {
             let binaries = compile_several(&mut pool, session.hub(), jobs, deadline());
             (session, images(binaries)?, true)
@@ -189,7 +244,17 @@ pub fn retime_configs(
             (session, images, false)
         }
     };
-    let mut report = retime(&mut session, &images, options, stop)?;
+    // The other GPUs of the run (local ones, each once) time their share of the pairs on
+    // workers of their own, started and set up as the first's.
+    let mut sessions = vec![session];
+    let mut others: Vec<usize> = pipeline.devices.iter().copied().filter(|d| *d != pipeline.first_device()).collect();
+    others.dedup();
+    let pairs = finalists.len();
+    for device in others.into_iter().take(pairs.saturating_sub(1)) {
+        let started = sessions[0].on_device(device)?;
+        sessions.push(started);
+    }
+    let mut report = retime(&mut sessions, &images, options, stop)?;
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
     Ok(report)

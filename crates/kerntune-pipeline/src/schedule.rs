@@ -209,6 +209,12 @@ impl BenchSession {
         BenchSession { hub, bench, command, device_ordinal: device.ordinal, setup, launch_timeout, device }
     }
 
+    /// A session like this one on another GPU of the same model: a worker started there and
+    /// set up with this session's data.
+    pub(crate) fn on_device(&self, device: usize) -> Result<BenchSession, BackendError> {
+        BenchSession::start(&self.command, device, self.setup.clone(), self.launch_timeout)
+    }
+
     /// The channel the session's worker speaks into (shared with the compile workers of an
     /// adopted pipeline).
     pub(crate) fn hub(&self) -> &Hub {

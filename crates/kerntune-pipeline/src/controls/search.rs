@@ -252,7 +252,7 @@ pub fn tune_controls(
         let binary = binary.map_err(|e| failed("compiling the A/B", &e))?;
         images.push(language.kernel_image(&values, binary).map_err(|e| failed("the A/B", &e))?);
     }
-    let ab = retime(&mut session, &images, &options.ab, stop)?;
+    let ab = retime(std::slice::from_mut(&mut session), &images, &options.ab, stop)?;
     report.kept = ab.winner == 1;
     report.ab = Some(ab);
     Ok(report)
