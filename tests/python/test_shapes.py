@@ -129,7 +129,7 @@ def run():
                          {{"BLOCK": [64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8]}},
                          shapes=[{{"n": 1 << 16}}, {{"n": 1 << 20}}, {{"n": 1 << 18}}],
                          answer=lambda n: {{"x_ptr": torch.full((n,), 2.0, device="cuda")}}, max_fevals=6,
-                         progress=False, db={str(tmp_path / "results.db")!r})
+                         restore_value=["x_ptr"], progress=False, db={str(tmp_path / "results.db")!r})
 
 results = run()
 print(results.summary())
