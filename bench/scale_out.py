@@ -28,7 +28,11 @@
   works end to end, the same best, and each GPU measured its share (target 1.0x: the
   space is small, so the ratio is reported, not aimed at).
 
-Usage: python3 bench/scale_out.py [gpus] [host] [nodes] [ranks] [raygpus] [raypy] [raykt] (default: the first three; on the device, run
+- `shapes`: a many-shape run scales with GPUs: the `gpus` comparison's spec with
+  `shapes = [{ N = 4096 }, { N = 8192 }]`, brute force with the default finalists, on GPU
+  0 and then on GPUs 0 and 1. Target >= 1.8x, the same best at each size.
+
+Usage: python3 bench/scale_out.py [gpus] [shapes] [host] [nodes] [ranks] [raygpus] [raypy] [raykt] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
 gpu/check.sh unpacks the Ray that gpu/prepare.sh packs into .device/sites/ray.tar.xz). Prints a table of
 ratios last and writes the rows to $OUT/scale_out.json."""
@@ -80,6 +84,33 @@ def gpus():
                            finalists_gpus=retimed.get("gpus"))
         print(label, json.dumps(rows[label]), flush=True)
     ratio("gpus", "1 GPU", "2 GPUs", target=1.8)
+
+
+def shapes():
+    """A many-shape run on one GPU, then on two: the shared-memory CUDA matmul's spec with
+    `shapes` at N = 4096 and 8192 (`kerntune tune` tunes each size, learning from the one
+    before), brute force with the default finalists, each on a fresh store."""
+    kerntune = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
+    folder = tempfile.mkdtemp(prefix="scale-shapes-")
+    spec = cuda_spec(folder, 8192)
+    with open(spec) as f:
+        text = f.read()
+    with open(spec, "w") as f:
+        f.write("shapes = [{ N = 4096 }, { N = 8192 }]\n" + text)
+    for label, devices in (("shapes 1 GPU", "0"), ("shapes 2 GPUs", "0,1")):
+        db = os.path.join(folder, f"{devices}.db")
+        argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--db", db, "--json"]
+        start = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        report = json.loads(done.stdout)
+        rows[label] = dict(wall_s=wall, best=[row["best_config"] for row in report["shapes"]],
+                           evaluations=sum(row["evaluations"] for row in report["shapes"]),
+                           per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]])
+        print(label, json.dumps(rows[label]), flush=True)
+    ratio("shapes", "shapes 1 GPU", "shapes 2 GPUs", target=1.8)
 
 
 def raygpus():
@@ -347,7 +378,7 @@ def ratio(name, anchor, other, target):
 def main():
     stages = sys.argv[1:] or ["gpus", "nodes", "ranks"]
     for stage in stages:
-        {"gpus": gpus, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus, "raypy": raypy,
+        {"gpus": gpus, "shapes": shapes, "host": host, "nodes": nodes, "ranks": ranks, "raygpus": raygpus, "raypy": raypy,
          "raykt": raykt}[stage]()
     with open(os.path.join(OUT, "scale_out.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)

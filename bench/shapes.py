@@ -121,12 +121,12 @@ def scale():
     sizes = [64, 1024, 4096]
     gpus = torch.cuda.device_count()
     runs = {}
-    for name, devices in (("1 GPU", "0"), (f"{gpus} GPUs", "all")):
+    for name, devices in (("1 GPU", [0]), (f"{gpus} GPUs", "all")):
         fresh_triton_cache()
         start = time.perf_counter()
         results = kerntune.tune(matmul.matmul_kernel, lambda M: matmul.arguments(*make(M)), matmul.grid, params,
                                 shapes=[{"M": m} for m in sizes], answer=answer, strategy="brute_force",
-                                devices=devices, db=os.path.join(workdir, f"scale-{devices}.db"), progress=False)
+                                devices=devices, db=os.path.join(workdir, f"scale-{len(runs)}.db"), progress=False)
         runs[name] = (results, time.perf_counter() - start)
         print(f"\n=== {name}: {runs[name][1]:.1f} s\n{results.summary()}", flush=True)
     (one, one_s), (many, many_s) = runs.values()
