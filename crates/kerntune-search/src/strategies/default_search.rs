@@ -164,7 +164,8 @@ pub(crate) struct DefaultSearch {
 /// best at that size (`ln(score / best)`, 0 for that size's best), or `None` where it failed.
 /// The forest is fitted to these beside the run's own outcomes, placed relative to the run's
 /// own best, so that before the run knows much the model already prefers what was good at
-/// the other sizes.
+/// the other sizes; once the run has `initial_samples` successes of its own, its forest is
+/// fitted to those alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prior {
     pub indexes: Vec<u32>,
@@ -229,7 +230,11 @@ impl DefaultSearch {
             let space = context.space;
             let mut features: Vec<Vec<u32>> = rows.iter().map(|r| indexes(space, ids[*r])).collect();
             let mut targets_fitted: Vec<f64> = rows.iter().map(|r| targets[*r]).collect();
-            if !self.prior.is_empty() && log_scale(history) {
+            // The other sizes' outcomes stand in for the random initial design: once the run
+            // has as many successes of its own, its model is its own (a size's landscape is
+            // not its neighbour's, and fitted as if it were, the neighbour misleads).
+            let successes = valid.iter().filter(|v| **v).count();
+            if !self.prior.is_empty() && log_scale(history) && successes < self.options.initial_samples {
                 let own = || targets.iter().zip(valid).filter(|(_, v)| **v).map(|(t, _)| *t);
                 let (best, worst) = (own().fold(f64::INFINITY, f64::min), own().fold(f64::NEG_INFINITY, f64::max));
                 if best.is_finite() {
@@ -590,13 +595,18 @@ mod tests {
         assert!(fits < 350, "{fits} refits over {} evaluations", space.len());
     }
 
-    #[test]
-    fn outcomes_at_another_size_guide_the_first_picks_to_what_was_best_there() {
+    /// A space of one parameter x in 0..50, and outcomes at another size whose best is x = 37.
+    fn line_with_prior() -> (Space, Vec<Prior>) {
         let space =
             Space::new(vec![Param::new("x", (0..50).map(Value::Int).collect()).expect("param")], &[] as &[&str])
                 .expect("space");
-        let prior: Vec<Prior> =
-            (0..50u32).map(|x| Prior { indexes: vec![x], relative: Some((x as f64 - 37.0).abs() * 0.05) }).collect();
+        let prior = (0..50u32).map(|x| Prior { indexes: vec![x], relative: Some((x as f64 - 37.0).abs() * 0.05) });
+        (space, prior.collect())
+    }
+
+    #[test]
+    fn outcomes_at_another_size_guide_the_first_picks_to_what_was_best_there() {
+        let (space, prior) = line_with_prior();
         let mut strategy = DefaultSearch::with_prior(DefaultOptions::default(), prior);
         let (mut rng, mut history) = (Rng::seeded(11), History::new());
         let ids: Vec<ConfigId> = space.ids().collect();
@@ -607,6 +617,25 @@ mod tests {
         let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
         let pick = strategy.ask(&mut context, 1)[0].index() as i64;
         assert!((pick - 37).abs() <= 2, "picked x = {pick}, far from the other size's best (37)");
+    }
+
+    #[test]
+    fn outcomes_at_another_size_are_set_aside_once_the_run_has_its_own_initial_design() {
+        let (space, prior) = line_with_prior();
+        let ids: Vec<ConfigId> = space.ids().collect();
+        let pick = |own: usize, prior: Vec<Prior>| -> ConfigId {
+            let mut history = History::new();
+            for (x, id) in ids.iter().enumerate().take(own) {
+                history.start(*id);
+                history.observe(Observation { id: *id, score: Some(10.0 + x as f64) });
+            }
+            let mut rng = Rng::seeded(11);
+            let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+            DefaultSearch::with_prior(DefaultOptions::default(), prior).ask(&mut context, 1)[0]
+        };
+        let initial = DefaultOptions::default().initial_samples;
+        assert_ne!(pick(initial - 1, prior.clone()), pick(initial - 1, Vec::new()), "the prior guides a young run");
+        assert_eq!(pick(initial, prior), pick(initial, Vec::new()), "a run with its own design ignores the prior");
     }
 
     /// A space of two parameters of four values each.
