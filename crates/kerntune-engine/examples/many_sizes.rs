@@ -4,16 +4,18 @@
 //! at several sizes (data/landscapes/h200/sizes).
 //!
 //! The landscapes are tuned in the order given. With each seed and each budget, `default` tunes
-//! every size three ways: cold; started ([`kerntune_search::Started`]) from the bests found at
-//! the `STARTS` sizes tuned last (the nearest, when the order is by size); and started so, with
-//! every outcome of those sizes fitted beside its own ([`kerntune_search::Prior`]). Each way
+//! every size three ways: cold; started ([`kerntune_search::Started`]) from the `FIRST` best
+//! configurations found at each of the `STARTS` sizes tuned last (the nearest, when the order
+//! is by size), best first; and started so, with every outcome of those sizes fitted beside
+//! its own ([`kerntune_search::Prior`]). Each way
 //! chains its own runs. Prints, per budget, each size's median over seeds of optimum / best
 //! found, and the means over the sizes after the first (which has nothing to start from).
 //!
 //! ```sh
 //! cargo run --release -p kerntune-engine --example many_sizes -- LANDSCAPE...
 //! ```
-//! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 1).
+//! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 1),
+//! `FIRST` (default 1).
 
 use std::error::Error;
 use std::path::Path;
@@ -30,12 +32,21 @@ struct Size {
     optimum: f64,
 }
 
-/// What one run found: optimum / best found, the best's values, and every outcome (values,
-/// score relative to the run's best, or `None` where it failed).
+/// What one run found: optimum / best found, and every outcome (values, score relative to
+/// the run's best, or `None` where it failed).
 struct Found {
     ratio: f64,
-    best: Option<Vec<Value>>,
     outcomes: Vec<(Vec<Value>, Option<f64>)>,
+}
+
+impl Found {
+    /// The values of the `count` best configurations that succeeded, best first.
+    fn bests(&self, count: usize) -> Vec<&Vec<Value>> {
+        let mut succeeded: Vec<(&Vec<Value>, f64)> =
+            self.outcomes.iter().filter_map(|(values, relative)| relative.map(|r| (values, r))).collect();
+        succeeded.sort_by(|a, b| a.1.total_cmp(&b.1));
+        succeeded.into_iter().take(count).map(|(values, _)| values).collect()
+    }
 }
 
 /// What `strategy` finds within `budget` evaluations.
@@ -55,13 +66,12 @@ fn tune(size: &Size, strategy: Box<dyn Strategy>, budget: usize, seed: u64) -> R
     .run(&mut |_| {})?;
     let values = |id: ConfigId| size.space.values(id).into_iter().cloned().collect::<Vec<Value>>();
     Ok(match summary.best {
-        None => Found { ratio: 0.0, best: None, outcomes: Vec::new() },
+        None => Found { ratio: 0.0, outcomes: Vec::new() },
         Some(best) => Found {
             ratio: match size.landscape.objective.higher_is_better {
                 true => best.objective / size.optimum,
                 false => size.optimum / best.objective,
             },
-            best: Some(values(best.id)),
             outcomes: summary
                 .trace
                 .iter()
@@ -84,6 +94,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_string());
     let seeds: u64 = env("SEEDS", "10").parse()?;
     let starts: usize = env("STARTS", "1").parse()?;
+    let first_count: usize = env("FIRST", "1").parse()?;
     let budgets: Vec<usize> = env("BUDGETS", "10,25,50").split(',').map(str::parse).collect::<Result<_, _>>()?;
     let mut sizes = Vec::new();
     for path in std::env::args().skip(1) {
@@ -115,7 +126,8 @@ fn main() -> Result<(), Box<dyn Error>> {
                     let recent: Vec<&Found> = done[variant].iter().rev().take(starts).collect();
                     let first: Vec<ConfigId> = recent
                         .iter()
-                        .filter_map(|run| run.best.as_ref().and_then(|values| size.space.id_of_values(values)))
+                        .flat_map(|run| run.bests(first_count))
+                        .filter_map(|values| size.space.id_of_values(values))
                         .collect();
                     let prior: Vec<Prior> = recent
                         .iter()
