@@ -15,7 +15,8 @@
 //! cargo run --release -p kerntune-engine --example many_sizes -- LANDSCAPE...
 //! ```
 //! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 1),
-//! `FIRST` (default 1).
+//! `FIRST` (default 1), `BATCH` (evaluations in flight at once, default 1; a GPU run's first
+//! batch is as wide as its compile pool, 16 or more).
 
 use std::error::Error;
 use std::path::Path;
@@ -50,8 +51,14 @@ impl Found {
 }
 
 /// What `strategy` finds within `budget` evaluations.
-fn tune(size: &Size, strategy: Box<dyn Strategy>, budget: usize, seed: u64) -> Result<Found, Box<dyn Error>> {
-    let mut backend = SimBackend::new(&size.landscape, &size.space)?;
+fn tune(
+    size: &Size,
+    strategy: Box<dyn Strategy>,
+    budget: usize,
+    seed: u64,
+    batch: usize,
+) -> Result<Found, Box<dyn Error>> {
+    let mut backend = SimBackend::new(&size.landscape, &size.space)?.with_batch(batch);
     let summary = Tuner {
         space: &size.space,
         strategy,
@@ -95,6 +102,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let seeds: u64 = env("SEEDS", "10").parse()?;
     let starts: usize = env("STARTS", "1").parse()?;
     let first_count: usize = env("FIRST", "1").parse()?;
+    let batch: usize = env("BATCH", "1").parse()?;
     let budgets: Vec<usize> = env("BUDGETS", "10,25,50").split(',').map(str::parse).collect::<Result<_, _>>()?;
     let mut sizes = Vec::new();
     for path in std::env::args().skip(1) {
@@ -143,7 +151,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                         1 => Box::new(Started::new(first, build_strategy("default", &Default::default())?)),
                         _ => Box::new(Started::new(first, default_with_prior(&Default::default(), prior)?)),
                     };
-                    let run = tune(size, strategy, budget, seed)?;
+                    let run = tune(size, strategy, budget, seed, batch)?;
                     ratios[variant][index].push(run.ratio);
                     done[variant].push(run);
                 }

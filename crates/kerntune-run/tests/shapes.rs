@@ -21,7 +21,12 @@ const SIZES: [(i64, &str); 5] = [
 /// Per size after the first: optimum / best found within `budget` evaluations, and the
 /// first configuration measured; every size learning from the nearest tuned before it, or
 /// each on its own.
-fn sweep(budget: usize, seed: u64, independent: bool) -> Vec<(f64, serde_json::Map<String, serde_json::Value>)> {
+fn sweep(
+    budget: usize,
+    seed: u64,
+    independent: bool,
+    batch: usize,
+) -> Vec<(f64, serde_json::Map<String, serde_json::Value>)> {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/landscapes/h200/sizes");
     let directory = tempfile::tempdir().expect("a temporary folder");
     let store = Store::open(&directory.path().join("results.db")).expect("a store");
@@ -38,7 +43,7 @@ fn sweep(budget: usize, seed: u64, independent: bool) -> Vec<(f64, serde_json::M
             search,
             store: Some(&store),
             realtime: None,
-            batch: 1,
+            batch,
             transfer: Some(Transfer { shape: shape.clone(), tuned: tuned.clone(), independent }),
         };
         let run = simulation.run(simulation.search().expect("a search"), &mut |_| {}, &|| false).expect("a replay");
@@ -57,7 +62,7 @@ fn sweep(budget: usize, seed: u64, independent: bool) -> Vec<(f64, serde_json::M
 #[test]
 fn each_size_first_measures_the_best_configuration_of_the_size_before_it() {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/landscapes/h200/sizes");
-    let learning = sweep(10, 1, false);
+    let learning = sweep(10, 1, false, 1);
     for (index, (_, first)) in learning.iter().enumerate() {
         let before = Landscape::read(&folder.join(SIZES[index].1)).expect("a landscape");
         let space = before.space().expect("its space");
@@ -67,7 +72,7 @@ fn each_size_first_measures_the_best_configuration_of_the_size_before_it() {
             space.params().iter().map(|p| first.get(p.name()).and_then(kerntune_space::Value::from_json)).collect();
         assert!(values.and_then(|v| space.id_of_values(&v)).is_some(), "size {}: {first:?}", index + 2);
     }
-    let independent = sweep(10, 1, true);
+    let independent = sweep(10, 1, true, 1);
     assert_ne!(
         learning.iter().map(|(_, c)| c).collect::<Vec<_>>(),
         independent.iter().map(|(_, c)| c).collect::<Vec<_>>(),
@@ -75,12 +80,25 @@ fn each_size_first_measures_the_best_configuration_of_the_size_before_it() {
     );
 }
 
+/// Mean optimum / best found over the sizes after the first, over `seeds` seeds.
+fn mean(budget: usize, seeds: u64, independent: bool, batch: usize) -> f64 {
+    let ratios: Vec<f64> =
+        (0..seeds).flat_map(|seed| sweep(budget, seed, independent, batch)).map(|(r, _)| r).collect();
+    ratios.iter().sum::<f64>() / ratios.len() as f64
+}
+
 #[test]
 fn learning_from_the_nearest_size_finds_better_configurations_in_ten_evaluations_than_tuning_each_alone() {
-    let mean = |independent: bool| {
-        let ratios: Vec<f64> = (0..5).flat_map(|seed| sweep(10, seed, independent)).map(|(r, _)| r).collect();
-        ratios.iter().sum::<f64>() / ratios.len() as f64
-    };
-    let (learning, alone) = (mean(false), mean(true));
+    let (learning, alone) = (mean(10, 5, false, 1), mean(10, 5, true, 1));
     assert!(learning > alone + 0.05, "learning {learning:.3} against alone {alone:.3}");
+}
+
+/// In batches as wide as a GPU run's first (its compile pool), a size waits for the nearest
+/// size's best to be measured before its search asks for more. With every size drawing the
+/// same random configurations (one seed for the run, as on a GPU), learning and tuning alone
+/// start level; the learning searches pull ahead once their models choose.
+#[test]
+fn in_batches_of_sixteen_learning_pulls_ahead_by_forty_evaluations() {
+    let (learning, alone) = (mean(40, 3, false, 16), mean(40, 3, true, 16));
+    assert!(learning > alone + 0.02, "learning {learning:.3} against alone {alone:.3}");
 }
