@@ -274,3 +274,35 @@ fn graph_timing_gives_the_same_time_as_events_for_a_long_kernel() {
     println!("vector_add: events {events:.4} ms, graph {graph:.4} ms per launch");
     assert!((graph / events - 1.0).abs() < 0.15, "events {events} ms, graph {graph} ms");
 }
+
+/// Issue 35: a spec's `shapes` tunes every size, the later learning from the earlier, and
+/// a configuration compiled at one size is not compiled again at the next (problem
+/// variables are not `#define`d, so its binary is the same).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_many_shape_spec_tunes_every_size_and_compiles_each_configuration_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = repo("examples/cuda/vector_add/spec.toml");
+    let text = std::fs::read_to_string(&source).expect("the example spec");
+    let folder = std::path::Path::new(&source).parent().expect("its folder").display().to_string();
+    let text = text.replace("source = \"vector_add.cu\"", &format!("source = \"{folder}/vector_add.cu\""));
+    let spec = dir.path().join("sweep.toml");
+    std::fs::write(&spec, format!("shapes = [{{ n = 1_000_000 }}, {{ n = 4_000_000 }}]\n{text}")).expect("write");
+    let report =
+        json_of(&tune(&[spec.to_str().expect("a path"), "--strategy", "brute_force"], &dir.path().join("r.db")));
+    let shapes = report["shapes"].as_array().expect("a line per size");
+    assert_eq!(shapes.len(), 2, "{report}");
+    assert_eq!(shapes[1]["started_from"]["n"], 1_000_000, "{report}");
+    let runs = report["runs"].as_array().expect("each size's run");
+    let compiled = |run: &serde_json::Value| -> f64 {
+        run["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["costs"]["compile_s"].as_f64().unwrap_or(0.0))
+            .sum()
+    };
+    assert!(compiled(&runs[0]) > 0.0, "the first size compiles");
+    assert_eq!(compiled(&runs[1]), 0.0, "the second size compiles nothing again");
+    assert!(runs.iter().all(|run| run["best"]["objective"].as_f64().is_some()), "{report}");
+}

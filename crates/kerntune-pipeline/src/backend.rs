@@ -23,6 +23,7 @@ use kerntune_engine::stats::median;
 use crate::early_stop::Noise;
 use crate::error::{Failure, FailureKind, LanguageError, MixedModels};
 use crate::language::Language;
+use crate::memo;
 use crate::pool::{Binary, CompileLimit, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{
@@ -106,6 +107,8 @@ struct Job {
     image: Option<KernelImage>,
     /// Benchmark workers that died under it.
     deaths: u32,
+    /// Its compile job's key in this process's memo (see `memo`), until its binary is kept.
+    memo_key: Option<String>,
 }
 
 pub struct Pipeline<'a> {
@@ -270,6 +273,9 @@ impl<'a> Pipeline<'a> {
             CompileOutcome::Compiled { id, binary, seconds } => {
                 let Some(job) = self.jobs.get_mut(&id) else { return };
                 job.costs.compile_s = seconds;
+                if let Some(key) = job.memo_key.take() {
+                    memo::keep(key, &binary);
+                }
                 match self.language.kernel_image(&job.values, binary) {
                     Ok(image) => self.ready.push_back((id, image)),
                     Err(reason) => {
@@ -594,6 +600,7 @@ impl Backend for Pipeline<'_> {
             early_stop_factor: None,
             image: None,
             deaths: 0,
+            memo_key: None,
         };
         job.costs.framework_s = prepared.elapsed().as_secs_f64();
         self.jobs.insert(job_id, job);
@@ -603,6 +610,15 @@ impl Backend for Pipeline<'_> {
                 self.fail(job_id, Failure::new(FailureKind::InvalidConfig, reason.to_string()), Costs::default())
             }
             Ok(compile_job) => {
+                let memo_key = memo::key(&compile_job);
+                if let Some(binary) = memo_key.as_deref().and_then(memo::recall) {
+                    // Compiled earlier in this process (another size of a many-shape run).
+                    self.on_compiled(CompileOutcome::Compiled { id: job_id, binary, seconds: 0.0 });
+                    return Ok(());
+                }
+                if let Some(job) = self.jobs.get_mut(&job_id) {
+                    job.memo_key = memo_key;
+                }
                 self.pool.submit(CompileRequest { id: job_id, job: compile_job });
                 for outcome in self.pool.dispatch(&self.hub) {
                     self.on_compiled(outcome);

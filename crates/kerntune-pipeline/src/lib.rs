@@ -28,6 +28,7 @@ mod energy;
 mod error;
 pub mod finalists;
 mod language;
+mod memo;
 pub mod pool;
 pub mod process;
 pub mod protocol;
