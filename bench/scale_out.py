@@ -30,7 +30,8 @@
 
 - `shapes`: a many-shape run scales with GPUs: the `gpus` comparison's spec with
   `shapes = [{ N = 4096 }, { N = 8192 }]`, brute force with the default finalists, on GPU
-  0 and then on GPUs 0 and 1. Target >= 1.8x, the same best at each size.
+  0 and then on `GPUS` (default 2) GPUs. Target >= 1.8x on two, 3.5x on four, the same
+  best at each size.
 
 Usage: python3 bench/scale_out.py [gpus] [shapes] [host] [nodes] [ranks] [raygpus] [raypy] [raykt] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
@@ -97,7 +98,9 @@ def shapes():
         text = f.read()
     with open(spec, "w") as f:
         f.write("shapes = [{ N = 4096 }, { N = 8192 }]\n" + text)
-    for label, devices in (("shapes 1 GPU", "0"), ("shapes 2 GPUs", "0,1")):
+    count = int(os.environ.get("GPUS", "2"))
+    many = f"shapes {count} GPUs"
+    for label, devices in (("shapes 1 GPU", "0"), (many, ",".join(str(g) for g in range(count)))):
         db = os.path.join(folder, f"{devices}.db")
         argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--db", db, "--json"]
         start = time.perf_counter()
@@ -110,7 +113,7 @@ def shapes():
                            evaluations=sum(row["evaluations"] for row in report["shapes"]),
                            per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]])
         print(label, json.dumps(rows[label]), flush=True)
-    ratio("shapes", "shapes 1 GPU", "shapes 2 GPUs", target=1.8)
+    ratio("shapes", "shapes 1 GPU", many, target={2: 1.8, 4: 3.5}.get(count, float(count)))
 
 
 def raygpus():
