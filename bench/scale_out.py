@@ -64,6 +64,16 @@ def cuda_spec(folder: str, size: int) -> str:
     return path
 
 
+def tuned(argv):
+    """`kerntune tune ... --json` run to its end: its JSON and its wall seconds."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout), wall
+
+
 def gpus():
     kerntune = os.environ.get("KERNTUNE", os.path.join(ROOT, ".device", "kerntune"))
     folder = tempfile.mkdtemp(prefix="scale-gpus-")
@@ -72,12 +82,7 @@ def gpus():
         db = os.path.join(folder, f"{devices}.db")
         argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--finalists",
                 os.environ.get("FINALISTS", "4"), "--db", db, "--json"]
-        start = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True)
-        wall = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-        summary = json.loads(done.stdout)
+        summary, wall = tuned(argv)
         by_gpu = per_device(db)
         retimed = (summary.get("finalists") or {}).get("report") or {}
         rows[label] = dict(wall_s=wall, best=summary["best"]["config"], evaluations=summary["evaluations"],
@@ -103,12 +108,7 @@ def shapes():
     for label, devices in (("shapes 1 GPU", "0"), (many, ",".join(str(g) for g in range(count)))):
         db = os.path.join(folder, f"{devices}.db")
         argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--db", db, "--json"]
-        start = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True)
-        wall = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-        report = json.loads(done.stdout)
+        report, wall = tuned(argv)
         rows[label] = dict(wall_s=wall, best=[row["best_config"] for row in report["shapes"]],
                            evaluations=sum(row["evaluations"] for row in report["shapes"]),
                            per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]])
