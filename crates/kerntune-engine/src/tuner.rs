@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use kerntune_search::{Context, History, Observation, Strategy};
-use kerntune_space::{ConfigId, Rng, Space, Value};
+use kerntune_space::{ConfigId, Rng, Space};
 use kerntune_store::{Costs, Evaluation, Objective, Status, Store, StoreError, TuningId};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
@@ -481,9 +481,7 @@ fn stored_by_id(
 ) -> Result<HashMap<ConfigId, (usize, Evaluation)>, StoreError> {
     let mut by_id = HashMap::new();
     for (recorded, row) in store.evaluations(tuning)?.into_iter().enumerate() {
-        let values: Option<Vec<Value>> =
-            space.params().iter().map(|p| row.config.get(p.name()).and_then(Value::from_json)).collect();
-        if let Some(id) = values.and_then(|v| space.id_of_values(&v)) {
+        if let Some(id) = space.values_of_json(&row.config).and_then(|v| space.id_of_values(&v)) {
             by_id.insert(id, (recorded, row.evaluation));
         }
     }

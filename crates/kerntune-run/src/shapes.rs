@@ -6,7 +6,7 @@
 
 use kerntune_engine::Search;
 use kerntune_search::{learning_from, Outcome};
-use kerntune_space::{Space, Value};
+use kerntune_space::Space;
 use kerntune_store::formats::dispatch::nearest;
 use kerntune_store::Store;
 use serde::{Deserialize, Serialize};
@@ -120,9 +120,7 @@ impl Transfer {
             .evaluations(tuning)?
             .into_iter()
             .filter_map(|row| {
-                let values: Option<Vec<Value>> =
-                    space.params().iter().map(|p| row.config.get(p.name()).and_then(Value::from_json)).collect();
-                Some(Outcome { values: values?, objective: row.evaluation.objective })
+                Some(Outcome { values: space.values_of_json(&row.config)?, objective: row.evaluation.objective })
             })
             .collect();
         let strategy =

@@ -68,8 +68,7 @@ fn each_size_first_measures_the_best_configuration_of_the_size_before_it() {
         let space = before.space().expect("its space");
         // The best within the earlier size's own 10 evaluations, not its optimum: that is what
         // the store holds. It is at least a configuration of that size's space.
-        let values: Option<Vec<_>> =
-            space.params().iter().map(|p| first.get(p.name()).and_then(kerntune_space::Value::from_json)).collect();
+        let values = space.values_of_json(first);
         assert!(values.and_then(|v| space.id_of_values(&v)).is_some(), "size {}: {first:?}", index + 2);
     }
     let independent = sweep(10, 1, true, 1);

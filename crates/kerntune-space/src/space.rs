@@ -234,6 +234,13 @@ impl Space {
         (0..self.params.len()).map(|p| self.value(id, p)).collect()
     }
 
+    /// The values of a configuration given as a JSON object (as [`Space::config_json`]
+    /// writes it), in parameter order; `None` when it lacks a parameter or a value is not
+    /// one. The values need not make a configuration of this space.
+    pub fn values_of_json(&self, config: &Map<String, Json>) -> Option<Vec<Value>> {
+        self.params.iter().map(|p| config.get(p.name()).and_then(Value::from_json)).collect()
+    }
+
     /// The configuration as a JSON object, parameters in declared order.
     pub fn config_json(&self, id: ConfigId) -> Map<String, Json> {
         self.params
