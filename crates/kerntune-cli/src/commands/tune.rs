@@ -14,7 +14,7 @@ use kerntune_pipeline::controls::ControlsOptions;
 use kerntune_pipeline::{Language as _, RayGpus, RayRelay, WorkerCommand};
 use kerntune_run::{
     check_shapes, report, shape_label, shapes_table, CompileOnly, Front, Progress, Request, RunSummary, Shape,
-    Transfer, TunedShape, Tuning, Workers,
+    ShapeRow, Transfer, TunedShape, Tuning, Workers,
 };
 use kerntune_space::{ConfigId, Space, Value};
 use kerntune_store::Store;
@@ -91,12 +91,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             args.spec.display()
         );
     }
-    let language = CudaLanguage::new(&spec, &space);
     if args.compile_only {
         if sizes.is_some() && !args.json {
             println!("Compiling at the spec's [problem] size: the binaries are the same at every size of its shapes.");
         }
-        return compile_only(&spec, &space, &language, &request, &args);
+        return compile_only(&spec, &space, &CudaLanguage::new(&spec, &space), &request, &args);
     }
     request.controls = args.controls.map(|ControlsSearch::Compileiq| ControlsOptions {
         budget: args.controls_budget,
@@ -155,26 +154,26 @@ fn tune_shapes(
     args: &TuneArgs,
     pareto: Option<[&'static str; 2]>,
 ) -> Result<ExitCode> {
-    let (mut tuned, mut rows, mut runs) = (Vec::new(), Vec::new(), Vec::new());
-    let mut stop = kerntune_engine::StopReason::Converged;
+    let mut runs: Vec<RunSummary> = Vec::new();
     for (index, (shape, at, space)) in sized.iter().enumerate() {
         if !args.json {
             println!("\nSize {} ({} of {}):", shape_label(shape), index + 1, sized.len());
         }
-        let transfer = Transfer { shape: shape.clone(), tuned: tuned.clone(), independent: false };
+        let tuned =
+            sized.iter().zip(&runs).map(|((shape, ..), run)| TunedShape { shape: shape.clone(), tuning: run.tuning });
+        let transfer = Transfer { shape: shape.clone(), tuned: tuned.collect(), independent: false };
         let summary = tune_size(at, space, Request { transfer: Some(transfer), ..request.clone() }, args, pareto)?;
         if !args.json {
             print_run(&summary);
         }
-        tuned.push(TunedShape { shape: shape.clone(), tuning: summary.tuning });
-        rows.extend(summary.shape.clone());
-        stop = summary.stop;
         let interrupted = summary.stop == kerntune_engine::StopReason::Interrupted;
         runs.push(summary);
         if interrupted {
             break;
         }
     }
+    let rows: Vec<ShapeRow> = runs.iter().filter_map(|run| run.shape.clone()).collect();
+    let stop = runs.last().map_or(kerntune_engine::StopReason::Converged, |run| run.stop);
     let failure = runs.iter().find_map(|r| r.failure.clone());
     if args.json {
         let runs: Vec<serde_json::Value> = runs.iter().map(report::tuning_json).collect();
