@@ -101,10 +101,15 @@ class Autotuner:
             for known, config in _dispatch.read(table, self.jit.__name__, self.keys).items():
                 self._best[known], self.cache[known] = config, as_config(config)
 
+    def dispatch_table(self) -> tuple:
+        """The table of every key tuned (or read from a table) so far: the kernel's name,
+        the key's names, and each key's configuration."""
+        return self.jit.__name__, self.keys, self._best
+
     def save_table(self, path) -> str:
         """Writes the configuration of every key tuned (or read from a table) so far, for
         ``@kerntune.autotune(..., table=path, new_keys="nearest")``; returns the path."""
-        _dispatch.write(path, self.jit.__name__, self.keys, self._best)
+        _dispatch.write(path, *self.dispatch_table())
         return str(path)
 
     @property

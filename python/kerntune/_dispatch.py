@@ -87,12 +87,9 @@ def export_table(table, path, format: str = "vllm-moe", **options: Any) -> str:
     """
     if not isinstance(format, str):
         raise ArgumentTypeError(f"format: give a format's name (a string), not {format!r}")
-    from kerntune._shapes import ShapeResults
-
-    if isinstance(table, ShapeResults):
-        document, origin = _document(table.kernel, table.names, table.table), f"many-shape run of {table.kernel}"
-    elif hasattr(table, "save_table"):
-        document, origin = _document(table.jit.__name__, table.keys, table._best), f"table of {table.jit.__name__}"
+    if hasattr(table, "dispatch_table"):
+        kernel, key_names, best = table.dispatch_table()
+        document, origin = _document(kernel, key_names, best), f"table of {kernel}"
     elif isinstance(table, (str, os.PathLike)):
         document, origin = json.dumps(_read(table)), _origin(table)
     else:

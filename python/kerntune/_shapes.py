@@ -30,7 +30,7 @@ class OneShape(NamedTuple):
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{name}={value}" for name, value in self.transfer["shape"].items())
+        return _kerntune.shape_label(json.dumps(self.transfer["shape"]))
 
 
 def check(shapes: Any, makers: Mapping[str, Any], example: str = "args=lambda M: {...}") -> list:
@@ -155,10 +155,15 @@ class ShapeResults(Mapping):
     def summary(self) -> str:
         return _kerntune.shapes_table(json.dumps(self.rows), self.objective)
 
+    def dispatch_table(self) -> tuple:
+        """The table of the run: the kernel's name, the sizes' variables, and the best
+        configuration of each size by its key."""
+        return self.kernel, self.names, self.table
+
     def save_table(self, path) -> str:
         """Writes the best configuration of every size, keyed by the sizes' variables, as a
         dispatch table; returns the path."""
-        _dispatch.write(path, self.kernel, self.names, self.table)
+        _dispatch.write(path, *self.dispatch_table())
         return str(path)
 
     def __repr__(self) -> str:

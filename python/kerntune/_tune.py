@@ -251,14 +251,12 @@ def tune(
     would. Ctrl-C keeps every size tuned so far; the same call answers them from the store.
     """
     if shapes is not None and not isinstance(shapes, _shapes.OneShape):
+        given = {name: value for name, value in locals().items() if name not in _shapes.PER_SIZE}
         sizes = _shapes.check(shapes, {"args": args})
-        sized_grid = _shapes.of_size(grid, sizes[0])
-        given = {name: value for name, value in locals().items()
-                 if name not in _shapes.PER_SIZE and name not in ("sizes", "sized_grid") and
-                 not (name == "grid" and sized_grid)}
+        sized_grid = given.pop("grid") if _shapes.of_size(grid, sizes[0]) else None
         return _shapes.run(lambda size_args, one, **per_size: tune(kernel, size_args, shapes=one, **given, **per_size),
                            args, sizes, share, jit_function(kernel).__name__,
-                           _shapes.size_options(answer, edge_args, grid if sized_grid else None))
+                           _shapes.size_options(answer, edge_args, sized_grid))
     transfer = shapes.transfer if isinstance(shapes, _shapes.OneShape) else None
     fn = jit_function(kernel)
     check_device(device)

@@ -23,3 +23,10 @@ pub fn shapes_table(rows: &str, objective: &str) -> PyResult<String> {
     let rows: Vec<ShapeRow> = serde_json::from_str(rows).map_err(errors::spec)?;
     Ok(kerntune_run::shapes_table(&rows, objective))
 }
+
+/// A size (JSON, an object of its variables) as the report names it: `M=64, N=4096`.
+#[pyfunction]
+pub fn shape_label(shape: &str) -> PyResult<String> {
+    let shape: Shape = serde_json::from_str(shape).map_err(errors::spec)?;
+    Ok(kerntune_run::shape_label(&shape))
+}
