@@ -123,44 +123,38 @@ pub fn retime(
         let (other, seed) = pairs[index];
         session.interleave((leader.clone(), other.clone()), rounds, blocks, seed, stop).map(|i| (index, i))
     };
-    let mut results: Vec<(usize, Interleaved)> = Vec::new();
-    if sessions.len() == 1 {
-        for index in 0..pairs.len() {
-            results.push(timed(&mut sessions[0], index, stop)?);
-        }
-    } else {
-        // The workers' threads cannot share the caller's `stop`: they read a flag this thread
-        // sets from it while it waits for them.
-        let stopped = AtomicBool::new(false);
-        let count = sessions.len();
-        let outcomes: Vec<Result<Vec<(usize, Interleaved)>, BackendError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = sessions
-                .iter_mut()
-                .enumerate()
-                .map(|(slot, session)| {
-                    let (stopped, timed, total) = (&stopped, &timed, pairs.len());
-                    scope.spawn(move || {
-                        let flag = || stopped.load(Ordering::Relaxed);
-                        (slot..total).step_by(count).map(|index| timed(session, index, &flag)).collect()
-                    })
+    // Each session times its share of the pairs on a thread of its own. The threads cannot
+    // share the caller's `stop`: they read a flag this thread sets from it while it waits.
+    let stopped = AtomicBool::new(false);
+    let count = sessions.len();
+    let outcomes: Vec<Result<Vec<(usize, Interleaved)>, BackendError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sessions
+            .iter_mut()
+            .enumerate()
+            .map(|(slot, session)| {
+                let (stopped, timed, total) = (&stopped, &timed, pairs.len());
+                scope.spawn(move || {
+                    let flag = || stopped.load(Ordering::Relaxed);
+                    (slot..total).step_by(count).map(|index| timed(session, index, &flag)).collect()
                 })
-                .collect();
-            while !handles.iter().all(|h| h.is_finished()) {
-                if stop() {
-                    stopped.store(true, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            if stop() {
+                stopped.store(true, Ordering::Relaxed);
             }
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(BackendError::Misuse("a finalists' thread panicked"))))
-                .collect()
-        });
-        for outcome in outcomes {
-            results.extend(outcome?);
+            std::thread::sleep(Duration::from_millis(20));
         }
-        results.sort_by_key(|(index, _)| *index);
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(BackendError::Misuse("a finalists' thread panicked"))))
+            .collect()
+    });
+    let mut results: Vec<(usize, Interleaved)> = Vec::new();
+    for outcome in outcomes {
+        results.extend(outcome?);
     }
+    results.sort_by_key(|(index, _)| *index);
     let mut leader_times = Vec::new();
     let mut clocks: Option<ClockSpan> = None;
     let mut ratios = Vec::new();
