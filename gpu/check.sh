@@ -5,7 +5,7 @@
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [shapes_scale] [landscapes] [hub] [first_batch] [scale] [moe]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [shapes_scale] [landscapes] [hub] [first_batch] [scale] [moe] [inductor]
 # (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), shapes_scale (needs several GPUs), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
@@ -20,6 +20,8 @@
 # --brute-force --kerntune --compare), MOE_SHAPE (mixtral, qwen3), MOE_DTYPE (bf16, fp16, fp8),
 # MOE_BATCH_SIZES (1,64,...), MOE_CONFIGS (the brute force's slice START:END), MOE_GPUS (all), MOE_ARGS
 # (more options); its files go to $OUT/moe.
+# inductor (not in the default) runs bench/inductor.py (INDUCTOR_ARGS: --models mlp,llama --tokens 2048
+# --rounds 20 --budget 60 --exhaustive-s S).
 # nsight (not in the default) times one configuration of Kernel Tuner's spmv and stencil three ways
 # (kerntune, Kernel Tuner, Nsight Compute's gpu__time_duration): .device/kt-real and the kt site, like kt_real.
 set -u -o pipefail
@@ -106,6 +108,11 @@ for stage in $stages; do
         echo "=== 16-config first call: @kerntune.autotune versus @triton.autotune"
         step triton_autotune python3 bench/triton_autotune.py ${AUTOTUNE_ROUNDS:-3}
         summary+=("$(sed -n '/=== triton_autotune summary/,$p' "$OUT/triton_autotune.log")")
+        ;;
+    inductor)
+        echo "=== torch.compile's GEMMs: kerntune.torch against Inductor's max-autotune and eager"
+        step inductor python3 bench/inductor.py ${INDUCTOR_ARGS:-}
+        summary+=("$(sed -n '/=== inductor summary/,$p' "$OUT/inductor.log")")
         ;;
     pytest)
         echo "=== Python GPU tests"

@@ -34,12 +34,20 @@ target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, 
 export KERNTUNE_BIN=${KERNTUNE_BIN:-$target/debug/kerntune}
 python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$logs/pytest.log"
+# kerntune.torch's tests again with torch importable: PyPI's build (it runs on a CPU), in a
+# folder of its own (.torch-site) that only this run puts on the path.
+python3 -m pip install -q --disable-pip-version-check --target .torch-site -r scripts/requirements-torch.txt
+PYTHONPATH=.torch-site python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_torch.py 2>&1 \
+    | tee "$logs/pytest-torch.log"
 # A Rust test's captured output follows a "---- NAME stdout ----" line.
 rust_skips=$(awk '/^---- .* stdout ----$/ { name = $2 } /^skipped: / { print "  " name ": " substr($0, 10) }' "$logs/cargo.log")
 python_skips=$(grep -E '^SKIPPED ' "$logs/pytest.log" || true)
+torch_skips=$(grep -E '^SKIPPED ' "$logs/pytest-torch.log" || true)
 echo
 echo "=== skipped for a missing requirement"
 echo "Rust: $(printf '%s' "$rust_skips" | grep -c . || true) tests"
 [ -z "$rust_skips" ] || printf '%s\n' "$rust_skips"
 echo "Python: $(sed -nE 's/^(.*[^0-9])?([0-9]+) skipped.*/\2/p' "$logs/pytest.log" | tail -1 | grep . || echo 0) tests"
 [ -z "$python_skips" ] || printf '%s\n' "$python_skips" | sed 's/^/  /'
+echo "Python, kerntune.torch with torch: $(sed -nE 's/^(.*[^0-9])?([0-9]+) skipped.*/\2/p' "$logs/pytest-torch.log" | tail -1 | grep . || echo 0) tests"
+[ -z "$torch_skips" ] || printf '%s\n' "$torch_skips" | sed 's/^/  /'

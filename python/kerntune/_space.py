@@ -69,7 +69,7 @@ def names_of(value, argument: str) -> list[str]:
     return names
 
 
-def _config_dict(config, index: int) -> tuple[dict, Any]:
+def config_dict(config, index: int) -> tuple[dict, Any]:
     """A ``triton.Config`` (or dict) as ``{name: value}``, and its pre_hook."""
     if isinstance(config, Mapping):
         return dict(config), None
@@ -106,7 +106,7 @@ def listed(configs, defaults: Mapping[str, Any]) -> Listed:
     compiler's choice)."""
     if isinstance(configs, (str, bytes, Mapping)) or not hasattr(configs, "__iter__"):
         raise ArgumentTypeError(f"configs must be a list of triton.Config, got {type(configs).__name__}")
-    pairs = [_config_dict(config, i) for i, config in enumerate(configs)]
+    pairs = [config_dict(config, i) for i, config in enumerate(configs)]
     if not pairs:
         raise ArgumentError("configs is empty: give at least one triton.Config")
     rows = [row for row, _ in pairs]

@@ -28,7 +28,7 @@ from kerntune._reference import (VERIFY_SETS, _default_tolerance, _extra_sets, _
                                  _reference_outputs)
 from kerntune._request import DEFAULTS, request as _request
 from kerntune._results import NoValidConfigError, TuneResult
-from kerntune._space import names_of, space_of
+from kerntune._space import config_dict, names_of, space_of
 
 
 def compile(
@@ -131,6 +131,7 @@ def tune(
     controls_budget: int = DEFAULTS["controls_budget"],
     shapes: Optional[Sequence[Mapping[str, Any]]] = None,
     share: bool = True,
+    first: Optional[Sequence] = None,
 ) -> Union[TuneResult, _shapes.ShapeResults]:
     """Tunes a ``@triton.jit`` kernel and returns the best configuration.
 
@@ -249,6 +250,10 @@ def tune(
     first measured the winner and the size it learned from), ``table`` and
     ``save_table(path)``. ``share=False`` tunes each size on its own, as separate calls
     would. Ctrl-C keeps every size tuned so far; the same call answers them from the store.
+
+    ``first`` (``triton.Config``s or dicts of the parameters' values) is measured before the
+    strategy picks its own, in order: a list known to be good (a tutorial's ``configs``,
+    Inductor's own) inside a wider ``params`` space. Those outside the space are skipped.
     """
     if shapes is not None and not isinstance(shapes, _shapes.OneShape):
         given = {name: value for name, value in locals().items() if name not in _shapes.PER_SIZE}
@@ -300,7 +305,8 @@ def tune(
                        finalists_within=finalists_within, schedule=schedule,
                        schedule_options=schedule_options if schedule else None,
                        controls={"budget": controls_budget, "ptxas_version": chosen["version"], "worker": worker_command([])}
-                       if controls == "compileiq" else None, transfer=transfer)
+                       if controls == "compileiq" else None, transfer=transfer,
+                       first=None if first is None else [config_dict(c, i)[0] for i, c in enumerate(first)])
     checks = _Checks(answer, atol, rtol, restore_value, reset_to_zero, hooks or Hooks.of(listed), verify_sets,
                      edges)
     workdir = tempfile.mkdtemp(prefix="kerntune-")

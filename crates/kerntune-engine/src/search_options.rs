@@ -7,8 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use kerntune_search::{build_strategy, SearchError, Strategy};
-use kerntune_space::Setting;
+use kerntune_search::{build_strategy, SearchError, Started, Strategy};
+use kerntune_space::{Setting, Space};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value as Json};
 
@@ -57,6 +57,19 @@ pub struct Search {
     pub strategy: Box<dyn Strategy>,
     pub budget: Budget,
     pub seed: u64,
+}
+
+impl Search {
+    /// This search, measuring `first` (configurations by name, in order) before its strategy
+    /// picks its own; those outside `space` are skipped, and with none left it is unchanged.
+    pub fn starting_with(self, first: &[Map<String, Json>], space: &Space) -> Search {
+        let ids: Vec<_> =
+            first.iter().filter_map(|config| space.id_of_values(&space.values_of_json(config)?)).collect();
+        if ids.is_empty() {
+            return self;
+        }
+        Search { strategy: Box::new(Started::new(ids, self.strategy)), ..self }
+    }
 }
 
 impl fmt::Debug for Search {

@@ -162,11 +162,8 @@ pub fn retime(
         if let Some(span) = span {
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
-        let per_pair: Vec<f64> = a.iter().zip(&b).map(|(a, b)| b / a).collect();
         leader_times.extend_from_slice(&a);
-        let per_block = block_medians(&per_pair, blocks as usize);
-        let (low, high) = median_interval(&per_block);
-        ratios.push(Ratio { ratio: median(&per_block), low, high });
+        ratios.push(paired_ratio(&a, &b, blocks as usize));
     }
     let control = ratios.remove(0);
     let (winner, verdict) = decide(&control, &ratios);
@@ -252,6 +249,15 @@ pub fn retime_configs(
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
     Ok(report)
+}
+
+/// The ratio `other / leader` of times taken in interleaved pairs (round `i` of each is
+/// one pair), with its 95% interval over the medians of `blocks` blocks of rounds.
+pub fn paired_ratio(leader: &[f64], other: &[f64], blocks: usize) -> Ratio {
+    let per_pair: Vec<f64> = leader.iter().zip(other).map(|(a, b)| b / a).collect();
+    let per_block = block_medians(&per_pair, blocks);
+    let (low, high) = median_interval(&per_block);
+    Ratio { ratio: median(&per_block), low, high }
 }
 
 /// The winner among the finalists (0: the leader) and why: a contender wins only when its

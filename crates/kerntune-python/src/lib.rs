@@ -10,6 +10,7 @@
 
 mod errors;
 mod formats;
+mod inductor;
 mod kernel_tuner;
 mod rules;
 mod shapes;
@@ -112,6 +113,9 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tables::table_read, m)?)?;
     m.add_function(wrap_pyfunction!(tables::table_nearest, m)?)?;
     m.add_function(wrap_pyfunction!(tables::table_export, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor::save_inductor_choice, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor::inductor_choices, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor::replaces_incumbent, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_target, m)?)?;
     m.add_function(wrap_pyfunction!(rules::fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(rules::kernel_tuner_geometry, m)?)?;

@@ -156,6 +156,7 @@ impl<'a> Tuning<'a> {
             }
             None => search,
         };
+        let search = search.starting_with(&self.request.first, self.space);
         let bench_devices: Vec<usize> = match self.workers.bench_workers {
             Some(count) => vec![devices[0].ordinal; count],
             None => devices.iter().map(|d| d.ordinal).collect(),

@@ -12,7 +12,7 @@ use kerntune_pipeline::finalists::RetimeOptions;
 use kerntune_pipeline::schedule::ScheduleOptions;
 use kerntune_store::Store;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
+use serde_json::{json, Map, Value as Json};
 
 use crate::{Devices, Transfer};
 
@@ -70,6 +70,10 @@ pub struct Request {
     /// the nearest starts its search (the fronts fill it as they loop over the sizes).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub transfer: Option<Transfer>,
+    /// Configurations measured first, in order, before the strategy picks its own: a list
+    /// known to be good (Inductor's own, a tutorial's). Those outside the space are skipped.
+    #[cfg_attr(feature = "clap", arg(skip))]
+    pub first: Vec<Map<String, Json>>,
 }
 
 impl Default for Request {
@@ -88,6 +92,7 @@ impl Default for Request {
             arch: "sm_90".into(),
             controls: None,
             transfer: None,
+            first: Vec::new(),
         }
     }
 }

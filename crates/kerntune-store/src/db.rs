@@ -459,6 +459,28 @@ impl Store {
         Ok(out)
     }
 
+    /// Every stored artifact of one kind, of every tuning, oldest first.
+    pub fn artifacts_of_kind(&self, kind: &str) -> Result<Vec<(TuningId, Artifact)>, StoreError> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT tuning, config, data, provenance FROM artifacts WHERE kind = ?1 ORDER BY rowid")
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map(params![kind], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, String>(3)?))
+            })
+            .map_err(|e| self.error(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (tuning, config, data, provenance) = row.map_err(|e| self.error(e))?;
+            let Ok(Json::Object(config)) = serde_json::from_str(&config) else {
+                return Err(StoreError::format(&self.path, "corrupt configuration of a stored artifact"));
+            };
+            out.push((TuningId(tuning), Artifact { config, data, provenance }));
+        }
+        Ok(out)
+    }
+
     /// A stored binary and its provenance.
     pub fn artifact(
         &self,

@@ -1,0 +1,245 @@
+"""torch.compile's GEMM autotuning: kerntune.torch.compile against Inductor's own max-autotune
+and against eager, on an MLP block (4096 -> 11008 -> 4096, bf16, the anchor's) and a
+Llama-style transformer layer (bf16, at a few token counts).
+
+For each model and token count, fresh processes (fresh Inductor and Triton caches) time the
+first call of:
+  default     torch.compile(mode="max-autotune-no-cudagraphs"), Inductor's DEFAULT GEMM space
+  exhaustive  the same with the EXHAUSTIVE space (only with --exhaustive-s S: stopped after S s)
+  kerntune@B  kerntune.torch.compile(model, max_fevals=B) with an empty results store: tunes
+              every GEMM (one variant per budget of --budget)
+  again       kerntune.torch.compile(model) in a second process on the last budget's store:
+              tunes nothing
+Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
+its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
+median per-round ratio against eager with its spread.
+
+  python3 bench/inductor.py [--models mlp,llama] [--tokens 2048] [--rounds 20] [--budget 24,60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def mlp():
+    import torch
+    return torch.nn.Sequential(torch.nn.Linear(4096, 11008, bias=False), torch.nn.GELU(),
+                               torch.nn.Linear(11008, 4096, bias=False))
+
+
+def llama():
+    """A Llama-3-8B-sized decoder layer: RMSNorm, grouped-query attention (32 heads, 8 of
+    keys and values, head 128) through scaled_dot_product_attention, RMSNorm, SwiGLU MLP
+    (14336)."""
+    import torch
+    import torch.nn.functional as F
+
+    class RMSNorm(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(width))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * self.weight
+
+    class Layer(torch.nn.Module):
+        def __init__(self, width=4096, heads=32, kv_heads=8, hidden=14336):
+            super().__init__()
+            self.heads, self.kv_heads, self.head = heads, kv_heads, width // heads
+            self.norm1, self.norm2 = RMSNorm(width), RMSNorm(width)
+            self.q = torch.nn.Linear(width, width, bias=False)
+            self.k = torch.nn.Linear(width, kv_heads * self.head, bias=False)
+            self.v = torch.nn.Linear(width, kv_heads * self.head, bias=False)
+            self.o = torch.nn.Linear(width, width, bias=False)
+            self.gate = torch.nn.Linear(width, hidden, bias=False)
+            self.up = torch.nn.Linear(width, hidden, bias=False)
+            self.down = torch.nn.Linear(hidden, width, bias=False)
+
+        def forward(self, x):
+            batch, seq, width = x.shape
+            h = self.norm1(x)
+            q = self.q(h).view(batch, seq, self.heads, self.head).transpose(1, 2)
+            k = self.k(h).view(batch, seq, self.kv_heads, self.head).transpose(1, 2)
+            v = self.v(h).view(batch, seq, self.kv_heads, self.head).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + self.o(a.transpose(1, 2).reshape(batch, seq, width))
+            h = self.norm2(x)
+            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    return Layer()
+
+
+MODELS = {"mlp": mlp, "llama": llama}
+#: Calls timed back to back in a sample, as a model's layers run: the host's cost of a call
+#: (Dynamo's guards, Inductor's wrapper, eager's modules) overlaps the GPU's work unless it
+#: is larger.
+BURST = 10
+
+
+def build(model_name: str, tokens: int):
+    import torch
+    torch.manual_seed(0)
+    model = MODELS[model_name]().cuda().to(torch.bfloat16).eval()
+    if model_name == "llama":
+        x = torch.randn(tokens // 512 or 1, min(tokens, 512), 4096, device="cuda", dtype=torch.bfloat16)
+    else:
+        x = torch.randn(tokens, 4096, device="cuda", dtype=torch.bfloat16)
+    return model, x
+
+
+def compiled(variant: str, model, budget: int, db: str):
+    import torch
+    if variant == "eager":
+        return model
+    if variant.startswith("kerntune") or variant == "again":
+        import kerntune.torch
+        return kerntune.torch.compile(model, db=db, max_fevals=budget)
+    import torch._inductor.config as ic
+    ic.max_autotune_gemm_search_space = variant.upper()
+    return torch.compile(model, mode="max-autotune-no-cudagraphs")
+
+
+def first_call(args) -> None:
+    """One variant's first call in this fresh process; prints one JSON line."""
+    import torch
+    from torch._inductor import select_algorithm
+    autotuned = []
+    select_algorithm.add_feedback_saver(lambda timings, name, *rest: autotuned.append((name, len(timings))))
+    model, x = build(args.model, args.tokens)
+    with torch.no_grad():
+        ref = model(x)
+        function = compiled(args.variant, model, args.budget, args.db)
+        torch.cuda.synchronize()
+        clock = time.perf_counter()
+        y = function(x)
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - clock
+    table = getattr(function, "kerntune", None)
+    print(json.dumps({"variant": args.variant, "first_call_s": seconds, "autotuned": len(autotuned),
+                      "autotuned_choices": sum(n for _, n in autotuned),
+                      "max_abs_diff": (y.float() - ref.float()).abs().max().item(),
+                      "gemms": None if table is None else len(table.rows),
+                      "from_store": None if table is None else sum(bool(r["from_store"]) for r in table.rows),
+                      "table": None if table is None else table.summary(),
+                      "seconds": None if table is None else [
+                          {"tuning": r.get("tuning_s"), "finalists": r.get("finalists_s"), "phases": r.get("phases"),
+                           "versus": (r.get("versus") or {}).get("seconds"), "all": r["seconds"]}
+                          for r in table.rows]}), flush=True)
+
+
+def steady(args) -> None:
+    """Compiles every variant again (warm caches, the kerntune store) and times them
+    interleaved against eager; prints one JSON line."""
+    import torch
+    model, x = build(args.model, args.tokens)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    variants = ["eager"] + args.variants.split(",")
+    with torch.no_grad():
+        ref = model(x)
+        functions = {}
+        for variant in variants:
+            if variant == "default":
+                torch._dynamo.reset()
+            budget = int(variant.split("@")[1]) if "@" in variant else args.budget
+            functions[variant] = compiled(variant, model, budget, f"{args.db}.{budget}")
+            functions[variant](x)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = {v: [] for v in variants}
+        for _ in range(args.rounds):
+            for variant in variants:
+                samples = []
+                for _ in range(3):
+                    flush.zero_()
+                    torch.cuda._sleep(1_000_000)
+                    start.record()
+                    for _ in range(BURST):
+                        functions[variant](x)
+                    end.record()
+                    end.synchronize()
+                    samples.append(start.elapsed_time(end) / BURST)
+                times[variant].append(statistics.median(samples))
+    out = {}
+    for variant in variants:
+        ratios = sorted(e / t for e, t in zip(times["eager"], times[variant]))
+        out[variant] = {"ms": statistics.median(times[variant]), "speedup": statistics.median(ratios),
+                        "low": ratios[len(ratios) // 10], "high": ratios[-1 - len(ratios) // 10]}
+    print(json.dumps({"steady": out}), flush=True)
+
+
+def fresh_env(db: str) -> dict:
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
+    env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-")
+    return env
+
+
+def child(args, mode: str, variant: str, db: str, env: dict, limit: float) -> dict:
+    command = [sys.executable, __file__, "--child", mode, "--variant", variant, "--model", args.model,
+               "--tokens", str(args.tokens), "--budget", str(args.budget), "--db", db, "--rounds", str(args.rounds),
+               "--variants", args.variants]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"variant": variant, "timed_out_s": limit}
+    sys.stderr.write(done.stderr[-4000:])
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"variant": variant, "failed": done.returncode}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="mlp")
+    parser.add_argument("--tokens", default="2048")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--budget", default="60", help="kerntune's evaluations per GEMM; several: 24,60")
+    parser.add_argument("--exhaustive-s", type=float, default=0)
+    parser.add_argument("--child")
+    parser.add_argument("--variant")
+    parser.add_argument("--variants", default="")
+    parser.add_argument("--model")
+    parser.add_argument("--db")
+    args = parser.parse_args()
+    if args.child:
+        args.tokens = int(args.tokens)
+        if args.child == "first":
+            budget = int(args.variant.split("@")[1]) if "@" in args.variant else int(args.budget.split(",")[-1])
+            args.budget, args.db = budget, f"{args.db}.{budget}"
+            first_call(args)
+        else:
+            steady(args)
+        return
+    summary = []
+    token_counts = [int(t) for t in args.tokens.split(",")]
+    for model in args.models.split(","):
+        for tokens in token_counts:
+            args.model, args.tokens = model, tokens
+            db = os.path.join(tempfile.mkdtemp(prefix="kerntune-db-"), "results.db")
+            tuned = [f"kerntune@{b}" for b in args.budget.split(",")]
+            args.variants = ",".join(["default"] + tuned)
+            firsts = {}
+            for variant in ["default", *tuned, "again"] + (["exhaustive"] if args.exhaustive_s else []):
+                limit = args.exhaustive_s if variant == "exhaustive" else 900
+                firsts[variant] = child(args, "first", variant, db, fresh_env(db), limit)
+                print(f"{model} tokens={tokens} {variant}: {json.dumps(firsts[variant])}", flush=True)
+            steady_out = child(args, "steady", "all", db, fresh_env(db), 900).get("steady", {})
+            print(f"{model} tokens={tokens} steady: {json.dumps(steady_out)}", flush=True)
+            for variant, first in firsts.items():
+                timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant == "again" else "", {})
+                summary.append(f"{model:<6} {tokens:>6} {variant:<10} first call "
+                               f"{first.get('first_call_s', float('nan')):7.1f} s  autotuned {first.get('autotuned', '-')!s:>3}  "
+                               f"speedup vs eager {timed.get('speedup', float('nan')):.3f} "
+                               f"[{timed.get('low', float('nan')):.3f}, {timed.get('high', float('nan')):.3f}]")
+    print("\n=== inductor summary (first call: fresh caches; speedup: median per-round eager/compiled, 10-90%)")
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()

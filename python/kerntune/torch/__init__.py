@@ -1,0 +1,166 @@
+"""torch.compile's GEMM autotuning through kerntune.
+
+- ``kerntune.torch.compile(model)`` is ``torch.compile(model)`` with TorchInductor's matrix
+  multiplications (``mm``, ``addmm``; fp16 and bf16) chosen by kerntune: each GEMM Inductor
+  lowers is answered from kerntune's store (keyed by GPU, torch and Triton versions and the
+  GEMM's shapes and strides), or tuned then and kept there, over Inductor's EXHAUSTIVE space
+  of its Triton template (``space="wide"``: wider still), with kerntune's parallel compiles,
+  isolated timing and verification against ATen's result. The winner reaches Inductor as the
+  single entry of its lookup table, so Inductor builds it without benchmarking; where no
+  template beats ATen's GEMM (cuBLAS) beyond noise, the entry keeps ATen's.
+- ``kerntune.torch.tune(model, *example_inputs)`` tunes a model's GEMMs ahead (one run over
+  all of them, each learning from those before it) and returns a ``GemmTable``;
+  ``table.save(path)`` writes Inductor's own lookup-table JSON, which
+  ``kerntune.torch.compile(model, table=path)`` (or Inductor's ``LookupTableChoices`` alone)
+  reads on a machine that tunes nothing.
+- ``kerntune.torch.stored()`` is the table of every GEMM the store answers for this GPU.
+
+Needs torch >= 2.10 (``torch._inductor.lookup_table``) and a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Optional, Union
+
+from kerntune._errors import ArgumentError, ArgumentTypeError
+
+try:
+    import torch
+    from torch._inductor import lookup_table as _lookup_table  # noqa: F401  (the hook this needs)
+except ImportError as _missing:  # torch absent, or older than the lookup table
+    raise ImportError(f"kerntune.torch needs torch 2.10 or newer with torch._inductor.lookup_table ({_missing})") \
+        from None
+
+from kerntune.torch import _gemm
+from kerntune.torch._inductor import Backend, Session, versions
+
+__all__ = ["GemmTable", "compile", "stored", "tune"]
+
+
+class GemmTable:
+    """The GEMMs kerntune answered for Inductor: ``rows`` (one per GEMM: its lookup key, the
+    problem, the entry, the tuned configuration, the verdict against ATen with both times,
+    evaluations and seconds, and whether it came from the store), ``lookup_table`` (Inductor's
+    ``config.lookup_table.table``), ``summary()`` and ``save(path)``."""
+
+    def __init__(self, rows: list):
+        self.rows = rows
+
+    @property
+    def lookup_table(self) -> dict:
+        return {row["key"]: row["entry"] for row in self.rows}
+
+    def save(self, path: Union[str, os.PathLike]) -> str:
+        """Writes the lookup table as JSON (what ``torch._inductor.config.lookup_table.table``
+        takes); returns the path."""
+        with open(path, "w") as file:
+            json.dump(self.lookup_table, file, indent=1)
+        return str(path)
+
+    def summary(self) -> str:
+        lines = [f"{'GEMM':<34} {'choice':<34} {'template ms':>11} {'ATen ms':>8} {'ratio':>6} {'evals':>5} {'s':>6}"]
+        for row in self.rows:
+            problem = row["problem"]
+            name = f"{row['op']} {problem['M']}x{problem['N']}x{problem['K']} {problem['dtype']}"
+            entry = row["entry"][0]
+            if entry["template_id"] == "triton::mm":
+                choice = "triton {BLOCK_M}x{BLOCK_N}x{BLOCK_K} g{GROUP_M} s{num_stages} w{num_warps}".format(**entry)
+            else:
+                choice = entry["template_id"]
+            versus = row.get("versus") or {}
+            ratio = versus.get("contender", {}).get("ratio")
+            lines.append(f"{name:<34} {choice:<34} {_ms(versus.get('template_ms')):>11} "
+                         f"{_ms(versus.get('aten_ms')):>8} {'-' if ratio is None else f'{ratio:.3f}':>6} "
+                         f"{'store' if row.get('from_store') else row['evaluations']:>5} {row['seconds']:>6.1f}")
+        return "\n".join(lines)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"GemmTable({len(self)} GEMMs)\n{self.summary()}"
+
+
+def _ms(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _table_of(table: Union[None, str, os.PathLike, dict]) -> Optional[dict]:
+    if table is None or isinstance(table, dict):
+        return table
+    try:
+        with open(table) as file:
+            read = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ArgumentError(f"table={str(table)!r}: cannot be read as a lookup table ({error})") from None
+    if not isinstance(read, dict) or not all(isinstance(v, list) for v in read.values()):
+        raise ArgumentError(f"table={str(table)!r}: not a lookup table (a JSON object of key: [entries])")
+    return read
+
+
+def _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, capturing=False) -> Session:
+    if not torch.cuda.is_available():
+        from kerntune import NoGpuError
+        raise NoGpuError("kerntune.torch needs a CUDA GPU: torch.cuda.is_available() is False "
+                         "(use torch.compile itself on this machine)")
+    return Session(db=db, tune=tune, table=_table_of(table), max_fevals=max_fevals, time_limit=time_limit,
+                   space=space, fallback=fallback, progress=progress, capturing=capturing)
+
+
+def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune: bool = True,
+            table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
+            time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
+            progress: bool = True, options: Optional[dict] = None, **torch_compile: Any):
+    """``torch.compile(model, ...)`` with kerntune choosing its GEMMs (see the module's
+    docstring). Each GEMM is answered from ``table`` (a lookup table or its JSON file), then
+    from the store at ``db``; one with no answer is tuned when it is first compiled, with at
+    most ``max_fevals`` evaluations (and ``time_limit`` seconds) over ``space``, unless
+    ``tune=False``, which leaves it to Inductor's own GEMM autotuning. ``fallback=False``
+    keeps the tuned template even where ATen's GEMM is as fast. ``options`` are Inductor
+    options, and the other keyword arguments go to ``torch.compile`` (``dynamic``,
+    ``fullgraph``...); ``mode`` is not taken: the GEMM choices are kerntune's."""
+    if "mode" in torch_compile or "backend" in torch_compile:
+        name = "mode" if "mode" in torch_compile else "backend"
+        raise ArgumentTypeError(f"kerntune.torch.compile takes no {name}=: it compiles with Inductor and chooses "
+                                f"the GEMMs itself (Inductor options go in options=)")
+    if model is None:
+        return lambda model: compile(model, db=db, tune=tune, table=table, max_fevals=max_fevals,
+                                     time_limit=time_limit, space=space, fallback=fallback, progress=progress,
+                                     options=options, **torch_compile)
+    session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress)
+    compiled = torch.compile(model, backend=Backend(session, options), **torch_compile)
+    try:
+        compiled.kerntune = GemmTable(session.rows)
+    except AttributeError:
+        pass  # a compiled function without attributes: the table is still in the store
+    return compiled
+
+
+def tune(model: Callable, *example_inputs: Any, db: Optional[str] = None,
+         table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
+         time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
+         progress: bool = True, options: Optional[dict] = None, **torch_compile: Any) -> GemmTable:
+    """Tunes every GEMM Inductor meets when it compiles ``model`` for ``example_inputs``,
+    ahead of use, and returns their ``GemmTable``. The model is compiled once with ATen's GEMMs
+    and called once (under the caller's grad mode), which lists the GEMMs; they are then tuned
+    in order, each learning from the ones before it, and kept in the store. Dynamo's caches
+    are reset afterwards (``torch._dynamo.reset()``)."""
+    session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True)
+    patches = {"fx_graph_cache": False, "autotune_local_cache": False, **(options or {})}
+    torch._dynamo.reset()
+    try:
+        torch.compile(model, backend=Backend(session, patches), **torch_compile)(*example_inputs)
+    finally:
+        torch._dynamo.reset()
+    session.tune_met()
+    return GemmTable(session.rows)
+
+
+def stored(db: Optional[str] = None) -> GemmTable:
+    """Every GEMM the store at ``db`` answers for this GPU, torch and Triton, as a table."""
+    session = _session(db, False, None, None, None, "exhaustive", True, False)
+    return GemmTable([{**choice, "from_store": True} for choice in session.stored().values()])
+
+

@@ -1,0 +1,239 @@
+"""kerntune inside TorchInductor: a choices handler that answers each GEMM Inductor lowers
+from kerntune's answers (a shipped table, then the store), tunes the ones it lacks when
+asked to, and hands the winner over as the single entry of Inductor's lookup table, so
+that Inductor builds it without benchmarking anything. Which hook carries what, and what
+may break across torch versions, is in docs/design-notes.md ("torch.compile's GEMMs").
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Optional
+
+import torch
+import triton
+from torch._inductor.lookup_table import LookupTableChoices
+
+from kerntune import _kerntune
+from kerntune._errors import ArgumentError
+from kerntune._results import NoValidConfigError
+from kerntune.torch import _gemm, _versus
+
+_local = threading.local()
+
+
+def _current() -> Optional["Session"]:
+    return getattr(_local, "session", None)
+
+
+def device_name() -> str:
+    """The device part of Inductor's lookup keys (``gcnArchName``; the device's name on CUDA)."""
+    return LookupTableChoices._get_device_key(torch.device("cuda", torch.cuda.current_device()))
+
+
+def versions() -> dict:
+    """What a stored answer must match to be used: the GPU, torch and Triton."""
+    return {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__}
+
+
+class KerntuneChoices(LookupTableChoices):
+    """Inductor's lookup-table handler, with kerntune's table and, for each GEMM the table
+    lacks, kerntune's answer from the store or a tuning run (the session of the compile)."""
+
+    def _get_lookup_table(self) -> dict:
+        session = _current()
+        if session is None or not torch.cuda.is_available():
+            return super()._get_lookup_table()
+        return session.table
+
+    def _finalize_template_configs(self, template_choices, kernel_inputs, templates, op_name, kwarg_overrides=None):
+        session = _current()
+        if session is not None:
+            key = self.make_lookup_key(kernel_inputs, op_name, include_device=True)
+            hashes = {t.uid: getattr(t, "src_hash", None) for t in templates}
+            if key is not None and "triton::mm" in hashes:
+                problem = _gemm.problem_of(op_name, kernel_inputs.shapes_hinted(), kernel_inputs.strides_hinted(),
+                                           kernel_inputs.dtypes())
+                if problem is not None:
+                    session.meet(key, problem, hashes["triton::mm"])
+            if session.capturing:
+                for uid, choices in template_choices.items():
+                    if uid.startswith("aten::"):
+                        for choice in choices:
+                            return [choice]
+        return super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name,
+                                                  kwarg_overrides)
+
+
+class Session:
+    """What one ``kerntune.torch.compile`` (or ``kerntune.torch.tune``) knows and does: its
+    lookup table, the GEMMs met, and how a missing one is tuned."""
+
+    def __init__(self, *, db: Optional[str], tune: bool, table: Optional[dict], max_fevals: Optional[int],
+                 time_limit: Optional[float], space: str, fallback: bool, progress: bool, capturing: bool = False):
+        if space not in _gemm.SPACES:
+            raise ArgumentError(f"space={space!r}: give one of {', '.join(map(repr, _gemm.SPACES))}")
+        self.db = db if db is not None else _kerntune.default_db()
+        self.tune, self.capturing, self.fallback, self.progress = tune, capturing, fallback, progress
+        self.max_fevals, self.time_limit, self.space = max_fevals, time_limit, space
+        self.shipped = dict(table or {})
+        self.table: dict = {}
+        self.rows: list = []
+        self.met: list = []
+        self._stored: Optional[dict] = None
+        self._tuned: list = []
+        self._phases: Optional[dict] = None
+
+    def stored(self) -> dict:
+        """The store's answers for this GPU, torch and Triton, by lookup key (the newest)."""
+        if self._stored is None:
+            import json
+            wanted = versions()
+            self._stored = {}
+            for choice in json.loads(_kerntune.inductor_choices(self.db)):
+                if all(choice.get(name) == value for name, value in wanted.items()):
+                    self._stored[choice["key"]] = choice
+        return self._stored
+
+    def meet(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> None:
+        """A GEMM Inductor is lowering: answered from the shipped table or the store, tuned
+        now (or, while capturing, noted for later), or left to Inductor."""
+        if key in self.table:
+            return
+        if key in self.shipped:
+            self.table[key] = self.shipped[key]
+            return
+        stored = self.stored().get(key)
+        if stored is not None and _hash_matches(stored["entry"], template_hash):
+            self.table[key] = stored["entry"]
+            self.rows.append({**stored, "from_store": True})
+            return
+        if self.capturing:
+            if all(met_key != key for met_key, _, _ in self.met):
+                self.met.append((key, problem, template_hash))
+            return
+        if self.tune:
+            self.table[key] = self.tune_one(key, problem, template_hash)["entry"]
+
+    def tune_one(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> dict:
+        """Tunes one GEMM, learning from those tuned before it in this session, decides it
+        against ATen's, keeps the answer in the store and returns it."""
+        import json
+
+        import kerntune
+        from kerntune import _shapes
+
+        clock = time.perf_counter()
+        if self.progress:
+            print(f"kerntune: tuning {problem.label} for Inductor", file=sys.stderr, flush=True)
+        a, b, c, bias = _operands(problem)
+        out = torch.empty_like(c)
+        tolerance = 2e-2 if problem.dtype == "bfloat16" else 1e-2
+        transfer = _shapes.OneShape({"shape": problem.shape, "tuned": list(self._tuned), "independent": False})
+        called = time.perf_counter()
+        try:
+            result = kerntune.tune(
+                _gemm.inductor_mm, {"A": a, "B": b, "C": c, **_gemm.constants(problem)}, _gemm.grid(problem),
+                _gemm.SPACES[self.space], _gemm.RESTRICTIONS,
+                answer={"C": torch.mm(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.max_fevals,
+                time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
+                first=_gemm.inductor_default())
+        except NoValidConfigError as error:
+            return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock)
+        self._phases = {"call_s": time.perf_counter() - called,
+                        "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
+                        "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None}
+        if result.tuning is not None:
+            self._tuned.append({"shape": problem.shape, "tuning": result.tuning})
+        config = result.best_config
+        constants = _gemm.constants(problem)
+        launch = _gemm.grid(problem)(config)
+
+        def template():
+            _gemm.inductor_mm[launch](a, b, c, **constants, **config)
+
+        def aten():
+            if problem.op == "addmm":
+                torch.addmm(bias, a, b, out=out)
+            else:
+                torch.mm(a, b, out=out)
+
+        timed = time.perf_counter()
+        verdict = _versus.versus_aten(template, aten)
+        verdict["seconds"] = time.perf_counter() - timed
+        choice = self._keep(key, problem, template_hash, result, config, verdict, clock)
+        if result.tuning is not None:
+            _kerntune.save_inductor_choice(result.db, result.tuning, json.dumps(config), json.dumps(choice))
+        return choice
+
+    def _keep(self, key, problem, template_hash, result, config, verdict, clock) -> dict:
+        template_wins = config is not None and (verdict.get("replaces") or not self.fallback)
+        entry = [_gemm.entry(problem, config, template_hash) if template_wins else _gemm.aten_entry(problem)]
+        choice = {"key": key, **versions(), "op": problem.op, "problem": problem.shape, "entry": entry,
+                  "config": config, "versus": verdict, "tuning": None if result is None else result.tuning,
+                  "evaluations": 0 if result is None else result.evaluations,
+                  "tuning_s": None if result is None else result.wall_s,
+                  "finalists_s": (result.finalists or {}).get("seconds") if result is not None else None,
+                  "phases": self._phases,
+                  "seconds": time.perf_counter() - clock}
+        self.rows.append({**choice, "from_store": False})
+        self.stored()[key] = choice
+        return choice
+
+    def tune_met(self) -> None:
+        """Tunes every GEMM noted while capturing, in order, each learning from the ones
+        before it (one many-shape run over the model's GEMMs)."""
+        self.capturing = False
+        for key, problem, template_hash in self.met:
+            if key not in self.table:
+                self.table[key] = self.tune_one(key, problem, template_hash)["entry"]
+
+
+def _hash_matches(entry: list, template_hash: Optional[str]) -> bool:
+    stored = {e.get("template_hash") for e in entry if e.get("template_id") == "triton::mm"}
+    return not stored or template_hash is None or stored == {template_hash}
+
+
+def _operands(problem: _gemm.Problem):
+    """Random inputs with the problem's strides (outputs of about unit size), its output and
+    an addmm's bias."""
+    dtype = getattr(torch, problem.dtype)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+
+    def matrix(rows: int, cols: int, stride: tuple, scale: float):
+        made = torch.empty_strided((rows, cols), stride, dtype=dtype, device="cuda")
+        made.copy_(torch.randn(rows, cols, device="cuda", generator=generator) * scale)
+        return made
+
+    a = matrix(problem.M, problem.K, problem.stride_a, 1.0)
+    b = matrix(problem.K, problem.N, problem.stride_b, problem.K ** -0.5)
+    c = torch.empty(problem.M, problem.N, dtype=dtype, device="cuda")
+    bias = torch.randn(problem.N, dtype=dtype, device="cuda", generator=generator)
+    return a, b, c, bias
+
+
+class Backend:
+    """The ``torch.compile`` backend: Inductor, with kerntune's choices handler and session
+    around each graph it compiles."""
+
+    def __init__(self, session: Session, options: Optional[dict] = None):
+        self.session = session
+        # Inductor tunes its other kernels as max-autotune does (coordinate descent on the
+        # pointwise and reduction kernels, kept in its own caches); the GEMMs are kerntune's.
+        self.patches = {"max_autotune_gemm": True, "max_autotune_pointwise": True, "coordinate_descent_tuning": True,
+                        "max_autotune_gemm_backends": "ATEN,TRITON", "inductor_choices_class": KerntuneChoices,
+                        **(options or {})}
+
+    def __call__(self, graph, example_inputs) -> Any:
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.virtualized import V
+
+        prior = _current()
+        _local.session = self.session
+        try:
+            with V.set_choices_handler(KerntuneChoices()):
+                return compile_fx(graph, example_inputs, config_patches=self.patches)
+        finally:
+            _local.session = prior

@@ -1,0 +1,189 @@
+"""kerntune.torch without a GPU: the space against Inductor's own, the GEMMs it takes and the
+ones it leaves to Inductor, the entries, Inductor's key for them, the rule by which a template
+replaces ATen's GEMM, and clean refusals. The store and the rule are tested without torch;
+the rest needs torch (scripts/test.sh installs PyPI's build apart, which runs on a CPU)."""
+
+import json
+
+import pytest
+
+from kerntune import _kerntune
+
+
+def test_a_template_replaces_aten_only_beyond_the_control_s_noise():
+    aten = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98] * 5
+    copy = [1.00, 0.99, 1.01, 1.01, 0.99, 1.00] * 5
+    faster = [t * 0.9 for t in aten]
+    verdict = json.loads(_kerntune.replaces_incumbent(aten, copy, faster, 6))
+    assert verdict["replaces"] and verdict["verdict"] == "overtaken"
+    assert verdict["contender"]["high"] < verdict["control"]["low"]
+    level = json.loads(_kerntune.replaces_incumbent(aten, copy, list(copy), 6))
+    assert not level["replaces"] and level["verdict"] == "tie"
+    slower = json.loads(_kerntune.replaces_incumbent(aten, copy, [t * 1.2 for t in aten], 6))
+    assert not slower["replaces"] and slower["verdict"] == "lead_holds"
+    levels = [0.9, 1.1, 0.93, 1.07, 0.95, 1.05]  # the A/A control wanders by block
+    noisy_copy = [t * levels[i // 5] for i, t in enumerate(aten)]
+    noisy = json.loads(_kerntune.replaces_incumbent(aten, noisy_copy, [t * 0.97 for t in aten], 6))
+    assert not noisy["replaces"], "3% inside a noisy control is not a win"
+
+
+def test_the_rule_refuses_rounds_that_do_not_pair():
+    with pytest.raises(kerntune_errors().SpecError, match="same number of rounds"):
+        _kerntune.replaces_incumbent([1.0] * 6, [1.0] * 5, [1.0] * 6, 6)
+    with pytest.raises(kerntune_errors().SpecError, match="at least one per block"):
+        _kerntune.replaces_incumbent([1.0] * 3, [1.0] * 3, [1.0] * 3, 6)
+
+
+def kerntune_errors():
+    import kerntune
+    return kerntune
+
+
+def test_a_store_without_choices_answers_none(tmp_path):
+    assert json.loads(_kerntune.inductor_choices(str(tmp_path / "absent.db"))) == []
+    with pytest.raises(kerntune_errors().StoreError, match="no tuning numbered 7"):
+        _kerntune.save_inductor_choice(str(tmp_path / "new.db"), 7, "{}", "{}")
+
+
+@pytest.fixture
+def gemm():
+    pytest.importorskip("torch")
+    pytest.importorskip("torch._inductor.lookup_table")
+    from kerntune.torch import _gemm
+    return _gemm
+
+
+def test_the_exhaustive_space_is_inductor_s_own(gemm):
+    """Inductor's EXHAUSTIVE list, pruned and with its warps clamped by torch's own rules, is
+    kerntune's space under its restrictions: the same 1,400 kernels."""
+    from torch._inductor.template_heuristics.triton import CUDAConfigHeuristic
+
+    heuristic = CUDAConfigHeuristic()
+    theirs = {(c.block_m, c.block_n, c.block_k, c.group_m, c.num_stages, min(c.num_warps, c.block_m * c.block_n // 256))
+              for c in heuristic._prune_reg_spill_configs(heuristic.exhaustive_configs)}
+    ours = {(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_stages"], c["num_warps"])
+            for c in json.loads(_kerntune.valid_configs(json.dumps(gemm.EXHAUSTIVE), gemm.RESTRICTIONS))}
+    assert ours == theirs and len(ours) == 1400
+    wide = json.loads(_kerntune.valid_configs(json.dumps(gemm.WIDE), gemm.RESTRICTIONS))
+    assert len(wide) > len(ours)
+
+
+def test_an_nn_linear_gemm_is_taken_with_its_transposed_weight(gemm):
+    import torch
+
+    problem = gemm.problem_of("mm", ((2048, 4096), (4096, 11008)), ((4096, 1), (1, 4096)),
+                              (torch.bfloat16, torch.bfloat16))
+    assert problem == gemm.Problem("mm", 2048, 11008, 4096, (4096, 1), (1, 4096), "bfloat16")
+    constants = gemm.constants(problem)
+    assert constants["PLAIN_A"] and constants["PLAIN_B"]
+    assert (constants["stride_bk"], constants["stride_bn"]) == (1, 4096)
+    addmm = gemm.problem_of("addmm", ((2048, 11008), (2048, 4096), (4096, 11008)),
+                            ((0, 1), (4096, 1), (1, 4096)), (torch.float16,) * 3)
+    assert (addmm.op, addmm.M, addmm.N, addmm.K, addmm.dtype) == ("addmm", 2048, 11008, 4096, "float16")
+
+
+def test_gemms_kerntune_does_not_tune_are_left_to_inductor(gemm):
+    import torch
+
+    bf16 = (torch.bfloat16, torch.bfloat16)
+    assert gemm.problem_of("bmm", ((8, 64, 64), (8, 64, 64)), ((4096, 64, 1),) * 2, bf16) is None
+    assert gemm.problem_of("mm", ((64, 64), (64, 64)), ((64, 1), (64, 1)), (torch.float32,) * 2) is None
+    assert gemm.problem_of("mm", ((64, 32), (64, 64)), ((32, 1), (64, 1)), bf16) is None, "K disagrees"
+    assert gemm.problem_of("mm", ((64, 64), (64, 64)), ((128, 2), (64, 1)), bf16) is None, "no unit stride"
+    assert gemm.problem_of("mm", ((0, 64), (64, 64)), ((64, 1), (64, 1)), bf16) is None, "empty"
+
+
+def test_an_entry_names_the_template_s_parameters_and_its_k_masks(gemm):
+    problem = gemm.Problem("mm", 2048, 4096, 11008, (11008, 1), (1, 11008), "bfloat16")
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}
+    entry = gemm.entry(problem, config, "abc")
+    assert entry == {"template_id": "triton::mm", **config, "EVEN_K": True, "USE_FAST_ACCUM": False,
+                     "ACC_TYPE": "tl.float32", "hint_override": None, "template_hash": "abc"}
+    assert "ALLOW_TF32" not in entry, "Inductor passes it itself: a second one fails its compile"
+    odd = problem._replace(K=11000)
+    assert gemm.entry(odd, {**config, "BLOCK_K": 64}, None)["EVEN_K"] is False
+    assert "template_hash" not in gemm.entry(odd, config, None)
+    assert gemm.aten_entry(problem) == {"template_id": "aten::mm"}
+    assert gemm.aten_entry(problem._replace(op="addmm")) == {"template_id": "aten::addmm"}
+
+
+def test_inductor_s_key_for_the_gemm_reads_as_the_problem(gemm):
+    """The key Inductor's lookup builds from a GEMM's inputs (torch's own function) carries
+    the shapes and strides kerntune tunes at."""
+    import torch
+    from torch._inductor.lookup_table import LookupTableChoices
+
+    class Inputs:
+        _scalars = {"alpha": 1, "beta": 1}
+
+        def dtypes(self):
+            return (torch.bfloat16,) * 3
+
+        def shapes_hinted(self):
+            return ((2048, 11008), (2048, 4096), (4096, 11008))
+
+        def strides_hinted(self):
+            return ((0, 1), (4096, 1), (1, 4096))
+
+    key = LookupTableChoices._generate_kernel_inputs_key(Inputs())
+    assert key == ("((torch.bfloat16, [2048, 11008], [0, 1]), (torch.bfloat16, [2048, 4096], [4096, 1]), "
+                   "(torch.bfloat16, [4096, 11008], [1, 4096]))+alpha=1&beta=1")
+    inputs = Inputs()
+    problem = gemm.problem_of("addmm", inputs.shapes_hinted(), inputs.strides_hinted(), inputs.dtypes())
+    assert (problem.M, problem.N, problem.K, problem.stride_b) == (2048, 11008, 4096, (1, 4096))
+
+
+def test_without_a_gpu_compile_says_so_in_one_line(gemm):
+    import torch
+
+    import kerntune
+    import kerntune.torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(kerntune.NoGpuError, match="needs a CUDA GPU"):
+        kerntune.torch.compile(torch.nn.Linear(4, 4))
+    with pytest.raises(kerntune.NoGpuError, match="needs a CUDA GPU"):
+        kerntune.torch.tune(torch.nn.Linear(4, 4), torch.randn(2, 4))
+
+
+def test_bad_options_are_refused_in_one_line(gemm, tmp_path):
+    import torch
+
+    import kerntune.torch
+    from kerntune._errors import ArgumentError, ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match="takes no mode="):
+        kerntune.torch.compile(torch.nn.Linear(4, 4), mode="max-autotune")
+    bad = tmp_path / "table.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ArgumentError, match="not a lookup table"):
+        kerntune.torch._table_of(bad)
+    with pytest.raises(ArgumentError, match="cannot be read"):
+        kerntune.torch._table_of(tmp_path / "absent.json")
+
+
+def test_a_table_saves_as_inductor_s_lookup_table(gemm, tmp_path):
+    import kerntune.torch
+
+    entry = {"template_id": "triton::mm", "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8,
+             "num_stages": 4, "num_warps": 4, "EVEN_K": True, "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+             "hint_override": None}
+    rows = [{"key": "NVIDIA H100+((...))+mm", "op": "mm", "entry": [entry], "evaluations": 60, "seconds": 12.5,
+             "problem": {"M": 2048, "N": 11008, "K": 4096, "dtype": "bfloat16"}, "from_store": False,
+             "versus": {"template_ms": 0.21, "aten_ms": 0.23, "contender": {"ratio": 0.91}}},
+            {"key": "NVIDIA H100+((..))+mm", "op": "mm", "entry": [{"template_id": "aten::mm"}], "evaluations": 60,
+             "seconds": 9.0, "problem": {"M": 16, "N": 4096, "K": 4096, "dtype": "bfloat16"}, "from_store": True,
+             "versus": {"template_ms": 0.02, "aten_ms": 0.02, "contender": {"ratio": 1.01}}}]
+    table = kerntune.torch.GemmTable(rows)
+    path = table.save(tmp_path / "t.json")
+    assert json.load(open(path)) == {"NVIDIA H100+((...))+mm": [entry], "NVIDIA H100+((..))+mm": [{"template_id": "aten::mm"}]}
+    text = table.summary()
+    assert "triton 64x128x32 g8 s4 w4" in text and "aten::mm" in text and "store" in text and "0.910" in text
+
+
+def test_inductor_s_default_list_is_measured_first_and_lies_in_the_space(gemm):
+    listed = gemm.inductor_default()
+    space = json.loads(_kerntune.valid_configs(json.dumps(gemm.EXHAUSTIVE), gemm.RESTRICTIONS))
+    assert len(listed) == 20
+    assert all(config in space for config in listed)

@@ -1,0 +1,112 @@
+"""kerntune.torch on the GPU: torch.compile's GEMMs chosen by kerntune, kept in the store, and
+answered without tuning by a second compile or a shipped table."""
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _model_and_input(bias: bool = False):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024, bias=bias), torch.nn.GELU(),
+                                torch.nn.Linear(1024, 512, bias=bias)).cuda().to(torch.bfloat16).eval()
+    return model, torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+
+
+def _fresh_inductor(monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+
+
+def _autotunings():
+    """The GEMMs Inductor itself benchmarks from now on (its feedback hook sees each)."""
+    from torch._inductor import select_algorithm
+
+    seen = []
+    select_algorithm.add_feedback_saver(lambda timings, name, *rest: seen.append(name))
+    return seen
+
+
+def test_compiled_model_tunes_each_gemm_once_then_answers_from_the_store(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+
+    db = str(tmp_path / "results.db")
+    model, x = _model_and_input()
+    _fresh_inductor(monkeypatch, tmp_path)
+    seen = _autotunings()
+    with torch.no_grad():
+        compiled = kerntune.torch.compile(model, db=db, max_fevals=12, progress=False)
+        y = compiled(x)
+        expected = model(x)
+    torch.testing.assert_close(y, expected, atol=3e-2, rtol=3e-2)
+    rows = compiled.kerntune.rows
+    assert len(rows) == 2 and not any(r["from_store"] for r in rows), rows
+    assert all(r["tuning"] is not None and r["evaluations"] > 0 for r in rows)
+    for row in rows:
+        entry = row["entry"][0]
+        assert entry["template_id"] in ("triton::mm", "aten::mm")
+        assert row["key"].startswith(torch.cuda.get_device_name() + "+")
+        assert row["versus"]["aten_ms"] > 0 and row["versus"]["template_ms"] > 0
+    assert seen == [], "Inductor benchmarked GEMMs itself"
+
+    # A second compile (a fresh Inductor cache, as in a new process) tunes nothing.
+    _fresh_inductor(monkeypatch, tmp_path / "second")
+    with torch.no_grad():
+        again = kerntune.torch.compile(model, db=db, progress=False)
+        torch.testing.assert_close(again(x), expected, atol=3e-2, rtol=3e-2)
+    assert [r["from_store"] for r in again.kerntune.rows] == [True, True]
+    assert [r["entry"] for r in again.kerntune.rows] == [r["entry"] for r in rows]
+    assert seen == []
+    assert len(kerntune.torch.stored(db)) == 2
+
+
+def test_a_table_tuned_ahead_is_shipped_and_used_without_tuning(tmp_path, monkeypatch):
+    import json
+
+    import torch
+    import kerntune.torch
+
+    model, x = _model_and_input(bias=True)
+    _fresh_inductor(monkeypatch, tmp_path)
+    with torch.no_grad():
+        table = kerntune.torch.tune(model, x, db=str(tmp_path / "a.db"), max_fevals=10, progress=False)
+    assert {r["op"] for r in table.rows} == {"addmm"}, table.summary()
+    path = table.save(tmp_path / "table.json")
+    saved = json.load(open(path))
+    assert set(saved) == {r["key"] for r in table.rows}
+    assert all("+alpha=1&beta=1+addmm" in key for key in saved)
+
+    _fresh_inductor(monkeypatch, tmp_path / "elsewhere")
+    seen = _autotunings()
+    with torch.no_grad():
+        compiled = kerntune.torch.compile(model, db=str(tmp_path / "empty.db"), table=path, tune=False)
+        torch.testing.assert_close(compiled(x), model(x), atol=3e-2, rtol=3e-2)
+    assert seen == []
+    assert not (tmp_path / "empty.db").exists() or len(kerntune.torch.stored(str(tmp_path / "empty.db"))) == 0
+
+
+def test_an_entry_is_what_inductor_builds(tmp_path, monkeypatch):
+    """The table's Triton entry reaches Inductor's generated code: its tile sizes are the ones
+    in the compiled kernel's source."""
+    import torch
+    import kerntune.torch
+    from torch._inductor.utils import run_and_get_code
+
+    model, x = _model_and_input()
+    _fresh_inductor(monkeypatch, tmp_path)
+    with torch.no_grad():
+        table = kerntune.torch.tune(model, x, db=str(tmp_path / "r.db"), max_fevals=10, fallback=False,
+                                    progress=False)
+        _fresh_inductor(monkeypatch, tmp_path / "built")
+        compiled = kerntune.torch.compile(model, table=table.lookup_table, tune=False, db=str(tmp_path / "r.db"))
+        _, code = run_and_get_code(compiled, x)
+    source = "\n".join(code)
+    for row in table.rows:
+        entry = row["entry"][0]
+        assert entry["template_id"] == "triton::mm"
+        assert f"BLOCK_M : tl.constexpr = {entry['BLOCK_M']}" in source, source[:2000]
