@@ -249,6 +249,32 @@ mod tests {
     }
 
     #[test]
+    fn a_search_starting_with_given_configurations_proposes_those_of_its_space_first() {
+        use kerntune_search::{Context, History};
+        use kerntune_space::{Param, Rng, Value};
+
+        let params = vec![Param::new("x", (0..20).map(Value::Int).collect()).expect("param")];
+        let space = Space::new(params, &[] as &[&str]).expect("space");
+        let named = |x: i64| json_object(serde_json::json!({ "x": x }));
+        let first = vec![named(13), named(99), named(4)];
+        let search = SearchOptions::default().resolve("random_sample").expect("resolves");
+        let mut search = search.starting_with(&first, &space);
+        let (mut rng, history) = (Rng::seeded(1), History::new());
+        let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+        let batch = search.strategy.ask(&mut context, 4);
+        let values: Vec<_> = batch.iter().map(|&id| space.values(id)[0].clone()).collect();
+        assert_eq!(values, vec![Value::Int(13), Value::Int(4)], "x = 99 is outside the space");
+        let unchanged = SearchOptions::default().resolve("random_sample").expect("resolves");
+        let mut unchanged = unchanged.starting_with(&[named(99)], &space);
+        let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
+        assert_eq!(unchanged.strategy.ask(&mut context, 3).len(), 3, "none in the space: the strategy's own picks");
+    }
+
+    fn json_object(value: Json) -> Map<String, Json> {
+        value.as_object().cloned().expect("an object")
+    }
+
+    #[test]
     fn given_settings_win_over_the_fallbacks() {
         let spec: SearchOptions =
             serde_json::from_str(r#"{"strategy": "random_sample", "max_fevals": 40, "time_limit": "2m"}"#)

@@ -165,3 +165,19 @@ fn shipped_landscapes_read_with_their_failures() {
         assert_eq!(read.optimum(), Some(fastest), "{name}");
     }
 }
+
+#[test]
+fn artifacts_of_one_kind_are_read_across_tunings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(&dir.path().join("results.db")).expect("opens");
+    let first = store.tuning(&landscape("pnpoly_RTX_3090.json.gz").tuning()).expect("tuning");
+    let second = store.tuning(&landscape("convolution_A100.json.gz").tuning()).expect("tuning");
+    let config = json!({"between_method": 0}).as_object().cloned().expect("object");
+    store.save_artifact(first, &config, "inductor_choice", b"one", "test").expect("saves");
+    store.save_artifact(second, &config, "inductor_choice", b"two", "test").expect("saves");
+    store.save_artifact(second, &config, "cubin", b"binary", "test").expect("saves");
+    let found = store.artifacts_of_kind("inductor_choice").expect("reads");
+    let seen: Vec<(_, &[u8])> = found.iter().map(|(tuning, artifact)| (*tuning, artifact.data.as_slice())).collect();
+    assert_eq!(seen, vec![(first, b"one".as_slice()), (second, b"two".as_slice())]);
+    assert!(store.artifacts_of_kind("schedule").expect("reads").is_empty());
+}
