@@ -10,6 +10,8 @@ first call of:
               every GEMM (one variant per budget of --budget)
   again       kerntune.torch.compile(model) in a second process on the last budget's store:
               tunes nothing
+  brute       (--brute) kerntune.torch.compile(model, strategy="brute_force", max_fevals=None):
+              every configuration of Inductor's EXHAUSTIVE space, timed by kerntune
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
 its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
 median per-round ratio against eager with its spread.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -102,6 +105,9 @@ def compiled(variant: str, model, budget: int, db: str):
     if variant.startswith("kerntune") or variant == "again":
         import kerntune.torch
         return kerntune.torch.compile(model, db=db, max_fevals=budget)
+    if variant == "brute":
+        import kerntune.torch
+        return kerntune.torch.compile(model, db=db, max_fevals=None, strategy="brute_force")
     import torch._inductor.config as ic
     ic.max_autotune_gemm_search_space = variant.upper()
     return torch.compile(model, mode="max-autotune-no-cudagraphs")
@@ -130,7 +136,7 @@ def first_call(args) -> None:
                       "from_store": None if table is None else sum(bool(r["from_store"]) for r in table.rows),
                       "table": None if table is None else table.summary(),
                       "seconds": None if table is None else [
-                          {"tuning": r.get("tuning_s"), "finalists": r.get("finalists_s"), "phases": r.get("phases"),
+                          {"tuning": r.get("tuning_s"), "phases": r.get("phases"),
                            "versus": (r.get("versus") or {}).get("seconds"), "all": r["seconds"]}
                           for r in table.rows]}), flush=True)
 
@@ -141,20 +147,27 @@ def steady(args) -> None:
     import torch
     model, x = build(args.model, args.tokens)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    variants = ["eager"] + args.variants.split(",")
+    # "eager again" is eager timed as a second variant: the A/A control of the ratios.
+    variants = ["eager", "eager again"] + args.variants.split(",")
     with torch.no_grad():
         ref = model(x)
         functions = {}
         for variant in variants:
+            if variant == "eager again":
+                functions[variant] = model
+                continue
             if variant == "default":
                 torch._dynamo.reset()
             budget = int(variant.split("@")[1]) if "@" in variant else args.budget
-            functions[variant] = compiled(variant, model, budget, f"{args.db}.{budget}")
+            functions[variant] = compiled(variant, model, budget, f"{args.db}.{'brute' if variant == 'brute' else budget}")
             functions[variant](x)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = {v: [] for v in variants}
+        order = random.Random(0)
         for _ in range(args.rounds):
-            for variant in variants:
+            shuffled = list(variants)
+            order.shuffle(shuffled)
+            for variant in shuffled:
                 samples = []
                 for _ in range(3):
                     flush.zero_()
@@ -201,6 +214,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--budget", default="60", help="kerntune's evaluations per GEMM; several: 24,60")
     parser.add_argument("--exhaustive-s", type=float, default=0)
+    parser.add_argument("--brute", action="store_true",
+                        help="also kerntune's brute force of Inductor's EXHAUSTIVE space (every configuration)")
     parser.add_argument("--child")
     parser.add_argument("--variant")
     parser.add_argument("--variants", default="")
@@ -211,7 +226,7 @@ def main() -> None:
         args.tokens = int(args.tokens)
         if args.child == "first":
             budget = int(args.variant.split("@")[1]) if "@" in args.variant else int(args.budget.split(",")[-1])
-            args.budget, args.db = budget, f"{args.db}.{budget}"
+            args.budget, args.db = budget, f"{args.db}.{'brute' if args.variant == 'brute' else budget}"
             first_call(args)
         else:
             steady(args)
@@ -223,14 +238,19 @@ def main() -> None:
             args.model, args.tokens = model, tokens
             db = os.path.join(tempfile.mkdtemp(prefix="kerntune-db-"), "results.db")
             tuned = [f"kerntune@{b}" for b in args.budget.split(",")]
-            args.variants = ",".join(["default"] + tuned)
+            args.variants = ",".join(["default"] + tuned + (["brute"] if args.brute else []))
             firsts = {}
-            for variant in ["default", *tuned, "again"] + (["exhaustive"] if args.exhaustive_s else []):
-                limit = args.exhaustive_s if variant == "exhaustive" else 900
+            extra = (["brute"] if args.brute else []) + (["exhaustive"] if args.exhaustive_s else [])
+            for variant in ["default", *tuned, "again", *extra]:
+                limit = args.exhaustive_s if variant == "exhaustive" else 1800
                 firsts[variant] = child(args, "first", variant, db, fresh_env(db), limit)
                 print(f"{model} tokens={tokens} {variant}: {json.dumps(firsts[variant])}", flush=True)
             steady_out = child(args, "steady", "all", db, fresh_env(db), 900).get("steady", {})
             print(f"{model} tokens={tokens} steady: {json.dumps(steady_out)}", flush=True)
+            control = steady_out.get("eager again", {})
+            summary.append(f"{model:<6} {tokens:>6} {'eager again':<10} (A/A control)                         "
+                           f"speedup vs eager {control.get('speedup', float('nan')):.3f} "
+                           f"[{control.get('low', float('nan')):.3f}, {control.get('high', float('nan')):.3f}]")
             for variant, first in firsts.items():
                 timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant == "again" else "", {})
                 summary.append(f"{model:<6} {tokens:>6} {variant:<10} first call "

@@ -100,23 +100,27 @@ def _table_of(table: Union[None, str, os.PathLike, dict]) -> Optional[dict]:
     return read
 
 
-def _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, capturing=False) -> Session:
+def _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, capturing=False,
+             strategy=None) -> Session:
     if not torch.cuda.is_available():
         from kerntune import NoGpuError
         raise NoGpuError("kerntune.torch needs a CUDA GPU: torch.cuda.is_available() is False "
                          "(use torch.compile itself on this machine)")
     return Session(db=db, tune=tune, table=_table_of(table), max_fevals=max_fevals, time_limit=time_limit,
-                   space=space, fallback=fallback, progress=progress, capturing=capturing)
+                   space=space, fallback=fallback, progress=progress, capturing=capturing, strategy=strategy)
 
 
 def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune: bool = True,
             table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
             time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
-            progress: bool = True, options: Optional[dict] = None, **torch_compile: Any):
+            progress: bool = True, options: Optional[dict] = None, strategy: Optional[str] = None,
+            **torch_compile: Any):
     """``torch.compile(model, ...)`` with kerntune choosing its GEMMs (see the module's
     docstring). Each GEMM is answered from ``table`` (a lookup table or its JSON file), then
     from the store at ``db``; one with no answer is tuned when it is first compiled, with at
-    most ``max_fevals`` evaluations (and ``time_limit`` seconds) over ``space``, unless
+    most ``max_fevals`` evaluations (and ``time_limit`` seconds) over ``space`` with
+    ``strategy`` (kerntune's default; ``"brute_force"`` with ``max_fevals=None`` measures the
+    whole space, as Inductor's EXHAUSTIVE search does), unless
     ``tune=False``, which leaves it to Inductor's own GEMM autotuning. ``fallback=False``
     keeps the tuned template even where ATen's GEMM is as fast. ``options`` are Inductor
     options, and the other keyword arguments go to ``torch.compile`` (``dynamic``,
@@ -128,8 +132,8 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     if model is None:
         return lambda model: compile(model, db=db, tune=tune, table=table, max_fevals=max_fevals,
                                      time_limit=time_limit, space=space, fallback=fallback, progress=progress,
-                                     options=options, **torch_compile)
-    session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress)
+                                     options=options, strategy=strategy, **torch_compile)
+    session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, strategy=strategy)
     compiled = torch.compile(model, backend=Backend(session, options), **torch_compile)
     try:
         compiled.kerntune = GemmTable(session.rows)
@@ -141,13 +145,15 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
 def tune(model: Callable, *example_inputs: Any, db: Optional[str] = None,
          table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
          time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
-         progress: bool = True, options: Optional[dict] = None, **torch_compile: Any) -> GemmTable:
+         progress: bool = True, options: Optional[dict] = None, strategy: Optional[str] = None,
+         **torch_compile: Any) -> GemmTable:
     """Tunes every GEMM Inductor meets when it compiles ``model`` for ``example_inputs``,
     ahead of use, and returns their ``GemmTable``. The model is compiled once with ATen's GEMMs
     and called once (under the caller's grad mode), which lists the GEMMs; they are then tuned
     in order, each learning from the ones before it, and kept in the store. Dynamo's caches
-    are reset afterwards (``torch._dynamo.reset()``)."""
-    session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True)
+    are reset afterwards (``torch._dynamo.reset()``). The other settings are ``compile``'s."""
+    session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True,
+                       strategy=strategy)
     patches = {"fx_graph_cache": False, "autotune_local_cache": False, **(options or {})}
     torch._dynamo.reset()
     try:

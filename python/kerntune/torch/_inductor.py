@@ -72,12 +72,13 @@ class Session:
     lookup table, the GEMMs met, and how a missing one is tuned."""
 
     def __init__(self, *, db: Optional[str], tune: bool, table: Optional[dict], max_fevals: Optional[int],
-                 time_limit: Optional[float], space: str, fallback: bool, progress: bool, capturing: bool = False):
+                 time_limit: Optional[float], space: str, fallback: bool, progress: bool, capturing: bool = False,
+                 strategy: Optional[str] = None):
         if space not in _gemm.SPACES:
             raise ArgumentError(f"space={space!r}: give one of {', '.join(map(repr, _gemm.SPACES))}")
         self.db = db if db is not None else _kerntune.default_db()
         self.tune, self.capturing, self.fallback, self.progress = tune, capturing, fallback, progress
-        self.max_fevals, self.time_limit, self.space = max_fevals, time_limit, space
+        self.max_fevals, self.time_limit, self.space, self.strategy = max_fevals, time_limit, space, strategy
         self.shipped = dict(table or {})
         self.table: dict = {}
         self.rows: list = []
@@ -139,10 +140,10 @@ class Session:
                 _gemm.SPACES[self.space], _gemm.RESTRICTIONS,
                 answer={"C": torch.mm(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.max_fevals,
                 time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
-                first=_gemm.inductor_default())
+                first=_gemm.inductor_default(), **({} if self.strategy is None else {"strategy": self.strategy}))
         except NoValidConfigError as error:
             return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock)
-        self._phases = {"call_s": time.perf_counter() - called,
+        self._phases = {**result.phases, "call_s": time.perf_counter() - called,
                         "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
                         "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None}
         if result.tuning is not None:
