@@ -110,3 +110,17 @@ def test_an_entry_is_what_inductor_builds(tmp_path, monkeypatch):
         entry = row["entry"][0]
         assert entry["template_id"] == "triton::mm"
         assert f"BLOCK_M : tl.constexpr = {entry['BLOCK_M']}" in source, source[:2000]
+
+
+def test_a_model_without_a_gemm_is_said_to_have_nothing_to_tune(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+
+    _fresh_inductor(monkeypatch, tmp_path)
+    model = torch.nn.GELU()
+    x = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.warns(UserWarning, match="no GEMM"):
+        table = kerntune.torch.tune(model, x, db=str(tmp_path / "r.db"), progress=False)
+    assert len(table) == 0
+    compiled = kerntune.torch.compile(model, db=str(tmp_path / "r.db"), progress=False)
+    torch.testing.assert_close(compiled(x), model(x))

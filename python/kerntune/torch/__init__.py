@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Callable, Optional, Union
 
 from kerntune._errors import ArgumentError, ArgumentTypeError
@@ -160,6 +161,9 @@ def tune(model: Callable, *example_inputs: Any, db: Optional[str] = None,
         torch.compile(model, backend=Backend(session, patches), **torch_compile)(*example_inputs)
     finally:
         torch._dynamo.reset()
+    if not session.met and not session.rows:
+        warnings.warn("kerntune.torch.tune: Inductor lowered no GEMM that kerntune tunes (mm or addmm, fp16 or "
+                      "bf16) for these inputs; nothing was tuned", stacklevel=2)
     session.tune_met()
     return GemmTable(session.rows)
 
