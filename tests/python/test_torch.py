@@ -187,3 +187,87 @@ def test_inductor_s_default_list_is_measured_first_and_lies_in_the_space(gemm):
     space = json.loads(_kerntune.valid_configs(json.dumps(gemm.EXHAUSTIVE), gemm.RESTRICTIONS))
     assert len(listed) == 20
     assert all(config in space for config in listed)
+
+
+class _Inputs:
+    """What Inductor's lookup reads of a GEMM's inputs (an ``nn.Linear`` without bias)."""
+
+    _scalars: dict = {}
+
+    def device(self):
+        import torch
+        return torch.device("cuda", 0)
+
+    def dtypes(self):
+        import torch
+        return (torch.bfloat16, torch.bfloat16)
+
+    def shapes_hinted(self):
+        return ((2048, 4096), (4096, 11008))
+
+    def strides_hinted(self):
+        return ((4096, 1), (1, 4096))
+
+
+class _Template:
+    def __init__(self, uid, src_hash=None):
+        self.uid, self.src_hash = uid, src_hash
+
+
+@pytest.fixture
+def handler(gemm, monkeypatch):
+    """kerntune's choices handler on a machine without a GPU: the device part of the key is
+    a fixed name, and a session is current."""
+    from kerntune.torch import _inductor
+
+    monkeypatch.setattr(_inductor.LookupTableChoices, "_get_device_key", staticmethod(lambda device: "NVIDIA TEST"))
+    monkeypatch.setattr(_inductor, "versions", lambda: {"device": "NVIDIA TEST", "torch": "t", "triton": "x"})
+
+    def current(**settings):
+        session = _inductor.Session(db=None, tune=False, table=None, max_fevals=None, time_limit=None,
+                                    space="exhaustive", fallback=True, progress=False, **settings)
+        monkeypatch.setattr(_inductor._local, "session", session, raising=False)
+        return session
+
+    return _inductor.KerntuneChoices(), current
+
+
+def test_capturing_lists_each_gemm_once_and_keeps_only_aten_s_choice(handler):
+    choices, current = handler
+    session = current(capturing=True)
+    templates = [_Template("aten::mm"), _Template("triton::mm", "hash-of-the-template")]
+    for _ in range(2):
+        offered = {"aten::mm": iter(["aten's"]), "triton::mm": iter(["t1", "t2"])}
+        picked = choices._finalize_template_configs(offered, _Inputs(), templates, "mm")
+        assert picked == ["aten's"], "one choice: Inductor benchmarks nothing"
+    assert len(session.met) == 1
+    key, problem, template_hash = session.met[0]
+    assert key == ("NVIDIA TEST+((torch.bfloat16, [2048, 4096], [4096, 1]), "
+                   "(torch.bfloat16, [4096, 11008], [1, 4096]))+mm")
+    assert (problem.M, problem.N, problem.K, template_hash) == (2048, 11008, 4096, "hash-of-the-template")
+
+
+def test_a_gemm_inductor_offers_no_triton_template_for_is_left_to_it(handler):
+    choices, current = handler
+    session = current(capturing=True)
+    choices._finalize_template_configs({"aten::mm": iter(["aten's"])}, _Inputs(), [_Template("aten::mm")], "mm")
+    assert session.met == []
+
+
+def test_stored_answers_of_another_gpu_or_template_are_not_used(handler, tmp_path, monkeypatch):
+    from kerntune.torch import _inductor
+
+    choices, current = handler
+    session = current()
+    key = "NVIDIA TEST+((...))+mm"
+    entry = [{"template_id": "triton::mm", "template_hash": "old"}]
+    monkeypatch.setattr(session, "_stored", {key: {"key": key, "entry": entry}})
+    problem = _inductor._gemm.Problem("mm", 64, 64, 64, (64, 1), (64, 1), "bfloat16")
+    session.meet(key, problem, "new")
+    assert key not in session.table, "a changed template ignores the stored entry"
+    session.meet(key, problem, "old")
+    assert session.table[key] == entry and session.rows[-1]["from_store"]
+    other = current()
+    stored_elsewhere = [{"key": key, "entry": entry, "device": "NVIDIA OTHER", "torch": "t", "triton": "x"}]
+    monkeypatch.setattr(_inductor._kerntune, "inductor_choices", lambda db: json.dumps(stored_elsewhere))
+    assert other.stored() == {}, "another GPU's answers are not this one's"
