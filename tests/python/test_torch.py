@@ -86,7 +86,7 @@ def test_gemms_kerntune_does_not_tune_are_left_to_inductor(gemm):
     import torch
 
     bf16 = (torch.bfloat16, torch.bfloat16)
-    assert gemm.problem_of("bmm", ((8, 64, 64), (8, 64, 64)), ((4096, 64, 1),) * 2, bf16) is None
+    assert gemm.problem_of("scaled_mm", ((64, 64), (64, 64)), ((64, 1), (1, 64)), bf16) is None
     assert gemm.problem_of("mm", ((64, 64), (64, 64)), ((64, 1), (64, 1)), (torch.float32,) * 2) is None
     assert gemm.problem_of("mm", ((64, 32), (64, 64)), ((32, 1), (64, 1)), bf16) is None, "K disagrees"
     assert gemm.problem_of("mm", ((64, 64), (64, 64)), ((128, 2), (64, 1)), bf16) is None, "no unit stride"
@@ -271,3 +271,37 @@ def test_stored_answers_of_another_gpu_or_template_are_not_used(handler, tmp_pat
     stored_elsewhere = [{"key": key, "entry": entry, "device": "NVIDIA OTHER", "torch": "t", "triton": "x"}]
     monkeypatch.setattr(_inductor._kerntune, "inductor_choices", lambda db: json.dumps(stored_elsewhere))
     assert other.stored() == {}, "another GPU's answers are not this one's"
+
+
+def test_a_batched_gemm_is_taken_for_inductor_s_bmm_template(gemm):
+    import torch
+
+    bf16 = (torch.bfloat16,) * 3
+    problem = gemm.problem_of("baddbmm", ((8, 128, 64), (8, 128, 256), (8, 256, 64)),
+                              ((0, 64, 1), (32768, 256, 1), (16384, 1, 256)), bf16)
+    assert (problem.Q, problem.M, problem.N, problem.K, problem.batched) == (8, 128, 64, 256, True)
+    assert problem.kernel is gemm.inductor_bmm and problem.template == "triton::bmm"
+    assert gemm.entry(problem, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_stages": 3,
+                                "num_warps": 4}, None)["template_id"] == "triton::bmm"
+    assert gemm.aten_entry(problem) == {"template_id": "aten::baddbmm"}
+    constants = gemm.constants(problem)
+    assert (constants["stride_aq"], constants["stride_bq"], constants["stride_cq"]) == (32768, 16384, 128 * 64)
+    assert gemm.grid(problem)({"BLOCK_M": 64, "BLOCK_N": 64}) == (2, 8)
+    assert gemm.problem_of("bmm", ((8, 128, 256), (4, 256, 64)), ((32768, 256, 1), (16384, 64, 1)), bf16[:2]) is None, \
+        "batches differ"
+    assert gemm.problem_of("mm", ((8, 128, 256), (8, 256, 64)), ((32768, 256, 1), (16384, 64, 1)), bf16[:2]) is None
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_kernels_compile_for_hopper_without_a_gpu(gemm, batched):
+    import kerntune
+
+    problem = gemm.Problem("bmm" if batched else "mm", 128, 256, 96, (128 * 96, 96, 1)[-3 if batched else -2:],
+                           (96 * 256, 1, 96)[-3 if batched else -2:], "bfloat16", 4 if batched else 1)
+    batch = (4,) if batched else ()
+    args = {"A": kerntune.Tensor("bfloat16", (*batch, 128, 96)), "B": kerntune.Tensor("bfloat16", (*batch, 96, 256)),
+            "C": kerntune.Tensor("bfloat16", (*batch, 128, 256)), **gemm.constants(problem)}
+    configs = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_stages": 3, "num_warps": 4},
+               {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 2, "num_warps": 4}]
+    compiled = kerntune.compile(problem.kernel, args, configs=configs, compile_workers=1)
+    assert [c["status"] for c in compiled] == ["compiled", "compiled"], compiled

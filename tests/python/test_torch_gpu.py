@@ -124,3 +124,26 @@ def test_a_model_without_a_gemm_is_said_to_have_nothing_to_tune(tmp_path, monkey
     assert len(table) == 0
     compiled = kerntune.torch.compile(model, db=str(tmp_path / "r.db"), progress=False)
     torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_batched_gemm_gets_inductor_s_bmm_template(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+    from torch._inductor.utils import run_and_get_code
+
+    def scores(q, k):
+        return torch.bmm(q, k.transpose(1, 2)).softmax(-1)
+
+    q = torch.randn(16, 256, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(16, 256, 64, device="cuda", dtype=torch.bfloat16)
+    _fresh_inductor(monkeypatch, tmp_path)
+    with torch.no_grad():
+        compiled = kerntune.torch.compile(scores, db=str(tmp_path / "r.db"), max_fevals=10, fallback=False,
+                                          progress=False)
+        out, code = run_and_get_code(compiled, q, k)
+    torch.testing.assert_close(out, scores(q, k), atol=2e-2, rtol=2e-2)
+    rows = compiled.kerntune.rows
+    assert [(r["op"], r["problem"]["Q"]) for r in rows] == [("bmm", 16)], rows
+    entry = rows[0]["entry"][0]
+    assert entry["template_id"] == "triton::bmm"
+    assert f"BLOCK_M : tl.constexpr = {entry['BLOCK_M']}" in "\n".join(code)

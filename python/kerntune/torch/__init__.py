@@ -1,7 +1,7 @@
 """torch.compile's GEMM autotuning through kerntune.
 
 - ``kerntune.torch.compile(model)`` is ``torch.compile(model)`` with TorchInductor's matrix
-  multiplications (``mm``, ``addmm``; fp16 and bf16) chosen by kerntune: each GEMM Inductor
+  multiplications (``mm``, ``addmm``, ``bmm``, ``baddbmm``; fp16 and bf16) chosen by kerntune: each GEMM Inductor
   lowers is answered from kerntune's store (keyed by GPU, torch and Triton versions and the
   GEMM's shapes and strides), or tuned then and kept there, over Inductor's EXHAUSTIVE space
   of its Triton template (``space="wide"``: wider still), with kerntune's parallel compiles,
@@ -64,9 +64,10 @@ class GemmTable:
         lines = [f"{'GEMM':<34} {'choice':<34} {'template ms':>11} {'ATen ms':>8} {'ratio':>6} {'evals':>5} {'s':>6}"]
         for row in self.rows:
             problem = row["problem"]
-            name = f"{row['op']} {problem['M']}x{problem['N']}x{problem['K']} {problem['dtype']}"
+            batch = f"{problem['Q']}x" if "Q" in problem else ""
+            name = f"{row['op']} {batch}{problem['M']}x{problem['N']}x{problem['K']} {problem['dtype']}"
             entry = row["entry"][0]
-            if entry["template_id"] == "triton::mm":
+            if entry["template_id"].startswith("triton::"):
                 choice = "triton {BLOCK_M}x{BLOCK_N}x{BLOCK_K} g{GROUP_M} s{num_stages} w{num_warps}".format(**entry)
             else:
                 choice = entry["template_id"]
@@ -162,8 +163,8 @@ def tune(model: Callable, *example_inputs: Any, db: Optional[str] = None,
     finally:
         torch._dynamo.reset()
     if not session.met and not session.rows:
-        warnings.warn("kerntune.torch.tune: Inductor lowered no GEMM that kerntune tunes (mm or addmm, fp16 or "
-                      "bf16) for these inputs; nothing was tuned", stacklevel=2)
+        warnings.warn("kerntune.torch.tune: Inductor lowered no GEMM that kerntune tunes (mm, addmm, bmm or "
+                      "baddbmm, fp16 or bf16) for these inputs; nothing was tuned", stacklevel=2)
     session.tune_met()
     return GemmTable(session.rows)
 

@@ -53,11 +53,10 @@ class KerntuneChoices(LookupTableChoices):
         if session is not None:
             key = self.make_lookup_key(kernel_inputs, op_name, include_device=True)
             hashes = {t.uid: getattr(t, "src_hash", None) for t in templates}
-            if key is not None and "triton::mm" in hashes:
-                problem = _gemm.problem_of(op_name, kernel_inputs.shapes_hinted(), kernel_inputs.strides_hinted(),
-                                           kernel_inputs.dtypes())
-                if problem is not None:
-                    session.meet(key, problem, hashes["triton::mm"])
+            problem = _gemm.problem_of(op_name, kernel_inputs.shapes_hinted(), kernel_inputs.strides_hinted(),
+                                       kernel_inputs.dtypes()) if key is not None else None
+            if problem is not None and problem.template in hashes:
+                session.meet(key, problem, hashes[problem.template])
             if session.capturing:
                 for uid, choices in template_choices.items():
                     if uid.startswith("aten::"):
@@ -131,14 +130,15 @@ class Session:
             print(f"kerntune: tuning {problem.label} for Inductor", file=sys.stderr, flush=True)
         a, b, c, bias = _operands(problem)
         out = torch.empty_like(c)
+        product, with_bias = (torch.bmm, torch.baddbmm) if problem.batched else (torch.mm, torch.addmm)
         tolerance = 2e-2 if problem.dtype == "bfloat16" else 1e-2
         transfer = _shapes.OneShape({"shape": problem.shape, "tuned": list(self._tuned), "independent": False})
         called = time.perf_counter()
         try:
             result = kerntune.tune(
-                _gemm.inductor_mm, {"A": a, "B": b, "C": c, **_gemm.constants(problem)}, _gemm.grid(problem),
+                problem.kernel, {"A": a, "B": b, "C": c, **_gemm.constants(problem)}, _gemm.grid(problem),
                 _gemm.SPACES[self.space], _gemm.RESTRICTIONS,
-                answer={"C": torch.mm(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.max_fevals,
+                answer={"C": product(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.max_fevals,
                 time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
                 first=_gemm.inductor_default(), **({} if self.strategy is None else {"strategy": self.strategy}))
         except NoValidConfigError as error:
@@ -153,13 +153,13 @@ class Session:
         launch = _gemm.grid(problem)(config)
 
         def template():
-            _gemm.inductor_mm[launch](a, b, c, **constants, **config)
+            problem.kernel[launch](a, b, c, **constants, **config)
 
         def aten():
-            if problem.op == "addmm":
-                torch.addmm(bias, a, b, out=out)
+            if problem.op in ("addmm", "baddbmm"):
+                with_bias(bias, a, b, out=out)
             else:
-                torch.mm(a, b, out=out)
+                product(a, b, out=out)
 
         timed = time.perf_counter()
         verdict = _versus.versus_aten(template, aten)
@@ -193,24 +193,25 @@ class Session:
 
 
 def _hash_matches(entry: list, template_hash: Optional[str]) -> bool:
-    stored = {e.get("template_hash") for e in entry if e.get("template_id") == "triton::mm"}
+    stored = {e.get("template_hash") for e in entry if e.get("template_id", "").startswith("triton::")}
     return not stored or template_hash is None or stored == {template_hash}
 
 
 def _operands(problem: _gemm.Problem):
     """Random inputs with the problem's strides (outputs of about unit size), its output and
-    an addmm's bias."""
+    the bias of an addmm or baddbmm."""
     dtype = getattr(torch, problem.dtype)
     generator = torch.Generator(device="cuda").manual_seed(0)
+    batch = (problem.Q,) if problem.batched else ()
 
     def matrix(rows: int, cols: int, stride: tuple, scale: float):
-        made = torch.empty_strided((rows, cols), stride, dtype=dtype, device="cuda")
-        made.copy_(torch.randn(rows, cols, device="cuda", generator=generator) * scale)
+        made = torch.empty_strided((*batch, rows, cols), stride, dtype=dtype, device="cuda")
+        made.copy_(torch.randn(*batch, rows, cols, device="cuda", generator=generator) * scale)
         return made
 
     a = matrix(problem.M, problem.K, problem.stride_a, 1.0)
     b = matrix(problem.K, problem.N, problem.stride_b, problem.K ** -0.5)
-    c = torch.empty(problem.M, problem.N, dtype=dtype, device="cuda")
+    c = torch.empty(*batch, problem.M, problem.N, dtype=dtype, device="cuda")
     bias = torch.randn(problem.N, dtype=dtype, device="cuda", generator=generator)
     return a, b, c, bias
 
