@@ -17,6 +17,19 @@ import triton.language as tl
 
 
 @triton.jit
+def _grouped_tile(pid, M: tl.constexpr, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    # One program per output tile; GROUP_M rows of tiles are walked column by column so
+    # that neighbouring programs share rows of A and columns of B in L2.
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_here = min(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % rows_here), (pid % per_group) // rows_here
+
+
+@triton.jit
 def inductor_mm(A, B, C,
                 M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
                 stride_am: tl.constexpr, stride_ak: tl.constexpr,
@@ -24,17 +37,7 @@ def inductor_mm(A, B, C,
                 stride_cm: tl.constexpr, stride_cn: tl.constexpr,
                 PLAIN_A: tl.constexpr, PLAIN_B: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # One program per output tile; GROUP_M rows of tiles are walked column by column so
-    # that neighbouring programs share rows of A and columns of B in L2.
-    pid = tl.program_id(0)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    per_group = GROUP_M * tiles_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    rows_here = min(tiles_m - first_m, GROUP_M)
-    tile_m = first_m + (pid % rows_here)
-    tile_n = (pid % per_group) // rows_here
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     a_rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     b_cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     if PLAIN_A:
@@ -73,16 +76,8 @@ def inductor_bmm(A, B, C,
     # What Inductor's triton::bmm computes: inductor_mm's tiles for each matrix of the batch
     # (the grid's second axis), its pointers stepped along K instead of recomputed, and its
     # contiguity hints whatever the matrix's size.
-    pid = tl.program_id(0)
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    per_group = GROUP_M * tiles_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    rows_here = min(tiles_m - first_m, GROUP_M)
-    tile_m = first_m + (pid % rows_here)
-    tile_n = (pid % per_group) // rows_here
     a_rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     b_cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     if PLAIN_A:
