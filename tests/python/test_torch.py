@@ -224,7 +224,8 @@ def handler(gemm, monkeypatch):
     monkeypatch.setattr(_inductor, "versions", lambda: {"device": "NVIDIA TEST", "torch": "t", "triton": "x"})
 
     def current(**settings):
-        session = _inductor.Session(db=None, tune=False, table=None, max_fevals=None, time_limit=None,
+        settings.setdefault("tune", False)
+        session = _inductor.Session(db=None, table=None, max_fevals=None, time_limit=None,
                                     space="exhaustive", fallback=True, progress=False, **settings)
         monkeypatch.setattr(_inductor._local, "session", session, raising=False)
         return session
@@ -305,3 +306,20 @@ def test_the_kernels_compile_for_hopper_without_a_gpu(gemm, batched):
                {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 2, "num_warps": 4}]
     compiled = kerntune.compile(problem.kernel, args, configs=configs, compile_workers=1)
     assert [c["status"] for c in compiled] == ["compiled", "compiled"], compiled
+
+
+def test_a_gemm_kerntune_cannot_tune_is_left_to_inductor_with_a_warning(handler, monkeypatch):
+    import kerntune
+    from kerntune.torch import _inductor
+
+    choices, current = handler
+    session = current(tune=True)
+
+    def cannot(*args, **kwargs):
+        raise kerntune.BackendError("cannot start the benchmark worker: no such file")
+
+    monkeypatch.setattr(session, "tune_one", cannot)
+    problem = _inductor._gemm.Problem("mm", 64, 64, 64, (64, 1), (64, 1), "bfloat16")
+    with pytest.warns(UserWarning, match="mm 64x64x64 bfloat16 is left to Inductor: cannot start"):
+        session.meet("NVIDIA TEST+((...))+mm", problem, None)
+    assert session.table == {}, "no entry: Inductor's own choice, never a broken compile"

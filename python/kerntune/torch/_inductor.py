@@ -7,9 +7,11 @@ may break across torch versions, is in docs/design-notes.md ("torch.compile's GE
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -18,6 +20,7 @@ from torch._inductor.lookup_table import LookupTableChoices
 
 from kerntune import _kerntune
 from kerntune._errors import ArgumentError
+from kerntune._kerntune import KerntuneError
 from kerntune._results import NoValidConfigError
 from kerntune.torch import _gemm, _versus
 
@@ -84,12 +87,10 @@ class Session:
         self.met: list = []
         self._stored: Optional[dict] = None
         self._tuned: list = []
-        self._phases: Optional[dict] = None
 
     def stored(self) -> dict:
         """The store's answers for this GPU, torch and Triton, by lookup key (the newest)."""
         if self._stored is None:
-            import json
             wanted = versions()
             self._stored = {}
             for choice in json.loads(_kerntune.inductor_choices(self.db)):
@@ -115,13 +116,19 @@ class Session:
                 self.met.append((key, problem, template_hash))
             return
         if self.tune:
+            self._tune_into_table(key, problem, template_hash)
+
+    def _tune_into_table(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> None:
+        """Tunes one GEMM into the table; where kerntune cannot (a worker that cannot start,
+        a store that cannot be written), says so and leaves the GEMM to Inductor."""
+        try:
             self.table[key] = self.tune_one(key, problem, template_hash)["entry"]
+        except KerntuneError as error:
+            warnings.warn(f"kerntune.torch: {problem.label} is left to Inductor: {error}", stacklevel=2)
 
     def tune_one(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> dict:
         """Tunes one GEMM, learning from those tuned before it in this session, decides it
         against ATen's, keeps the answer in the store and returns it."""
-        import json
-
         import kerntune
         from kerntune import _shapes
 
@@ -142,10 +149,10 @@ class Session:
                 time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
                 first=_gemm.inductor_default(), **({} if self.strategy is None else {"strategy": self.strategy}))
         except NoValidConfigError as error:
-            return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock)
-        self._phases = {**result.phases, "call_s": time.perf_counter() - called,
-                        "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
-                        "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None}
+            return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock, None)
+        phases = {**result.phases, "call_s": time.perf_counter() - called,
+                  "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
+                  "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None}
         if result.tuning is not None:
             self._tuned.append({"shape": problem.shape, "tuning": result.tuning})
         config = result.best_config
@@ -164,12 +171,12 @@ class Session:
         timed = time.perf_counter()
         verdict = _versus.versus_aten(template, aten)
         verdict["seconds"] = time.perf_counter() - timed
-        choice = self._keep(key, problem, template_hash, result, config, verdict, clock)
+        choice = self._keep(key, problem, template_hash, result, config, verdict, clock, phases)
         if result.tuning is not None:
             _kerntune.save_inductor_choice(result.db, result.tuning, json.dumps(config), json.dumps(choice))
         return choice
 
-    def _keep(self, key, problem, template_hash, result, config, verdict, clock) -> dict:
+    def _keep(self, key, problem, template_hash, result, config, verdict, clock, phases) -> dict:
         template_wins = config is not None and (verdict.get("replaces") or not self.fallback)
         entry = [_gemm.entry(problem, config, template_hash) if template_wins else _gemm.aten_entry(problem)]
         choice = {"key": key, **versions(), "op": problem.op, "problem": problem.shape, "entry": entry,
@@ -177,7 +184,7 @@ class Session:
                   "evaluations": 0 if result is None else result.evaluations,
                   "tuning_s": None if result is None else result.wall_s,
                   "finalists_s": (result.finalists or {}).get("seconds") if result is not None else None,
-                  "phases": self._phases,
+                  "phases": phases,
                   "seconds": time.perf_counter() - clock}
         self.rows.append({**choice, "from_store": False})
         self.stored()[key] = choice
@@ -189,7 +196,7 @@ class Session:
         self.capturing = False
         for key, problem, template_hash in self.met:
             if key not in self.table:
-                self.table[key] = self.tune_one(key, problem, template_hash)["entry"]
+                self._tune_into_table(key, problem, template_hash)
 
 
 def _hash_matches(entry: list, template_hash: Optional[str]) -> bool:
