@@ -9,7 +9,9 @@
 - ``kerntune.report(db, path)`` (or ``result.report(path)``) writes an HTML report of a results store,
   ``kerntune.export(db, path)`` its tuning as a T4 or Kernel Tuner cache file;
 - ``kerntune.export_table(table, path, format=...)`` writes a dispatch table as vLLM's fused-MoE
-  config file or a C/C++ header, and ``kerntune.load_configs(table)`` reads it as ``triton.Config``s.
+  config file or a C/C++ header, and ``kerntune.load_configs(table)`` reads it as ``triton.Config``s;
+- ``kerntune.torch.compile(model)`` (``import kerntune.torch``; needs torch) is ``torch.compile`` with
+  TorchInductor's GEMMs chosen by kerntune.
 
 Results are kept in a SQLite store, so tuning the same thing again costs nothing.
 """
