@@ -10,6 +10,7 @@ first call of:
               every GEMM (one variant per budget of --budget)
   again       kerntune.torch.compile(model) in a second process on the last budget's store:
               tunes nothing
+  wide@B      (--wide) kerntune.torch.compile(model, max_fevals=B, space="wide")
   brute       (--brute) kerntune.torch.compile(model, strategy="brute_force", max_fevals=None):
               every configuration of Inductor's EXHAUSTIVE space, timed by kerntune
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
@@ -105,6 +106,9 @@ def compiled(variant: str, model, budget: int, db: str):
     if variant.startswith("kerntune") or variant == "again":
         import kerntune.torch
         return kerntune.torch.compile(model, db=db, max_fevals=budget)
+    if variant.startswith("wide"):
+        import kerntune.torch
+        return kerntune.torch.compile(model, db=db, max_fevals=budget, space="wide")
     if variant == "brute":
         import kerntune.torch
         return kerntune.torch.compile(model, db=db, max_fevals=None, strategy="brute_force")
@@ -159,7 +163,7 @@ def steady(args) -> None:
             if variant == "default":
                 torch._dynamo.reset()
             budget = int(variant.split("@")[1]) if "@" in variant else args.budget
-            functions[variant] = compiled(variant, model, budget, f"{args.db}.{'brute' if variant == 'brute' else budget}")
+            functions[variant] = compiled(variant, model, budget, f"{args.db}.{store_of(variant, budget)}")
             functions[variant](x)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = {v: [] for v in variants}
@@ -185,6 +189,13 @@ def steady(args) -> None:
         out[variant] = {"ms": statistics.median(times[variant]), "speedup": statistics.median(ratios),
                         "low": ratios[len(ratios) // 10], "high": ratios[-1 - len(ratios) // 10]}
     print(json.dumps({"steady": out}), flush=True)
+
+
+def store_of(variant: str, budget) -> str:
+    """The results store of a variant, beside the run's: one per budget and space."""
+    if variant == "brute":
+        return "brute"
+    return f"wide{budget}" if variant.startswith("wide") else str(budget)
 
 
 def fresh_env(db: str) -> dict:
@@ -214,6 +225,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--budget", default="60", help="kerntune's evaluations per GEMM; several: 24,60")
     parser.add_argument("--exhaustive-s", type=float, default=0)
+    parser.add_argument("--wide", action="store_true",
+                        help="also kerntune over its wide space (GROUP_M 1-16, 6 stages) with the last budget")
     parser.add_argument("--brute", action="store_true",
                         help="also kerntune's brute force of Inductor's EXHAUSTIVE space (every configuration)")
     parser.add_argument("--child")
@@ -226,7 +239,7 @@ def main() -> None:
         args.tokens = int(args.tokens)
         if args.child == "first":
             budget = int(args.variant.split("@")[1]) if "@" in args.variant else int(args.budget.split(",")[-1])
-            args.budget, args.db = budget, f"{args.db}.{'brute' if args.variant == 'brute' else budget}"
+            args.budget, args.db = budget, f"{args.db}.{store_of(args.variant, budget)}"
             first_call(args)
         else:
             steady(args)
@@ -238,9 +251,10 @@ def main() -> None:
             args.model, args.tokens = model, tokens
             db = os.path.join(tempfile.mkdtemp(prefix="kerntune-db-"), "results.db")
             tuned = [f"kerntune@{b}" for b in args.budget.split(",")]
-            args.variants = ",".join(["default"] + tuned + (["brute"] if args.brute else []))
+            wide = [f"wide@{args.budget.split(',')[-1]}"] if args.wide else []
+            args.variants = ",".join(["default"] + tuned + wide + (["brute"] if args.brute else []))
             firsts = {}
-            extra = (["brute"] if args.brute else []) + (["exhaustive"] if args.exhaustive_s else [])
+            extra = wide + (["brute"] if args.brute else []) + (["exhaustive"] if args.exhaustive_s else [])
             for variant in ["default", *tuned, "again", *extra]:
                 limit = args.exhaustive_s if variant == "exhaustive" else 1800
                 firsts[variant] = child(args, "first", variant, db, fresh_env(db), limit)
