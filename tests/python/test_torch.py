@@ -323,3 +323,16 @@ def test_a_gemm_kerntune_cannot_tune_is_left_to_inductor_with_a_warning(handler,
     with pytest.warns(UserWarning, match="mm 64x64x64 bfloat16 is left to Inductor: cannot start"):
         session.meet("NVIDIA TEST+((...))+mm", problem, None)
     assert session.table == {}, "no entry: Inductor's own choice, never a broken compile"
+
+
+def test_example_inputs_are_given_one_way(gemm):
+    import torch
+
+    import kerntune.torch
+    from kerntune._errors import ArgumentTypeError
+
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(ArgumentTypeError, match="not both"):
+        kerntune.torch.tune(model, torch.randn(2, 4), inputs=[(torch.randn(2, 4),)])
+    with pytest.raises(ArgumentTypeError, match="a list of argument tuples"):
+        kerntune.torch.tune(model, inputs=[torch.randn(2, 4)])

@@ -147,3 +147,25 @@ def test_a_batched_gemm_gets_inductor_s_bmm_template(tmp_path, monkeypatch):
     entry = rows[0]["entry"][0]
     assert entry["template_id"] == "triton::bmm"
     assert f"BLOCK_M : tl.constexpr = {entry['BLOCK_M']}" in "\n".join(code)
+
+
+def test_the_gemms_of_every_batch_size_are_tuned_in_one_run_and_compiled_without_tuning(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+
+    model, _ = _model_and_input()
+    batches = [torch.randn(tokens, 512, device="cuda", dtype=torch.bfloat16) for tokens in (64, 256)]
+    db = str(tmp_path / "r.db")
+    _fresh_inductor(monkeypatch, tmp_path)
+    with torch.no_grad():
+        table = kerntune.torch.tune(model, inputs=[(x,) for x in batches], db=db, max_fevals=8, progress=False)
+    assert sorted(r["problem"]["M"] for r in table.rows) == [64, 64, 256, 256], table.summary()
+    assert all(not r["from_store"] for r in table.rows)
+    seen = _autotunings()
+    for x in batches:
+        _fresh_inductor(monkeypatch, tmp_path / f"serve{x.shape[0]}")
+        with torch.no_grad():
+            compiled = kerntune.torch.compile(model, db=db, tune=False, dynamic=False)
+            torch.testing.assert_close(compiled(x), model(x), atol=3e-2, rtol=3e-2)
+        assert [r["from_store"] for r in compiled.kerntune.rows] == [True, True]
+    assert seen == []

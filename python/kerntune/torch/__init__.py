@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from kerntune._errors import ArgumentError, ArgumentTypeError
 
@@ -144,22 +144,34 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     return compiled
 
 
-def tune(model: Callable, *example_inputs: Any, db: Optional[str] = None,
-         table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
-         time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
-         progress: bool = True, options: Optional[dict] = None, strategy: Optional[str] = None,
-         **torch_compile: Any) -> GemmTable:
+def tune(model: Callable, *example_inputs: Any, inputs: Optional[Sequence[Sequence[Any]]] = None,
+         db: Optional[str] = None, table: Union[None, str, os.PathLike, dict] = None,
+         max_fevals: Optional[int] = 60, time_limit: Optional[float] = None, space: str = "exhaustive",
+         fallback: bool = True, progress: bool = True, options: Optional[dict] = None,
+         strategy: Optional[str] = None, **torch_compile: Any) -> GemmTable:
     """Tunes every GEMM Inductor meets when it compiles ``model`` for ``example_inputs``,
-    ahead of use, and returns their ``GemmTable``. The model is compiled once with ATen's GEMMs
-    and called once (under the caller's grad mode), which lists the GEMMs; they are then tuned
-    in order, each learning from the ones before it, and kept in the store. Dynamo's caches
-    are reset afterwards (``torch._dynamo.reset()``). The other settings are ``compile``'s."""
+    ahead of use, and returns their ``GemmTable``. ``inputs`` (a list of argument tuples, one
+    per batch size a server will see: ``[(x1,), (x16,), (x64,)]``) tunes the GEMMs of every
+    one of them in the same run. The model is compiled with ATen's GEMMs and called once per
+    set of inputs (under the caller's grad mode), which lists the GEMMs; they are then tuned
+    one after another, each learning from the nearest one tuned before it, and kept in the
+    store. Dynamo's caches are reset before and after (``torch._dynamo.reset()``). The other
+    settings are ``compile``'s."""
+    if inputs is not None and example_inputs:
+        raise ArgumentTypeError("give the example inputs as arguments or inputs=[(...), ...], not both")
+    if inputs is None:
+        inputs = [example_inputs]
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence) or \
+            not all(isinstance(given, (tuple, list)) for given in inputs):
+        raise ArgumentTypeError("inputs: give a list of argument tuples, one per set of example inputs "
+                                "([(x1,), (x64,)])")
     session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True,
                        strategy=strategy)
     patches = {"fx_graph_cache": False, "autotune_local_cache": False, **(options or {})}
-    torch._dynamo.reset()
     try:
-        torch.compile(model, backend=Backend(session, patches), **torch_compile)(*example_inputs)
+        for given in inputs:
+            torch._dynamo.reset()
+            torch.compile(model, backend=Backend(session, patches), **torch_compile)(*given)
     finally:
         torch._dynamo.reset()
     if not session.met and not session.rows:
