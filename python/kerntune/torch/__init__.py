@@ -167,7 +167,10 @@ def tune(model: Callable, *example_inputs: Any, inputs: Optional[Sequence[Sequen
                                 "([(x1,), (x64,)])")
     session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True,
                        strategy=strategy)
-    patches = {"fx_graph_cache": False, "autotune_local_cache": False, **(options or {})}
+    # Listing the GEMMs needs no tuning of the other kernels, nor a cached graph that skips
+    # lowering them.
+    patches = {"fx_graph_cache": False, "autotune_local_cache": False, "max_autotune_pointwise": False,
+               "coordinate_descent_tuning": False, **(options or {})}
     try:
         for given in inputs:
             torch._dynamo.reset()
