@@ -4,12 +4,14 @@
 //! at several sizes (data/landscapes/h200/sizes).
 //!
 //! The landscapes are tuned in the order given. With each seed and each budget, `default` tunes
-//! every size three ways: cold; started ([`kerntune_search::Started`]) from the `FIRST` best
+//! every size four ways: cold; started ([`kerntune_search::Started`]) from the `FIRST` best
 //! configurations found at each of the `STARTS` sizes tuned last (the nearest, when the order
-//! is by size), best first; and started so, with every outcome of those sizes fitted beside
-//! its own ([`kerntune_search::Prior`]). Each way
-//! chains its own runs. Prints, per budget, each size's median over seeds of optimum / best
-//! found, and the means over the sizes after the first (which has nothing to start from).
+//! is by size), best first; started so, with every outcome of those sizes fitted beside
+//! its own ([`kerntune_search::Prior`]); and started so, with every outcome of every size tuned
+//! before fitted beside its own, each with its problem size as a feature of the model (the
+//! numbers among the landscape's `problem_size` arguments). Each way chains its own runs.
+//! Prints, per budget, each size's median over seeds of optimum / best found, and the means
+//! over the sizes after the first (which has nothing to start from).
 //!
 //! ```sh
 //! cargo run --release -p kerntune-engine --example many_sizes -- LANDSCAPE...
@@ -31,6 +33,19 @@ struct Size {
     landscape: Landscape,
     space: Space,
     optimum: f64,
+    /// The problem's numeric variables (the numbers among `problem_size`'s `args`), by name.
+    variables: Vec<f64>,
+}
+
+/// The numbers among a landscape's `problem_size` (its `args` where it has them), by name.
+fn problem_variables(landscape: &Landscape) -> Vec<f64> {
+    let problem = landscape.problem_size.get("args").unwrap_or(&landscape.problem_size);
+    let mut named: Vec<(&String, f64)> = match problem.as_object() {
+        Some(map) => map.iter().filter_map(|(name, value)| Some((name, value.as_f64()?))).collect(),
+        None => Vec::new(),
+    };
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    named.into_iter().map(|(_, value)| value).collect()
 }
 
 /// What one run found: optimum / best found, and every outcome (values, score relative to
@@ -88,6 +103,10 @@ fn tune(
     })
 }
 
+/// The ways each size is tuned: cold, started, started and learning from the last sizes, and
+/// started and learning from every earlier size with the size as a feature.
+const VARIANTS: usize = 4;
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
@@ -112,6 +131,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let optimum = landscape.optimum().ok_or("a landscape without a valid configuration")?;
         sizes.push(Size {
             name: name.trim_end_matches(".gz").trim_end_matches(".json").into(),
+            variables: problem_variables(&landscape),
             landscape,
             space,
             optimum,
@@ -121,35 +141,43 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("give two landscapes or more, in the order they are tuned".into());
     }
     for budget in budgets {
-        // Per variant (cold, started, started and learning), per size, the ratio of each seed.
-        let mut ratios = vec![vec![Vec::new(); sizes.len()]; 3];
+        // Per variant (see VARIANTS), per size, the ratio of each seed.
+        let mut ratios = vec![vec![Vec::new(); sizes.len()]; VARIANTS];
         for seed in 0..seeds {
             // Per variant, the runs of the sizes done so far, in order.
-            let mut done: Vec<Vec<Found>> = vec![Vec::new(), Vec::new(), Vec::new()];
+            let mut done: Vec<Vec<Found>> = (0..VARIANTS).map(|_| Vec::new()).collect();
             for (index, size) in sizes.iter().enumerate() {
                 // Each size draws its own random configurations, as separate runs would: with
                 // one seed for all, every size would draw the same ones.
                 let seed = seed * 1000 + index as u64;
-                for variant in 0..3 {
+                for variant in 0..VARIANTS {
                     let recent: Vec<&Found> = done[variant].iter().rev().take(starts).collect();
                     let first: Vec<ConfigId> = recent
                         .iter()
                         .flat_map(|run| run.bests(first_count))
                         .filter_map(|values| size.space.id_of_values(values))
                         .collect();
-                    let prior: Vec<Prior> = recent
+                    // An outcome at another size as a prior of this one, with that size's variables.
+                    let as_prior = |(values, relative): &(Vec<Value>, Option<f64>), at: Vec<f64>| {
+                        let id = size.space.id_of_values(values)?;
+                        let indexes = size.space.indexes(id).into_iter().map(|i| i as u32).collect();
+                        Some(Prior { indexes, relative: *relative, size: at })
+                    };
+                    let prior: Vec<Prior> =
+                        recent.iter().flat_map(|run| &run.outcomes).filter_map(|o| as_prior(o, Vec::new())).collect();
+                    let every: Vec<Prior> = done[variant]
                         .iter()
-                        .flat_map(|run| &run.outcomes)
-                        .filter_map(|(values, relative)| {
-                            let id = size.space.id_of_values(values)?;
-                            let indexes = size.space.indexes(id).into_iter().map(|i| i as u32).collect();
-                            Some(Prior { indexes, relative: *relative })
-                        })
+                        .zip(&sizes)
+                        .flat_map(|(run, at)| run.outcomes.iter().filter_map(|o| as_prior(o, at.variables.clone())))
                         .collect();
                     let strategy: Box<dyn Strategy> = match variant {
                         0 => build_strategy("default", &Default::default())?,
                         1 => Box::new(Started::new(first, build_strategy("default", &Default::default())?)),
-                        _ => Box::new(Started::new(first, default_with_prior(&Default::default(), prior)?)),
+                        2 => Box::new(Started::new(first, default_with_prior(&Default::default(), prior, &[])?)),
+                        _ => Box::new(Started::new(
+                            first,
+                            default_with_prior(&Default::default(), every, &size.variables)?,
+                        )),
                     };
                     let run = tune(size, strategy, budget, seed, batch)?;
                     ratios[variant][index].push(run.ratio);
@@ -159,23 +187,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         println!(
             "budget {budget}, {seeds} seeds, the last {starts} sizes' results: cold / started from their bests / \
-             started and learning from their outcomes"
+             started and learning from their outcomes / started and learning from every earlier size's, the size a feature"
         );
-        let mut sums = [0.0; 3];
+        let mut sums = [0.0; VARIANTS];
+        let shown = |values: &[f64]| values.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>().join(" / ");
         for (index, size) in sizes.iter().enumerate() {
-            let medians: Vec<f64> = (0..3).map(|v| median(ratios[v][index].clone())).collect();
-            println!("  {:<28} {:.3} / {:.3} / {:.3}", size.name, medians[0], medians[1], medians[2]);
+            let medians: Vec<f64> = (0..VARIANTS).map(|v| median(ratios[v][index].clone())).collect();
+            println!("  {:<28} {}", size.name, shown(&medians));
             if index > 0 {
-                (0..3).for_each(|v| sums[v] += medians[v]);
+                (0..VARIANTS).for_each(|v| sums[v] += medians[v]);
             }
         }
         let later = (sizes.len() - 1) as f64;
-        println!(
-            "  mean over the sizes after the first: {:.3} / {:.3} / {:.3}",
-            sums[0] / later,
-            sums[1] / later,
-            sums[2] / later
-        );
+        println!("  mean over the sizes after the first: {}", shown(&sums.map(|sum| sum / later)));
     }
     Ok(())
 }

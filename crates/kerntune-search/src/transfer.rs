@@ -52,9 +52,10 @@ pub fn learning_from(
                 .map(|&(id, objective)| Prior {
                     indexes: space.indexes(id).into_iter().map(|i| i as u32).collect(),
                     relative: objective.filter(|o| o.is_finite() && *o > 0.0).map(|o| (o / best).ln().abs()),
+                    size: Vec::new(),
                 })
                 .collect();
-            default_with_prior(options, prior)?
+            default_with_prior(options, prior, &[])?
         }
         _ => strategy,
     };

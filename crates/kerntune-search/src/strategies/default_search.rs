@@ -50,7 +50,7 @@ use kerntune_space::{ConfigId, Neighbourhood, Rng, Space};
 use crate::support::{exhausted, fresh, fresh_batch, moves};
 use crate::surrogate::chance::{chance, most_promising, Calibration};
 use crate::surrogate::forest::{Forest, ForestShape};
-use crate::surrogate::{expected_improvement, log_scale, targets};
+use crate::surrogate::{expected_improvement, features, log_scale, targets};
 use crate::{options, Context, Observation, Strategy};
 
 options! {
@@ -155,21 +155,74 @@ pub(crate) struct DefaultSearch {
     improved_at: usize,
     /// The head of the climb of a stalled run (`climb_candidates`).
     climb: Option<ConfigId>,
-    /// Outcomes at other sizes of the same kernel, fitted beside this run's own.
+    /// Outcomes at other sizes of the same kernel, fitted beside this run's own, their
+    /// value indexes followed by their size's columns ([`SizeColumns`]).
     prior: Vec<Prior>,
+    /// This run's size as features of the model, beside the other sizes'.
+    size: SizeColumns,
 }
 
 /// One outcome of a configuration at another problem size of the same kernel (a many-shape
-/// run): its parameters' value indexes in this run's space and its score relative to the
-/// best at that size (`ln(score / best)`, 0 for that size's best), or `None` where it failed.
+/// run): its parameters' value indexes in this run's space, its score relative to the
+/// best at that size (`ln(score / best)`, 0 for that size's best), or `None` where it failed,
+/// and that size's problem variables (`size`, in the order of the run's own; empty where the
+/// size is not a feature of the model).
 /// The forest is fitted to these beside the run's own outcomes, placed relative to the run's
 /// own best, so that before the run knows much the model already prefers what was good at
 /// the other sizes; once the run has `initial_samples` successes of its own, its forest is
-/// fitted to those alone.
+/// fitted to those alone. A many-shape run passes the nearest size's outcomes without their
+/// size: outcomes of every earlier size with the size as a feature did worse where the
+/// prior matters most, at 10 evaluations (docs/strategies.md, "The problem size as a feature").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prior {
     pub indexes: Vec<u32>,
     pub relative: Option<f64>,
+    pub size: Vec<f64>,
+}
+
+/// The problem variables that differ between a run and its prior, as features of the model:
+/// each variable's distance from this run's value, in half octaves (`round(2 |log2(v /
+/// here)|)`; for a value that is not positive, 0 where equal and 1 otherwise). A split on a
+/// distance keeps this run's size (distance 0) with the sizes nearest it, so the model can
+/// set farther sizes apart without ever grouping this one with them before the nearer ones.
+#[derive(Debug, Default)]
+struct SizeColumns {
+    /// This run's columns (all 0), appended to the value indexes of every configuration it
+    /// scores.
+    here: Vec<u32>,
+    /// Distinct values of each column.
+    cardinality: Vec<usize>,
+}
+
+impl SizeColumns {
+    /// The columns of the variables of `here` (this run's size) that take another value in
+    /// `prior`, whose rows get their own distances appended to their value indexes.
+    fn new(here: &[f64], prior: &mut [Prior]) -> SizeColumns {
+        let mut columns = SizeColumns::default();
+        let mut distances: Vec<Vec<u32>> = vec![Vec::new(); prior.len()];
+        for (variable, value) in here.iter().enumerate() {
+            let distance = |row: &Prior| {
+                let other = row.size.get(variable).copied().unwrap_or(f64::NAN);
+                match *value > 0.0 && other > 0.0 {
+                    true => (2.0 * (other / value).log2().abs()).round() as u32,
+                    false => u32::from(other.total_cmp(value).is_ne()),
+                }
+            };
+            let farthest = prior.iter().map(distance).max().unwrap_or(0);
+            if farthest == 0 {
+                continue;
+            }
+            columns.here.push(0);
+            columns.cardinality.push(farthest as usize + 1);
+            for (row, distances) in prior.iter().zip(&mut distances) {
+                distances.push(distance(row));
+            }
+        }
+        for (row, distances) in prior.iter_mut().zip(distances) {
+            row.indexes.extend(distances);
+        }
+        columns
+    }
 }
 
 /// A forest and what it was fitted to.
@@ -184,6 +237,8 @@ struct Fitted {
 struct Model<'a> {
     forest: &'a Forest,
     best: f64,
+    /// The size's columns appended to a configuration's value indexes.
+    size: &'a [u32],
 }
 
 impl Model<'_> {
@@ -191,7 +246,7 @@ impl Model<'_> {
     fn pick(&self, space: &Space, candidates: impl IntoIterator<Item = ConfigId>) -> Option<ConfigId> {
         let mut top: Option<(ConfigId, f64)> = None;
         for id in candidates {
-            let (mean, deviation) = self.forest.predict(&indexes(space, id));
+            let (mean, deviation) = self.forest.predict(&features(space, id, self.size));
             let score = expected_improvement(self.best, mean, deviation);
             if top.is_none_or(|(_, best)| score > best) {
                 top = Some((id, score));
@@ -212,12 +267,15 @@ impl DefaultSearch {
             improved_at: 0,
             climb: None,
             prior: Vec::new(),
+            size: SizeColumns::default(),
         }
     }
 
-    /// The strategy with outcomes at other sizes to learn from (see [`Prior`]).
-    pub(crate) fn with_prior(options: DefaultOptions, prior: Vec<Prior>) -> DefaultSearch {
-        DefaultSearch { prior, ..DefaultSearch::new(options) }
+    /// The strategy at the problem size `size` (its variables, in the order of the prior's),
+    /// with outcomes at other sizes to learn from (see [`Prior`]).
+    pub(crate) fn with_prior(options: DefaultOptions, mut prior: Vec<Prior>, size: &[f64]) -> DefaultSearch {
+        let size = SizeColumns::new(size, &mut prior);
+        DefaultSearch { prior, size, ..DefaultSearch::new(options) }
     }
 
     /// Refits the forest when [`refit_due`] says so; `valid[r]` tells whether observation
@@ -228,7 +286,7 @@ impl DefaultSearch {
         if refit_due(fitted_at, history.len()) {
             let rows = training_rows(targets, valid, context.rng);
             let space = context.space;
-            let mut features: Vec<Vec<u32>> = rows.iter().map(|r| indexes(space, ids[*r])).collect();
+            let mut features: Vec<Vec<u32>> = rows.iter().map(|r| features(space, ids[*r], &self.size.here)).collect();
             let mut targets_fitted: Vec<f64> = rows.iter().map(|r| targets[*r]).collect();
             // The other sizes' outcomes stand in for the random initial design: once the run
             // has as many successes of its own, its model is its own (a size's landscape is
@@ -244,7 +302,8 @@ impl DefaultSearch {
                     }
                 }
             }
-            let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
+            let cardinality: Vec<usize> =
+                space.params().iter().map(|p| p.len()).chain(self.size.cardinality.iter().copied()).collect();
             let shape = ForestShape {
                 trees: self.options.trees,
                 min_leaf: self.options.min_leaf,
@@ -401,14 +460,15 @@ impl Strategy for DefaultSearch {
             true => self.options.noise.ln_1p(),
             false => self.options.noise * best.abs(),
         };
-        let promised = most_promising(&fitted.forest, context.space, history, &ranked, best, margin);
+        let size = &self.size.here;
+        let promised = most_promising(&fitted.forest, context.space, size, history, &ranked, best, margin);
         // A run that still improved in its second half is not converged, whatever a young
         // model believes: it may be sure of itself after a few dozen observations.
         self.chance = match history.len() < 2 * self.improved_at {
             true => Some(1.0),
             false => Some(self.calibration.calibrate(promised)),
         };
-        let model = Model { forest: &fitted.forest, best };
+        let model = Model { forest: &fitted.forest, best, size };
         let optima = self.options.optima_after > 0 && history.len() >= self.improved_at + self.options.optima_after;
         let stalled = history.len() >= STALLED_AFTER && history.len() >= 2 * self.improved_at;
         let early = self.options.early_candidates > 0
@@ -439,7 +499,7 @@ impl Strategy for DefaultSearch {
         }
         self.climb = head;
         for id in &batch {
-            let features = indexes(context.space, *id);
+            let features = features(context.space, *id, &self.size.here);
             self.calibration.proposed(*id, chance(&fitted.forest, &features, best, margin));
         }
         batch
@@ -506,10 +566,6 @@ fn training_rows(targets: &[f64], valid: &[bool], rng: &mut Rng) -> Vec<usize> {
     let mut rows: Vec<usize> = ranked[..elite].iter().chain(&others[..FIT_LIMIT - elite]).copied().collect();
     rows.sort_unstable();
     rows
-}
-
-fn indexes(space: &Space, id: ConfigId) -> Vec<u32> {
-    space.indexes(id).into_iter().map(|i| i as u32).collect()
 }
 
 #[cfg(test)]

@@ -156,10 +156,15 @@ pub fn strategy_info(name: &str) -> Result<&'static StrategyInfo, SearchError> {
     })
 }
 
-/// `default` with outcomes at other problem sizes of the same kernel to learn from (a
-/// many-shape run; see [`Prior`]), and options given as JSON.
-pub fn default_with_prior(options: &Map<String, Json>, prior: Vec<Prior>) -> Result<Box<dyn Strategy>, SearchError> {
-    Ok(Box::new(DefaultSearch::with_prior(parse("default", options)?, prior)))
+/// `default` at the problem size `size` (its variables, in the order of each prior's `size`)
+/// with outcomes at other problem sizes of the same kernel to learn from (a many-shape run;
+/// see [`Prior`]), and options given as JSON.
+pub fn default_with_prior(
+    options: &Map<String, Json>,
+    prior: Vec<Prior>,
+    size: &[f64],
+) -> Result<Box<dyn Strategy>, SearchError> {
+    Ok(Box::new(DefaultSearch::with_prior(parse("default", options)?, prior, size)))
 }
 
 /// Builds a strategy by name with options given as JSON (an empty map for the defaults).

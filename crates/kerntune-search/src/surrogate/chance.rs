@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use kerntune_space::{ConfigId, Neighbourhood, Rng, Space};
 
 use super::forest::Forest;
-use super::normal_cdf;
+use super::{features, normal_cdf};
 use crate::History;
 
 /// Configurations of the rest of the space the estimate samples.
@@ -46,19 +46,18 @@ pub(crate) fn chance(forest: &Forest, features: &[u32], best: f64, margin: f64) 
 }
 
 /// The sum of the [`MOST_PROMISING`] largest chances among unevaluated configurations
-/// (`ranked` holds the valid observations, best first).
+/// (`ranked` holds the valid observations, best first); `size` is appended to each one's value
+/// indexes, as the forest was fitted.
 pub(crate) fn most_promising(
     forest: &Forest,
     space: &Space,
+    size: &[u32],
     history: &History,
     ranked: &[ConfigId],
     best: f64,
     margin: f64,
 ) -> f64 {
-    let rate = |id: ConfigId| {
-        let features: Vec<u32> = space.indexes(id).into_iter().map(|i| i as u32).collect();
-        chance(forest, &features, best, margin)
-    };
+    let rate = |id: ConfigId| chance(forest, &features(space, id, size), best, margin);
     let mut rated = HashSet::new();
     for parent in ranked.iter().take(PARENTS) {
         rated.extend(space.neighbours(*parent, Neighbourhood::Hamming).into_iter().filter(|id| !history.is_known(*id)));

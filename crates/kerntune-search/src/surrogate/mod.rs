@@ -7,7 +7,7 @@ pub(crate) mod chance;
 pub(crate) mod forest;
 pub(crate) mod gp;
 
-use kerntune_space::ConfigId;
+use kerntune_space::{ConfigId, Space};
 
 use crate::History;
 
@@ -27,6 +27,12 @@ pub(crate) fn targets(history: &History) -> (Vec<ConfigId>, Vec<f64>) {
     let ids = observations.iter().map(|o| o.id).collect();
     let targets = observations.iter().map(|o| o.score.map_or(worst, transform)).collect();
     (ids, targets)
+}
+
+/// A forest's features of configuration `id`: its value indexes, then `size` (the problem
+/// size's columns of a run that learns from other sizes, empty otherwise).
+pub(crate) fn features(space: &Space, id: ConfigId, size: &[u32]) -> Vec<u32> {
+    space.indexes(id).into_iter().map(|i| i as u32).chain(size.iter().copied()).collect()
 }
 
 /// Whether [`targets`] models the scores on a log scale: when they all share a sign.

@@ -86,22 +86,31 @@ fn the_strategy_refits_on_the_schedule_through_a_whole_space() {
 fn line_with_prior() -> (Space, Vec<Prior>) {
     let space = Space::new(vec![Param::new("x", (0..50).map(Value::Int).collect()).expect("param")], &[] as &[&str])
         .expect("space");
-    let prior = (0..50u32).map(|x| Prior { indexes: vec![x], relative: Some((x as f64 - 37.0).abs() * 0.05) });
+    let prior = (0..50u32).map(|x| Prior {
+        indexes: vec![x],
+        relative: Some((x as f64 - 37.0).abs() * 0.05),
+        size: Vec::new(),
+    });
     (space, prior.collect())
+}
+
+/// The x that `strategy` proposes on the line after the two `observed` outcomes (x, score).
+fn first_guided_pick(strategy: &mut DefaultSearch, space: &Space, observed: [(usize, f64); 2]) -> i64 {
+    let (mut rng, mut history) = (Rng::seeded(11), History::new());
+    let ids: Vec<ConfigId> = space.ids().collect();
+    for (x, score) in observed {
+        history.start(ids[x]);
+        history.observe(Observation { id: ids[x], score: Some(score) });
+    }
+    let mut context = Context { space, rng: &mut rng, history: &history, remaining: None };
+    strategy.ask(&mut context, 1)[0].index() as i64
 }
 
 #[test]
 fn outcomes_at_another_size_guide_the_first_picks_to_what_was_best_there() {
     let (space, prior) = line_with_prior();
-    let mut strategy = DefaultSearch::with_prior(DefaultOptions::default(), prior);
-    let (mut rng, mut history) = (Rng::seeded(11), History::new());
-    let ids: Vec<ConfigId> = space.ids().collect();
-    for (x, score) in [(3, 10.0), (45, 12.0)] {
-        history.start(ids[x]);
-        history.observe(Observation { id: ids[x], score: Some(score) });
-    }
-    let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
-    let pick = strategy.ask(&mut context, 1)[0].index() as i64;
+    let mut strategy = DefaultSearch::with_prior(DefaultOptions::default(), prior, &[]);
+    let pick = first_guided_pick(&mut strategy, &space, [(3, 10.0), (45, 12.0)]);
     assert!((pick - 37).abs() <= 2, "picked x = {pick}, far from the other size's best (37)");
 }
 
@@ -117,7 +126,7 @@ fn outcomes_at_another_size_are_set_aside_once_the_run_has_its_own_initial_desig
         }
         let mut rng = Rng::seeded(11);
         let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
-        DefaultSearch::with_prior(DefaultOptions::default(), prior).ask(&mut context, 1)[0]
+        DefaultSearch::with_prior(DefaultOptions::default(), prior, &[]).ask(&mut context, 1)[0]
     };
     let initial = DefaultOptions::default().initial_samples;
     assert_ne!(pick(initial - 1, prior.clone()), pick(initial - 1, Vec::new()), "the prior guides a young run");
@@ -133,7 +142,7 @@ fn four_by_four() -> Space {
 /// A forest of five trees fitted to all of `history` on `space`, with the best target.
 fn small_forest(space: &Space, history: &History, rng: &mut Rng) -> (Forest, f64) {
     let (ids, targets) = targets(history);
-    let features: Vec<Vec<u32>> = ids.iter().map(|id| indexes(space, *id)).collect();
+    let features: Vec<Vec<u32>> = ids.iter().map(|id| features(space, *id, &[])).collect();
     let cardinality: Vec<usize> = space.params().iter().map(|p| p.len()).collect();
     let shape = ForestShape { trees: 5, min_leaf: 1, feature_fraction: 1.0 };
     let forest = Forest::fit(&features, &targets, &cardinality, shape, rng);
@@ -166,7 +175,7 @@ fn once_stalled_local_steps_climb_from_local_optima_not_from_the_plateau() {
     let ranked: Vec<ConfigId> = scored.iter().map(|((a, b), _)| at(*a, *b)).collect();
     let mut rng = Rng::seeded(3);
     let (forest, best) = small_forest(&space, &history, &mut rng);
-    let model = Model { forest: &forest, best };
+    let model = Model { forest: &forest, best, size: &[] };
     let strategy = DefaultSearch::new(DefaultOptions { adjacent: 0, ..DefaultOptions::default() });
     let mut context = Context { space: &space, rng: &mut rng, history: &history, remaining: None };
     let plateau = [at(1, 1), at(1, 2)];
@@ -191,7 +200,7 @@ fn a_climb_moves_to_a_better_neighbour_and_starts_again_at_the_top() {
     }
     let mut rng = Rng::seeded(3);
     let (forest, best) = small_forest(&space, &history, &mut rng);
-    let model = Model { forest: &forest, best };
+    let model = Model { forest: &forest, best, size: &[] };
     let strategy = DefaultSearch::new(DefaultOptions { climb_candidates: 1, ..DefaultOptions::default() });
     let step = |history: &History, head: &mut Option<ConfigId>, rng: &mut Rng| {
         let mut context = Context { space: &space, rng, history, remaining: None };
@@ -354,4 +363,25 @@ fn one_at_a_time_the_early_rule_changes_nothing() {
         })
     };
     assert_eq!(search(16), search(0));
+}
+
+#[test]
+fn problem_variables_that_differ_become_columns_of_their_distance_in_half_octaves() {
+    let row = |x: u32, m: f64| Prior { indexes: vec![x], relative: Some(0.0), size: vec![m, 4096.0] };
+    let mut prior = vec![row(0, 64.0), row(1, 8.0), row(2, 64.0)];
+    let size = SizeColumns::new(&[32.0, 4096.0], &mut prior);
+    assert_eq!((size.here, size.cardinality), (vec![0], vec![5]), "M is 1 and 2 octaves away; N the same everywhere");
+    let indexes: Vec<Vec<u32>> = prior.into_iter().map(|row| row.indexes).collect();
+    assert_eq!(indexes, [vec![0, 2], vec![1, 4], vec![2, 2]]);
+}
+
+#[test]
+fn a_size_between_two_learns_from_the_nearer_ones_best() {
+    let (space, prior) = line_with_prior();
+    let sized = prior.into_iter().map(|row| Prior { size: vec![1.0], ..row });
+    let far =
+        (0..50u32).map(|x| Prior { indexes: vec![x], relative: Some((x as f64 - 5.0).abs() * 0.05), size: vec![8.0] });
+    let mut strategy = DefaultSearch::with_prior(DefaultOptions::default(), sized.chain(far).collect(), &[2.0]);
+    let pick = first_guided_pick(&mut strategy, &space, [(20, 10.0), (25, 12.0)]);
+    assert!((pick - 37).abs() <= 2, "picked x = {pick}, far from the nearer size's best (37)");
 }
