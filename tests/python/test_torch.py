@@ -336,3 +336,38 @@ def test_example_inputs_are_given_one_way(gemm):
         kerntune.torch.tune(model, torch.randn(2, 4), inputs=[(torch.randn(2, 4),)])
     with pytest.raises(ArgumentTypeError, match="a list of argument tuples"):
         kerntune.torch.tune(model, inputs=[torch.randn(2, 4)])
+
+
+def test_the_stored_answers_of_a_named_gpu_are_listed_and_exported_without_one(gemm, tmp_path, kerntune_cli):
+    import subprocess
+    import sys
+
+    import torch
+    import triton
+
+    db = tmp_path / "results.db"
+    subprocess.run([kerntune_cli, "simulate", "--max-fevals", "3", "--db", str(db), "--json"], check=True,
+                   capture_output=True)
+    entry = [{"template_id": "aten::mm"}]
+    choice = {"key": "NVIDIA TEST+((...))+mm", "device": "NVIDIA TEST", "torch": torch.__version__,
+              "triton": triton.__version__, "op": "mm", "entry": entry, "evaluations": 60, "seconds": 7.5,
+              "problem": {"M": 64, "N": 64, "K": 64, "dtype": "bfloat16"},
+              "versus": {"template_ms": 0.011, "aten_ms": 0.010, "contender": {"ratio": 1.1}}}
+    _kerntune.save_inductor_choice(str(db), 1, "{}", json.dumps(choice))
+    _kerntune.save_inductor_choice(str(db), 1, json.dumps({"x": 1}), json.dumps({**choice, "torch": "1.0"}))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "kerntune.torch", *args], capture_output=True, text=True)
+
+    listed = cli("stored", "--db", str(db), "--device", "NVIDIA TEST", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["key"] for row in json.loads(listed.stdout)] == [choice["key"]], "another torch's answer is not used"
+    out = tmp_path / "table.json"
+    written = cli("export", str(out), "--db", str(db), "--device", "NVIDIA TEST")
+    assert written.returncode == 0 and "1 GEMMs written" in written.stdout
+    assert json.loads(out.read_text()) == {choice["key"]: entry}
+    other = cli("stored", "--db", str(db), "--device", "NVIDIA OTHER")
+    assert other.returncode == 1 and "no GEMM answers for NVIDIA OTHER" in other.stderr
+    if not torch.cuda.is_available():
+        unnamed = cli("stored", "--db", str(db))
+        assert unnamed.returncode == 2 and "give --device NAME" in unnamed.stderr and "Traceback" not in unnamed.stderr

@@ -35,7 +35,8 @@ except ImportError as _missing:  # torch absent, or older than the lookup table
         from None
 
 from kerntune.torch import _gemm
-from kerntune.torch._inductor import Backend, Session, versions
+from kerntune import default_db
+from kerntune.torch._inductor import Backend, Session, answers, versions
 
 __all__ = ["GemmTable", "compile", "stored", "tune"]
 
@@ -184,9 +185,15 @@ def tune(model: Callable, *example_inputs: Any, inputs: Optional[Sequence[Sequen
     return GemmTable(session.rows)
 
 
-def stored(db: Optional[str] = None) -> GemmTable:
-    """Every GEMM the store at ``db`` answers for this GPU, torch and Triton, as a table."""
-    session = _session(db, False, None, None, None, "exhaustive", True, False)
-    return GemmTable([{**choice, "from_store": True} for choice in session.stored().values()])
+def stored(db: Optional[str] = None, device: Optional[str] = None) -> GemmTable:
+    """Every GEMM the store at ``db`` answers for this GPU (or the GPU named ``device``, as
+    torch names it: ``"NVIDIA H100 80GB HBM3"``, which needs no GPU here) with this torch and
+    Triton, as a table."""
+    if device is None and not torch.cuda.is_available():
+        from kerntune import NoGpuError
+        raise NoGpuError("kerntune.torch.stored: no GPU here to name the answers' GPU: give device= "
+                         "(its name as torch.cuda.get_device_name() gives it)")
+    found = answers(db if db is not None else default_db(), versions(device))
+    return GemmTable([{**choice, "from_store": True} for choice in found.values()])
 
 

@@ -36,9 +36,18 @@ def device_name() -> str:
     return LookupTableChoices._get_device_key(torch.device("cuda", torch.cuda.current_device()))
 
 
-def versions() -> dict:
-    """What a stored answer must match to be used: the GPU, torch and Triton."""
-    return {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__}
+def versions(device: Optional[str] = None) -> dict:
+    """What a stored answer must match to be used: the GPU (this one's unless named), torch
+    and Triton."""
+    return {"device": device_name() if device is None else device, "torch": torch.__version__,
+            "triton": triton.__version__}
+
+
+def answers(db: str, wanted: dict) -> dict:
+    """The answers kept in the store at ``db`` whose GPU, torch and Triton are ``wanted``, by
+    lookup key (the newest of each)."""
+    return {choice["key"]: choice for choice in json.loads(_kerntune.inductor_choices(db))
+            if all(choice.get(name) == value for name, value in wanted.items())}
 
 
 class KerntuneChoices(LookupTableChoices):
@@ -91,11 +100,7 @@ class Session:
     def stored(self) -> dict:
         """The store's answers for this GPU, torch and Triton, by lookup key (the newest)."""
         if self._stored is None:
-            wanted = versions()
-            self._stored = {}
-            for choice in json.loads(_kerntune.inductor_choices(self.db)):
-                if all(choice.get(name) == value for name, value in wanted.items()):
-                    self._stored[choice["key"]] = choice
+            self._stored = answers(self.db, versions())
         return self._stored
 
     def meet(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> None:
