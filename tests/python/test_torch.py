@@ -371,3 +371,36 @@ def test_the_stored_answers_of_a_named_gpu_are_listed_and_exported_without_one(g
     if not torch.cuda.is_available():
         unnamed = cli("stored", "--db", str(db))
         assert unnamed.returncode == 2 and "give --device NAME" in unnamed.stderr and "Traceback" not in unnamed.stderr
+
+
+def test_listing_a_model_s_gemms_compiles_through_kerntune_s_backend_and_benchmarks_nothing(gemm, tmp_path,
+                                                                                            monkeypatch):
+    """torch's CPU build runs the whole path but the tuning: Inductor takes kerntune's backend
+    and settings and its choices handler, and the capture keeps ATen's GEMMs, so nothing is
+    benchmarked; a CPU GEMM has no lookup key, so kerntune takes none."""
+    import shutil
+
+    import torch
+    from torch._inductor import select_algorithm
+
+    import kerntune.torch
+    from kerntune.torch._inductor import Backend, Session
+
+    if shutil.which("g++") is None:
+        pytest.skip("Inductor's CPU kernels need g++")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    session = Session(db=str(tmp_path / "r.db"), tune=True, table=None, max_fevals=None, time_limit=None,
+                      space="exhaustive", fallback=True, progress=False, capturing=True)
+    benchmarked = []
+    select_algorithm.add_feedback_saver(lambda timings, name, *rest: benchmarked.append(name))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    x = torch.randn(32, 64)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            compiled = torch.compile(model, backend=Backend(session, kerntune.torch.CAPTURE))
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    finally:
+        torch._dynamo.reset()
+    assert benchmarked == []
+    assert session.met == [] and session.table == {}

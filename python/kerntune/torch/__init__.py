@@ -40,6 +40,11 @@ from kerntune.torch._inductor import Backend, Session, answers, versions
 
 __all__ = ["GemmTable", "compile", "stored", "tune"]
 
+#: Inductor's settings for the compile that lists a model's GEMMs (``tune``): no tuning of the
+#: other kernels, and no cached graph that would skip lowering them.
+CAPTURE = {"fx_graph_cache": False, "autotune_local_cache": False, "max_autotune_pointwise": False,
+           "coordinate_descent_tuning": False}
+
 
 class GemmTable:
     """The GEMMs kerntune answered for Inductor: ``rows`` (one per GEMM: its lookup key, the
@@ -168,10 +173,7 @@ def tune(model: Callable, *example_inputs: Any, inputs: Optional[Sequence[Sequen
                                 "([(x1,), (x64,)])")
     session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True,
                        strategy=strategy)
-    # Listing the GEMMs needs no tuning of the other kernels, nor a cached graph that skips
-    # lowering them.
-    patches = {"fx_graph_cache": False, "autotune_local_cache": False, "max_autotune_pointwise": False,
-               "coordinate_descent_tuning": False, **(options or {})}
+    patches = {**CAPTURE, **(options or {})}
     try:
         for given in inputs:
             torch._dynamo.reset()
