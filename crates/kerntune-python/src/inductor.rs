@@ -67,12 +67,12 @@ pub fn replaces_incumbent(incumbent: Vec<f64>, copy: Vec<f64>, contender: Vec<f6
     }
     let control = paired_ratio(&incumbent, &copy, blocks);
     let ratio = paired_ratio(&incumbent, &contender, blocks);
-    let (winner, verdict) = decide(&control, &[ratio]);
+    let (_, verdict) = decide(&control, &[ratio]);
     Ok(json!({
         "control": control,
         "contender": ratio,
         "verdict": verdict,
-        "replaces": winner == 1 && verdict == Verdict::Overtaken,
+        "replaces": verdict == Verdict::Overtaken,
     })
     .to_string())
 }

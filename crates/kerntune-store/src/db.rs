@@ -439,42 +439,39 @@ impl Store {
 
     /// Every stored binary of one kind for a tuning, oldest first.
     pub fn artifacts(&self, tuning: TuningId, kind: &str) -> Result<Vec<Artifact>, StoreError> {
-        let mut statement = self
-            .connection
-            .prepare("SELECT config, data, provenance FROM artifacts WHERE tuning = ?1 AND kind = ?2 ORDER BY rowid")
-            .map_err(|e| self.error(e))?;
-        let rows = statement
-            .query_map(params![tuning.0, kind], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, String>(2)?))
-            })
-            .map_err(|e| self.error(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (config, data, provenance) = row.map_err(|e| self.error(e))?;
-            let Ok(Json::Object(config)) = serde_json::from_str(&config) else {
-                return Err(StoreError::format(&self.path, "corrupt configuration of a stored binary"));
-            };
-            out.push(Artifact { config, data, provenance });
-        }
-        Ok(out)
+        let found = self.artifacts_where("tuning = ?1 AND kind = ?2", params![tuning.0, kind])?;
+        Ok(found.into_iter().map(|(_, artifact)| artifact).collect())
     }
 
     /// Every stored artifact of one kind, of every tuning, oldest first.
     pub fn artifacts_of_kind(&self, kind: &str) -> Result<Vec<(TuningId, Artifact)>, StoreError> {
-        let mut statement = self
-            .connection
-            .prepare("SELECT tuning, config, data, provenance FROM artifacts WHERE kind = ?1 ORDER BY rowid")
-            .map_err(|e| self.error(e))?;
+        self.artifacts_where("kind = ?1", params![kind])
+    }
+
+    /// The stored artifacts that `condition` (SQL over the table's columns, with `values`
+    /// for its parameters) selects, oldest first, each with its tuning.
+    fn artifacts_where(
+        &self,
+        condition: &str,
+        values: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<(TuningId, Artifact)>, StoreError> {
+        let sql = format!("SELECT tuning, config, data, provenance FROM artifacts WHERE {condition} ORDER BY rowid");
+        let mut statement = self.connection.prepare(&sql).map_err(|e| self.error(e))?;
         let rows = statement
-            .query_map(params![kind], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, String>(3)?))
+            .query_map(values, |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                    row.get::<_, String>(3)?,
+                ))
             })
             .map_err(|e| self.error(e))?;
         let mut out = Vec::new();
         for row in rows {
             let (tuning, config, data, provenance) = row.map_err(|e| self.error(e))?;
             let Ok(Json::Object(config)) = serde_json::from_str(&config) else {
-                return Err(StoreError::format(&self.path, "corrupt configuration of a stored artifact"));
+                return Err(StoreError::format(&self.path, "corrupt configuration of a stored binary"));
             };
             out.push((TuningId(tuning), Artifact { config, data, provenance }));
         }
