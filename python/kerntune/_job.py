@@ -25,6 +25,19 @@ def worker_command(extra: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "kerntune._worker", *extra]
 
 
+def triton_workers(arch: int, ptxas: Optional[dict] = None) -> dict:
+    """The worker programs of a Triton tuning for sm_``arch`` (with the chosen ``ptxas``):
+    ``compile_worker``, ``bench_worker`` and ``worker_env``. A tuning's workers and workers
+    started ahead for it (``kerntune._crew.prestart``) are the same only if both come from
+    here. The setup is named in each compile request, not in the command: a worker kept
+    from another tuning loads it (``kerntune._crew``)."""
+    env = worker_env()
+    if ptxas is not None:
+        env["TRITON_PTXAS_PATH"] = ptxas["path"]
+    return {"compile_worker": worker_command(["--triton", "--triton-arch", str(arch)]),
+            "bench_worker": worker_command([]), "worker_env": env}
+
+
 def _first_valid_config(params: Mapping[str, Sequence], restrictions: Sequence[str], limit: int = 64) -> list[dict]:
     return json.loads(_kerntune.valid_configs(json.dumps(params), list(restrictions), limit))
 
@@ -109,9 +122,8 @@ def _through_ray(job: dict, address: str) -> None:
     ``kerntune.ray_worker``, which ships them their setup file); call ``check_ray`` first."""
     from kerntune import ray_worker
 
-    argv = job["compile_worker"]
-    setup = argv[argv.index("--triton-setup") + 1]
-    job["compile_worker"] = ray_worker.command(sys.executable, address, argv, env=list(job["worker_env"]), ship=[setup])
+    job["compile_worker"] = ray_worker.command(sys.executable, address, job["compile_worker"],
+                                               env=list(job["worker_env"]), ship=[job["compile_setup"]])
 
 
 def _bench_through_ray(job: dict, address: str) -> None:
@@ -157,9 +169,6 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, pt
     if ptxas is not None:
         identity.append(f"ptxas {ptxas['version']}")  # another ptxas makes other binaries
     fingerprint = _kerntune.fingerprint([json.dumps(identity, default=str)])
-    env = worker_env()
-    if ptxas is not None:
-        env["TRITON_PTXAS_PATH"] = ptxas["path"]
     job = {
         "kernel_name": fn.__name__,
         "params": params,
@@ -168,9 +177,8 @@ def _job(fn, call, params, listed, restrictions, arch, shared_limit, workdir, pt
         "args": job_args,
         "fingerprint": fingerprint,
         "problem": problem,
-        "compile_worker": worker_command(["--triton-setup", setup_path]),
-        "bench_worker": worker_command([]),
-        "worker_env": env,
+        **triton_workers(arch, ptxas),
+        "compile_setup": setup_path,
         "ptxas": ptxas,
     }
     return job, describe, configs

@@ -83,6 +83,10 @@ class TuneResult:
     tuning: Optional[int] = None
     #: Compile workers the run started (None when the store answered every configuration).
     compile_workers: Optional[int] = None
+    #: How the run's workers came to be ready: ``reused`` (kept from the tuning before it,
+    #: see ``kerntune._crew``) and ``ready_s`` (seconds until they were set up); None when
+    #: the store answered every configuration.
+    workers: Optional[dict] = None
     #: In a many-shape run (``tune(..., shapes=...)``), this size's line of the report:
     #: ``shape``, ``evaluations``, ``measured``, ``wall_s``, ``best``, ``best_config``,
     #: ``found_at`` (the evaluation that first measured the winner), ``started_from`` (the
@@ -123,6 +127,7 @@ class TuneResult:
             tuning=data.get("tuning"),
             compiler=data.get("compiler"),
             compile_workers=data.get("compile_workers"),
+            workers=data.get("workers"),
             shape=data.get("shape"),
         )
 

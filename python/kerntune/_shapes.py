@@ -3,7 +3,7 @@ shapes=[...])``. Each size is one tuning in the store; each learns from the size
 nearest to it (its best configuration is measured first, and every outcome there guides
 the search). Which size lists are accepted, what a size learns from and the report per size
 are the run facade's (``kerntune_run::shapes``); this module loops over the sizes, since
-making each size's arguments is the caller's.
+making each size's arguments is the caller's, on one set of workers (``kerntune._crew``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
-from kerntune import _dispatch, _kerntune
+from kerntune import _crew, _dispatch, _kerntune
 from kerntune._errors import ArgumentError, ArgumentTypeError
 from kerntune._results import TuneResult
 
@@ -96,10 +96,12 @@ def run(tune: Callable, args: Callable, shapes: list, share: bool, label: str, s
     its keyword arguments that depend on the size (``answer``, ``edge_args``); ``found``
     reads the front's result."""
     results = ShapeResults(label, list(shapes[0]))
-    for shape in shapes:
-        transfer = {"shape": shape, "tuned": results._tuned(), "independent": not share}
-        result = tune(args(**shape), OneShape(transfer), **size_options(shape))
-        results._add(shape, result, found(result))
+    # The sizes are tuned one after another on the same workers.
+    with _crew.kept():
+        for shape in shapes:
+            transfer = {"shape": shape, "tuned": results._tuned(), "independent": not share}
+            result = tune(args(**shape), OneShape(transfer), **size_options(shape))
+            results._add(shape, result, found(result))
     return results
 
 

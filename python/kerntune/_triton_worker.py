@@ -1,9 +1,12 @@
 """The Triton compile worker: a child process that compiles configurations of one
 @triton.jit kernel for a target architecture, with no GPU.
 
-It is started with a setup file that holds the kernel as data (its source and what the
+Its kernel comes in a setup file that holds the kernel as data (its source and what the
 source uses, see ``kerntune._kernel_source``: the worker never imports or runs the user's
-program) and describes the arguments of the call being tuned. Each configuration is specialized by
+program) and describes the arguments of the call being tuned. Each request names its setup
+file (``"setup"``), and the worker loads it when it is not the one it holds: a worker kept
+from one tuning to the next (``kerntune._crew``) compiles the next kernel without starting
+again. A worker started with a setup file (``--triton-setup``) holds that one first. Each configuration is specialized by
 Triton's own binder on stand-ins for those arguments, exactly as Triton's JIT specializes
 the real call (integers equal to 1 become constants, 16-divisible integers and 16-aligned
 pointers get ``tt.divisibility = 16``, and whatever else this Triton version does), then
@@ -20,7 +23,7 @@ Configurations that differ only in ``num_warps`` and ``num_stages`` share their 
 compiles from the AST, and compiles its siblings from that TTIR (``FrontEnds``).
 
 Protocol: one JSON request per line on stdin (``{"id", "kind": "triton", "constexprs",
-"options"}``), one JSON reply per line on stdout. ``front_end_reused`` in a compiled or
+"options", "setup"}``), one JSON reply per line on stdout. ``front_end_reused`` in a compiled or
 refused (``invalid_config``) reply says whether it came from a sibling's TTIR.
 """
 
@@ -150,16 +153,27 @@ def refuse_shared(shared, limit, front_end_reused=False):
         raise refusal
 
 
+#: The shared memory per block the device of the loaded setup allows (None: not checked).
+_shared_limit = None
+
+
 def refuse_large_shared_memory(limit):
     """Wraps the NVIDIA backend's LLVM stage so that a configuration needing more shared
     memory than the device has fails before that stage's lowering to LLVM and before ptxas
-    (for the largest tiles those two take tens of seconds; the check takes milliseconds)."""
+    (for the largest tiles those two take tens of seconds; the check takes milliseconds).
+    Called again, only the limit changes."""
+    global _shared_limit
+    first = _shared_limit is None
+    _shared_limit = limit
+    if not first:
+        return
     from triton.backends.nvidia.compiler import CUDABackend
 
     original = CUDABackend.add_stages
 
     def refuse(shared):
-        refuse_shared(shared, limit)
+        if _shared_limit is not None:
+            refuse_shared(shared, _shared_limit)
 
     def add_stages(self, stages, options, *rest):
         original(self, stages, options, *rest)
@@ -429,8 +443,25 @@ def without_torch(kernel):
     has (its stand-ins carry a dtype name): seconds per worker for nothing, minutes summed
     over a pool (more where torch's bytecode is not cached). Without torch the binder takes
     the same path it takes on a machine without torch."""
-    if "torch" not in sys.modules and "torch" not in json.dumps(kernel):
+    if needs_torch(kernel):
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]  # kept out for an earlier kernel; this one needs it
+    elif "torch" not in sys.modules:
         sys.modules["torch"] = None  # `import torch` raises ImportError from here on
+
+
+def needs_torch(kernel):
+    """Whether a captured kernel's values come from torch: a torch module or object it names,
+    or a pickled value that refers to torch (a ``torch.dtype``). The kernels' own modules do
+    not count: a kernel of ``kerntune.torch`` is not run in its module."""
+    for function in kernel["functions"]:
+        for value in function["scope"].values():
+            named = value.get("module") or (value.get("import") or [""])[0]
+            if named.split(".")[0] == "torch":
+                return True
+            if "pickle" in value and b"torch" in base64.b64decode(value["pickle"]):
+                return True
+    return False
 
 
 def name_versions(message, options, arch):
@@ -446,20 +477,74 @@ def name_versions(message, options, arch):
     return f"{message} ({acfs}; ptxas {ptxas.version} at {ptxas.path})"
 
 
-def main(setup_path):
-    with open(setup_path) as f:
-        setup = json.load(f)
-    without_torch(setup["kernel"])
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
+class Loaded:
+    """The kernel of one setup file, ready to compile configurations of: rebuilt from its
+    source, with Triton's binder and stand-ins for the call's arguments."""
 
-    target = GPUTarget("cuda", setup["arch"], 32)
-    compile_only_driver(target)
-    if setup.get("shared_limit"):
-        refuse_large_shared_memory(setup["shared_limit"])
+    def __init__(self, path):
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import make_backend
+        from triton.runtime.jit import create_function_from_signature
+
+        from kerntune._kernel_source import rebuild
+
+        with open(path) as f:
+            setup = json.load(f)
+        without_torch(setup["kernel"])
+        self.path, self.arch, self.args = path, setup["arch"], setup["args"]
+        self.shared_limit = setup.get("shared_limit")
+        self.target = GPUTarget("cuda", self.arch, 32)
+        compile_only_driver(self.target)
+        if self.shared_limit:
+            refuse_large_shared_memory(self.shared_limit)
+        self.kernel = rebuild(setup["kernel"])
+        self.backend = make_backend(self.target)
+        self.binder = create_function_from_signature(self.kernel.signature, self.kernel.params, self.backend)
+        self.stand_ins = {a["name"]: stand_in(a) for a in self.args}
+        self.described = {a["name"]: a for a in self.args}
+        self.arg_names = [p.name for p in self.kernel.params]
+
+
+def warm_up(arch):
+    """Compiles a small GEMM for ``arch`` into a throw-away cache: a worker's first compile
+    also starts Triton's compiler (its backend, LLVM, ptxas), which took 1.3 s of a 1.5 s
+    first compile against 0.25 s for the next on this project's CPU machine. A worker
+    started ahead of its first request (``kerntune._crew.prestart``) has that done by then.
+    Nothing of it is kept, and a warm-up that fails changes nothing."""
+    import tempfile
+
+    import triton
+    import triton.language as tl
     from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def product(a, b, c, BLOCK: tl.constexpr):
+        rows = tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+        tl.store(c + rows, tl.dot(tl.load(a + rows), tl.load(b + rows)).to(tl.float16))
+
+    target = GPUTarget("cuda", arch, 32)
+    try:
+        with tempfile.TemporaryDirectory() as cache, knobs.cache.scope():
+            knobs.cache.dir = cache
+            compile_only_driver(target)
+            with contextlib.redirect_stdout(sys.stderr):
+                triton.compile(ASTSource(product, {"a": "*fp16", "b": "*fp16", "c": "*fp16"}, {"BLOCK": 64}),
+                               target=target, options={"num_warps": 4, "num_stages": 2})
+    except Exception as error:  # the first request pays, as without a warm-up
+        print(f"kerntune: the compile worker's warm-up failed: {error}", file=sys.stderr)
+
+
+def main(setup_path=None, arch=None):
+    # Triton first, whatever the kernel: a worker started ahead of its first request has it
+    # imported by then. Importing it does not import torch (``without_torch``).
+    import triton  # noqa: F401
+    from triton import knobs
+    from triton.compiler import ASTSource
+
+    if arch is not None:
+        warm_up(arch)
 
     # KERNTUNE_SHARE_FRONT_END=0 compiles every configuration from the source, whatever
     # earlier runs kept: an escape hatch should a Triton mishandle its own TTIR, and the arm
@@ -468,38 +553,39 @@ def main(setup_path):
     if os.environ.get("KERNTUNE_SHARE_FRONT_END", "1") != "0":
         front_ends = FrontEnds(os.path.join(knobs.cache.dir, "kerntune-front-ends"))
         keep_front_ends(front_ends)
-    from kerntune._kernel_source import rebuild
-
-    kernel = rebuild(setup["kernel"])
-    backend = make_backend(target)
-    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    stand_ins = {a["name"]: stand_in(a) for a in setup["args"]}
-    described = {a["name"]: a for a in setup["args"]}
-    arg_names = [p.name for p in kernel.params]
+    loaded = Loaded(setup_path) if setup_path else None
     out = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
         start = time.perf_counter()
         try:
+            wanted = request.get("setup")
+            if wanted and (loaded is None or loaded.path != wanted):
+                loaded = None  # a setup that fails to load fails this request, and leaves none
+                loaded = Loaded(wanted)
+            if loaded is None:
+                raise RuntimeError("the request names no kernel setup, and the worker holds none")
+            kernel, arg_names = loaded.kernel, loaded.arg_names
             kwargs = dict(request["constexprs"])
             kwargs.update(request["options"])
-            call = dict(stand_ins)
+            call = dict(loaded.stand_ins)
             call.update({k: v for k, v in kwargs.items() if k in arg_names})
             descriptors = request.get("descriptors") or {}
             for name, block_shape in descriptors.items():
-                call[name] = descriptor(described[name], block_shape)
+                call[name] = descriptor(loaded.described[name], block_shape)
             options = {k: v for k, v in kwargs.items() if k not in arg_names}
-            bound, specialization, opts = binder(**call, **options)
-            parsed, signature, constexprs, attrs = kernel._pack_args(backend, options, bound, specialization, opts)
+            bound, specialization, opts = loaded.binder(**call, **options)
+            parsed, signature, constexprs, attrs = kernel._pack_args(loaded.backend, options, bound, specialization,
+                                                                     opts)
             # Triton prints the whole PTX when ptxas fails: to standard error, not into the replies.
             with contextlib.redirect_stdout(sys.stderr):
-                compiled, reused = compile_sharing_front_ends(ASTSource(kernel, signature, constexprs, attrs), target,
-                                                              parsed.__dict__, front_ends)
+                compiled, reused = compile_sharing_front_ends(ASTSource(kernel, signature, constexprs, attrs),
+                                                              loaded.target, parsed.__dict__, front_ends)
             metadata = compiled.metadata
             # A compile Triton answers from its cache skips the stages, and the check in them.
-            if setup.get("shared_limit"):
-                refuse_shared(metadata.shared or 0, setup["shared_limit"], reused)
-            params = launch_params(arg_names, signature, setup["args"], descriptors,
+            if loaded.shared_limit:
+                refuse_shared(metadata.shared or 0, loaded.shared_limit, reused)
+            params = launch_params(arg_names, signature, loaded.args, descriptors,
                                    getattr(metadata, "tensordesc_meta", None))
             extra = ptx_param_count(compiled.asm["ptx"], metadata.name) - len(params)
             scratch_sizes = [metadata.global_scratch_size, metadata.profile_scratch_size]
@@ -524,7 +610,8 @@ def main(setup_path):
             reply = {"type": "failed", "id": request["id"], "kind": "invalid_config", "message": str(error),
                      "seconds": time.perf_counter() - start, "front_end_reused": error.front_end_reused}
         except Exception as error:  # any compiler error fails this configuration only
-            message = name_versions(f"{type(error).__name__}: {error}".strip(), request["options"], setup["arch"])
+            arch = loaded.arch if loaded is not None else 90
+            message = name_versions(f"{type(error).__name__}: {error}".strip(), request["options"], arch)
             reply = {"type": "failed", "id": request["id"], "kind": "compile_failed", "message": message[-4000:], "seconds": time.perf_counter() - start}
         out.write(json.dumps(reply) + "\n")
         out.flush()

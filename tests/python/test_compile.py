@@ -66,17 +66,21 @@ class CompileWorker:
         fn = jit_function(kernel)
         params, listed = space_of(params, None, kernel_defaults(fn))
         job, _, _ = _job(fn, _bind(fn, args, params), params, listed, [], 90, 232448, str(directory))
+        self.setup = job["compile_setup"]
         env = {**os.environ, **job["worker_env"], "TRITON_CACHE_DIR": str(cache or directory / "triton-cache")}
         self.stderr = open(directory / "stderr.txt", "w")
         self.process = subprocess.Popen([*job["compile_worker"], "__worker", "compile"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         self.requests = 0
 
-    def compile(self, config):
+    def compile(self, config, setup=None):
+        """Compiles ``config`` of this worker's kernel, or of the kernel of the ``setup``
+        file another job wrote."""
         options = {name: value for name, value in config.items() if name in ("num_warps", "num_stages")}
         constexprs = {name: value for name, value in config.items() if name not in options}
         self.requests += 1
-        request = {"id": self.requests, "kind": "triton", "constexprs": constexprs, "options": options}
+        request = {"id": self.requests, "kind": "triton", "constexprs": constexprs, "options": options,
+                   "setup": setup or self.setup}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         reply = json.loads(self.process.stdout.readline())
@@ -120,6 +124,44 @@ def test_configurations_differing_only_in_warps_and_stages_share_the_front_end(t
     assert sibling["launch"] == alone["launch"]
     assert sibling["launch"]["num_warps"] == 8 and sibling["launch"]["name"] == "matmul_kernel"
     assert sibling["cubin"] != first["cubin"]
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: triton.language.constexpr):
+    at = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+    triton.language.store(y_ptr + at, 2 * triton.language.load(x_ptr + at, mask=at < n), mask=at < n)
+
+
+def test_one_worker_compiles_the_kernel_each_request_names_as_a_kept_worker_does(tmp_path):
+    """A compile worker kept from one tuning to the next (kerntune._crew) gets requests that
+    name another setup file: it loads that kernel, and going back gives the same cubin."""
+    worker = matmul_worker(tmp_path / "matmul")
+    scale = CompileWorker(tmp_path / "scale", scale_kernel, dict(x_ptr=Tensor("float32", (4096,)),
+                                                                  y_ptr=Tensor("float32", (4096,)), n=4096),
+                          {"BLOCK": [256, 1024]})
+    scale.close()
+    first = worker.compile(matmul_config((64, 64, 32), 4, 3))
+    other = worker.compile({"BLOCK": 256, "num_warps": 4, "num_stages": 3}, setup=scale.setup)
+    again = worker.compile(matmul_config((64, 64, 32), 4, 3))
+    assert [r["type"] for r in (first, other, again)] == ["compiled"] * 3, (first, other, again)
+    assert [r["launch"]["name"] for r in (first, other, again)] == ["matmul_kernel", "scale_kernel", "matmul_kernel"]
+    assert again["cubin"] == first["cubin"]
+    # A request that names no setup, to a worker that holds none, fails alone and says why.
+    worker.setup = None
+    bare = CompileWorker.__new__(CompileWorker)
+    bare.process = subprocess.Popen(worker.process.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True, env={**os.environ, **_worker_env()})
+    bare.requests, bare.setup, bare.stderr = 0, None, open(tmp_path / "bare.txt", "w")
+    refused = bare.compile(matmul_config((64, 64, 32), 4, 3))
+    assert refused["type"] == "failed" and "names no kernel setup" in refused["message"], refused
+    bare.close()
+    worker.close()
+
+
+def _worker_env():
+    from kerntune._job import worker_env
+
+    return worker_env()
 
 
 def test_workers_on_one_triton_cache_share_front_ends_and_recompile_from_the_source_what_was(tmp_path):

@@ -266,3 +266,24 @@ def test_a_kernel_that_reads_a_cuda_tensor_global_is_refused_naming_it(tmp_path,
         "table = np.arange(64, dtype=np.float32)", "import torch\ntable = torch.arange(64, device='cuda', dtype=torch.float32)"))
     with pytest.raises(CaptureError, match=r"^reads_table reads 'table' \(Tensor\).*pass 'table' to reads_table as an argument$"):
         capture(module.reads_table)
+
+
+def test_compile_workers_keep_torch_out_unless_the_kernel_reads_something_of_torch():
+    """A worker that imports torch pays seconds for nothing: only a kernel that reads a
+    torch module or value needs it, wherever its file lives (the GPU machine's Python is
+    under /opt/torch/) and whatever its module is called (kerntune.torch's GEMMs)."""
+    from kerntune._triton_worker import needs_torch
+
+    def kernel_with(scope, module="kerntune.torch._gemm", file="/opt/torch/site-packages/kerntune/torch/_gemm.py"):
+        return {"root": 0, "functions": [{"module": module, "file": file, "scope": scope}]}
+
+    assert not needs_torch(kernel_with({"tl": {"module": "triton.language"}}))
+    assert needs_torch(kernel_with({"torch": {"module": "torch"}}))
+    assert needs_torch(kernel_with({"f": {"import": ["torch.nn.functional", "relu"]}}))
+    pickled = pytest.importorskip("torch").float16
+    import base64
+    import pickle
+
+    value = {"pickle": base64.b64encode(pickle.dumps(pickled)).decode()}
+    assert needs_torch(kernel_with({"DTYPE": value}))
+    assert not needs_torch(kernel_with({"SIZE": {"pickle": base64.b64encode(pickle.dumps(128)).decode()}}))

@@ -48,7 +48,7 @@ def _compile_workers():
     found = []
     for entry in os.listdir("/proc"):
         command = _cmdline(entry) if entry.isdigit() else ""
-        if "--triton-setup" in command and "kerntune._worker" in command and "kerntune.ray_worker" not in command:
+        if "--triton" in command and "kerntune._worker" in command and "kerntune.ray_worker" not in command:
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     parent = int(f.read().rsplit(")", 1)[1].split()[1])

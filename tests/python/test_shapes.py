@@ -134,6 +134,8 @@ def run():
 results = run()
 print(results.summary())
 rows = results.rows
+# The sizes after the first were tuned on the first one's workers.
+assert [results[n].workers["reused"] for n in (1 << 16, 1 << 20, 1 << 18)] == [False, True, True]
 assert [row["shape"] for row in rows] == [{{"n": 1 << 16}}, {{"n": 1 << 20}}, {{"n": 1 << 18}}]
 # 2**18 is as near 2**16 as 2**20 on the log scale: the tie goes to the smaller.
 assert [row["started_from"] for row in rows] == [None, {{"n": 1 << 16}}, {{"n": 1 << 16}}]

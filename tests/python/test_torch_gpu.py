@@ -3,6 +3,8 @@ answered without tuning by a second compile or a shipped table."""
 
 import pytest
 
+from conftest import child_processes
+
 pytestmark = pytest.mark.gpu
 
 
@@ -53,6 +55,9 @@ def test_compiled_model_tunes_each_gemm_once_then_answers_from_the_store(tmp_pat
         assert row["key"].startswith(torch.cuda.get_device_name() + "+")
         assert row["versus"]["aten_ms"] > 0 and row["versus"]["template_ms"] > 0
     assert seen == [], "Inductor benchmarked GEMMs itself"
+    # Both GEMMs were tuned on workers started by compile(), which stopped with the compile.
+    assert [r["phases"]["workers"]["reused"] for r in rows] == [True, True], [r["phases"] for r in rows]
+    assert child_processes("kerntune._worker") == []
 
     # A second compile (a fresh Inductor cache, as in a new process) tunes nothing.
     _fresh_inductor(monkeypatch, tmp_path / "second")
@@ -161,6 +166,8 @@ def test_the_gemms_of_every_batch_size_are_tuned_in_one_run_and_compiled_without
         table = kerntune.torch.tune(model, inputs=[(x,) for x in batches], db=db, max_fevals=8, progress=False)
     assert sorted(r["problem"]["M"] for r in table.rows) == [64, 64, 256, 256], table.summary()
     assert all(not r["from_store"] for r in table.rows)
+    assert [r["phases"]["workers"]["reused"] for r in table.rows] == [True, True, True, True]
+    assert child_processes("kerntune._worker") == []
     seen = _autotunings()
     for x in batches:
         _fresh_inductor(monkeypatch, tmp_path / f"serve{x.shape[0]}")

@@ -137,8 +137,12 @@ pub struct TritonJob {
     pub fingerprint: String,
     /// The problem, for the store's key (shapes, dtypes, the call's key values).
     pub problem: Json,
-    /// The command that starts a Triton compile worker for this kernel.
+    /// The command that starts a Triton compile worker.
     pub compile_worker: Vec<String>,
+    /// The compile worker's setup file (the kernel as data, the call's arguments), named in
+    /// every compile request; absent where the command names it (`--triton-setup`).
+    #[serde(default)]
+    pub compile_setup: Option<PathBuf>,
     /// The command that starts a benchmark worker.
     pub bench_worker: Vec<String>,
     /// Environment variables for both kinds of worker.

@@ -123,7 +123,7 @@ impl<'a> TritonLanguage<'a> {
             Some(blocks) => blocks(config).map_err(LaunchError::Front)?,
             None => Map::new(),
         };
-        Ok(CompileJob::Triton { constexprs, options, descriptors })
+        Ok(CompileJob::Triton { constexprs, options, descriptors, setup: self.job.compile_setup.clone() })
     }
 
     /// How a compiled configuration launches; an error is why it cannot.

@@ -20,6 +20,7 @@ use kerntune_store::{Costs, Evaluation, Status};
 use kerntune_device::DeviceInfo;
 use kerntune_engine::stats::median;
 
+use crate::crew::{Crew, Hand};
 use crate::early_stop::Noise;
 use crate::error::{Failure, FailureKind, LanguageError, MixedModels};
 use crate::language::Language;
@@ -30,7 +31,6 @@ use crate::protocol::{
     output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
     ToBench,
 };
-use crate::schedule::BenchSession;
 
 /// How the pipeline runs: which worker programs, which GPUs, how many compilers.
 #[derive(Debug, Clone)]
@@ -51,6 +51,15 @@ impl PipelineOptions {
     pub fn first_device(&self) -> usize {
         self.devices.first().copied().unwrap_or(0)
     }
+}
+
+/// How a pipeline's workers came to be ready, for the run's summary: kept from the tuning
+/// before ([`Crew`]) or started, and the seconds from the start until every benchmark
+/// worker was set up with this tuning's data.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Startup {
+    pub reused: bool,
+    pub ready_s: f64,
 }
 
 /// Time the benchmark worker may take to start and set up (data, reference) before the
@@ -93,6 +102,38 @@ struct BenchSlot {
     info: Option<DeviceInfo>,
 }
 
+impl BenchSlot {
+    /// A started worker (a kept crew's, or one started now): its setup is sent once it is
+    /// ready (at once where it said so before).
+    fn adopted(hand: Hand) -> BenchSlot {
+        let Hand { ordinal, worker, info } = hand;
+        let state = if info.is_some() { BenchState::SettingUp } else { BenchState::Starting };
+        BenchSlot { ordinal, worker, state, deadline: None, restarts: 0, info }
+    }
+}
+
+/// Fresh workers for `options`: a benchmark worker per GPU (with its GPU's ordinal; not yet
+/// ready) and the compile pool. The compile workers start (import their compiler) while the
+/// benchmark workers open their GPUs: both take seconds, and neither needs the other.
+pub(crate) fn spawn(
+    options: &PipelineOptions,
+    limit: CompileLimit,
+) -> Result<(Hub, Vec<(usize, Worker)>, CompilePool), BackendError> {
+    if options.devices.is_empty() {
+        return Err(BackendError::CannotStart("no GPU to measure on".into()));
+    }
+    let hub = Hub::default();
+    let mut bench = Vec::with_capacity(options.devices.len());
+    for (slot, &ordinal) in options.devices.iter().enumerate() {
+        let worker = Worker::spawn(&options.bench_worker, &bench_args(ordinal), Origin { slot, generation: 0 }, &hub)
+            .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
+        bench.push((ordinal, worker));
+    }
+    let pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, bench.len())
+        .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
+    Ok((hub, bench, pool))
+}
+
 /// A configuration between `submit` and its evaluation.
 #[derive(Debug)]
 struct Job {
@@ -129,6 +170,7 @@ pub struct Pipeline<'a> {
     /// How far first samples sat above their medians so far, for the early-stop factor.
     noise: Noise,
     started: Instant,
+    pub startup: Startup,
 }
 
 impl std::fmt::Debug for Pipeline<'_> {
@@ -153,31 +195,33 @@ impl<'a> Pipeline<'a> {
         space: &'a Space,
         options: PipelineOptions,
     ) -> Result<Pipeline<'a>, BackendError> {
+        Pipeline::start_with(language, space, options, None)
+    }
+
+    /// As [`Pipeline::start`], on `crew`'s workers where they are the ones `options` asks
+    /// for ([`Crew::fits`]); otherwise they stop and fresh ones start.
+    pub fn start_with(
+        language: &'a dyn Language,
+        space: &'a Space,
+        options: PipelineOptions,
+        crew: Option<Crew>,
+    ) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
-        let hub = Hub::default();
         if options.devices.is_empty() {
             return Err(BackendError::CannotStart("no GPU to measure on".into()));
         }
-        let mut bench = Vec::with_capacity(options.devices.len());
-        for (slot, &ordinal) in options.devices.iter().enumerate() {
-            let worker =
-                Worker::spawn(&options.bench_worker, &bench_args(ordinal), Origin { slot, generation: 0 }, &hub)
-                    .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
-            bench.push(BenchSlot {
-                ordinal,
-                worker,
-                state: BenchState::Starting,
-                deadline: None,
-                restarts: 0,
-                info: None,
-            });
-        }
-        // The compile workers start (import their compiler) while the benchmark workers
-        // open their GPUs: both take seconds, and neither needs the other.
         let limit = CompileLimit::new(language.compile_timeout(), language.compile_timeout_adapts());
-        let mut pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, bench.len())
-            .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
-        for slot in &mut bench {
+        let kept = crew.filter(|c| c.fits(&options)).and_then(|c| c.retarget(limit.clone()));
+        let reused = kept.is_some();
+        let (hub, hands, mut pool) = match kept {
+            Some(kept) => kept,
+            None => {
+                let (hub, bench, pool) = spawn(&options, limit)?;
+                (hub, bench.into_iter().map(|(ordinal, worker)| Hand { ordinal, worker, info: None }).collect(), pool)
+            }
+        };
+        let mut bench: Vec<BenchSlot> = hands.into_iter().map(BenchSlot::adopted).collect();
+        for slot in bench.iter_mut().filter(|s| s.info.is_none()) {
             match wait_bench(&hub, &mut slot.worker, Instant::now() + SETUP_TIMEOUT)? {
                 FromBench::Ready { device } => slot.info = Some(device),
                 FromBench::Fatal { message } => return Err(BackendError::CannotStart(message)),
@@ -227,6 +271,7 @@ impl<'a> Pipeline<'a> {
             best_median_ms: None,
             noise: Noise::default(),
             started,
+            startup: Startup { reused, ready_s: started.elapsed().as_secs_f64() },
         })
     }
 
@@ -234,19 +279,24 @@ impl<'a> Pipeline<'a> {
         self.pool.workers()
     }
 
-    /// Hands a finished search's workers on to the stage after it: an idle benchmark
-    /// worker, set up with the search's data, and the compile workers, warm. That saves the
-    /// seconds a fresh start costs (a compiler imported, a GPU opened, the data set up).
-    /// With anything still in flight, or no benchmark worker idle, none: the pipeline stops.
-    pub fn into_session(self) -> Option<(BenchSession, CompilePool)> {
-        let idle = self.bench.iter().position(|s| matches!(s.state, BenchState::Idle) && s.info.is_some());
-        let index = idle.filter(|_| self.jobs.is_empty() && self.ready.is_empty() && self.done.is_empty())?;
-        let Pipeline { language, options, hub, mut bench, setup, pool, .. } = self;
-        let BenchSlot { worker, info, .. } = bench.swap_remove(index);
-        // The other GPUs' workers stop here, as they would have when the pipeline ended.
-        drop(bench);
-        let session = BenchSession::adopt(hub, worker, options.bench_worker, setup, language.launch_timeout(), info?);
-        Some((session, pool))
+    /// The workers, idle, for the next tuning ([`Crew`]): every benchmark worker that is
+    /// set up and idle (those given up on stop), and the compile pool. `None` with anything
+    /// still in flight (an interrupted search) or no benchmark worker idle: the pipeline
+    /// stops.
+    pub fn into_crew(self) -> Option<Crew> {
+        if !(self.jobs.is_empty() && self.ready.is_empty() && self.done.is_empty()) {
+            return None;
+        }
+        let Pipeline { options, hub, bench, setup, pool, .. } = self;
+        let hands: Vec<Hand> = bench
+            .into_iter()
+            .filter(|slot| matches!(slot.state, BenchState::Idle) && slot.info.is_some())
+            .map(|slot| Hand { ordinal: slot.ordinal, info: slot.info, worker: slot.worker })
+            .collect();
+        if hands.is_empty() {
+            return None;
+        }
+        Some(Crew { hub, hands, pool, bench_command: options.bench_worker, setup: Some(setup) })
     }
 
     /// Benchmark workers measuring (those given up on are not counted).

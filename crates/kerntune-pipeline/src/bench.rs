@@ -72,16 +72,21 @@ pub fn run(ordinal: usize) -> i32 {
             }
         };
         match message {
-            ToBench::Setup(setup) => match Worker::new(&context, setup) {
-                Ok(ready) => {
-                    worker = Some(ready);
-                    reply(&FromBench::SetupDone);
+            ToBench::Setup(setup) => {
+                // A later setup (a kept worker's next tuning) replaces the earlier: its
+                // buffers are freed first, so that the GPU never holds both.
+                drop(worker.take());
+                match Worker::new(&context, setup) {
+                    Ok(ready) => {
+                        worker = Some(ready);
+                        reply(&FromBench::SetupDone);
+                    }
+                    Err(message) => {
+                        reply(&FromBench::Fatal { message });
+                        return 1;
+                    }
                 }
-                Err(message) => {
-                    reply(&FromBench::Fatal { message });
-                    return 1;
-                }
-            },
+            }
             ToBench::Compare { original, candidate, sets, seed } => {
                 let Some(worker) = worker.as_mut() else {
                     reply(&FromBench::Fatal { message: "compare before setup".into() });

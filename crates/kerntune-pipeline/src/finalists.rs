@@ -15,7 +15,8 @@ use kerntune_engine::BackendError;
 use kerntune_space::Value;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{compile_now, compile_several, Pipeline, PipelineOptions};
+use crate::backend::{compile_now, compile_several, PipelineOptions};
+use crate::crew::Crew;
 use crate::language::Language;
 use crate::pool::{Binary, CompileLimit, CompilePool};
 use crate::process::Hub;
@@ -184,16 +185,17 @@ pub fn retime(
 
 /// Compiles the finalists of any language (values in parameter order, the search's best
 /// first) and re-times them, on the search's own workers where it hands them on (`warm`,
-/// see [`Pipeline::into_session`]), else on a benchmark worker set up as the tuning did.
+/// see [`crate::Pipeline::into_crew`]), else on a benchmark worker set up as the tuning did.
+/// Returns the report and the workers it timed on, idle, as a crew for the next tuning.
 pub fn retime_configs(
     language: &dyn Language,
     finalists: &[Vec<Value>],
     device: &DeviceInfo,
     pipeline: &PipelineOptions,
     options: &RetimeOptions,
-    warm: Option<Pipeline<'_>>,
+    warm: Option<Crew>,
     stop: &dyn Fn() -> bool,
-) -> Result<RetimeReport, BackendError> {
+) -> Result<(RetimeReport, Option<Crew>), BackendError> {
     let clock = Instant::now();
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         BackendError::CannotStart(format!("re-timing the finalists: {what}: {e}"))
@@ -216,10 +218,13 @@ pub fn retime_configs(
             })
             .collect()
     };
-    let (session, images, reused) = match warm.and_then(Pipeline::into_session) {
+    let (session, pool, images, reused) = match warm
+        .and_then(|crew| BenchSession::from_crew(crew, language.launch_timeout()))
+    {
         Some((session, mut pool)) => {
             let binaries = compile_several(&mut pool, session.hub(), jobs, deadline());
-            (session, images(binaries)?, true)
+            let images = images(binaries)?;
+            (session, pool, images, true)
         }
         None => {
             let hub = Hub::default();
@@ -232,7 +237,7 @@ pub fn retime_configs(
             let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", &e))?;
             let session =
                 BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
-            (session, images, false)
+            (session, pool, images, false)
         }
     };
     // The other GPUs of the run (local ones, each once) time their share of the pairs on
@@ -248,7 +253,8 @@ pub fn retime_configs(
     let mut report = retime(&mut sessions, &images, options, stop)?;
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
-    Ok(report)
+    let crew = sessions.into_iter().next().map(|session| session.into_crew(pool));
+    Ok((report, crew))
 }
 
 /// The ratio `other / leader` of times taken in interleaved pairs (round `i` of each is

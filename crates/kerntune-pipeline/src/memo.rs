@@ -68,6 +68,7 @@ mod tests {
             constexprs: Default::default(),
             options: Default::default(),
             descriptors: Default::default(),
+            setup: None,
         };
         assert_eq!(key(&triton), None, "a Triton job depends on its worker's kernel");
     }

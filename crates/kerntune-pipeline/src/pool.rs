@@ -183,6 +183,25 @@ impl CompilePool {
         self.slots.len()
     }
 
+    /// The program its workers run.
+    pub fn command(&self) -> &WorkerCommand {
+        &self.command
+    }
+
+    /// The pool, idle, for another tuning (see [`crate::Crew`]): its compiles are held to
+    /// `limit`, and the work its workers kept for families of the last tuning's requests
+    /// no longer steers where requests go. `None` while anything is queued or compiling.
+    pub fn retarget(mut self, limit: CompileLimit) -> Option<CompilePool> {
+        if self.pending() > 0 {
+            return None;
+        }
+        for slot in &mut self.slots {
+            slot.families.clear();
+        }
+        self.limit = limit;
+        Some(self)
+    }
+
     pub fn submit(&mut self, request: CompileRequest) {
         self.queue.push_back(Queued::new(request, 0));
     }

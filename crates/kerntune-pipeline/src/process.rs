@@ -16,7 +16,7 @@ use crate::error::{Death, Exit};
 
 /// How to start a worker: a program and its arguments (usually the `kerntune` binary
 /// itself with a hidden subcommand).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<String>,

@@ -332,11 +332,16 @@ pub enum CompileJob {
     /// `descriptors`: the block shape of each host-side tensor descriptor argument, by
     /// name, as the user's `pre_hook` sets it for this configuration (it is part of the
     /// kernel's signature).
+    /// `setup`: the worker's setup file (the kernel as data, its arguments), where a worker
+    /// kept from another tuning may hold another kernel's (see [`crate::Crew`]): the worker
+    /// loads it when it differs from the one it holds.
     Triton {
         constexprs: serde_json::Map<String, serde_json::Value>,
         options: serde_json::Map<String, serde_json::Value>,
         #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
         descriptors: serde_json::Map<String, serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        setup: Option<std::path::PathBuf>,
     },
 }
 
@@ -347,13 +352,13 @@ impl CompileJob {
     pub fn family(&self) -> Option<String> {
         match self {
             CompileJob::Cuda { .. } => None,
-            CompileJob::Triton { constexprs, options, descriptors } => {
+            CompileJob::Triton { constexprs, options, descriptors, setup } => {
                 let shared: serde_json::Map<_, _> = options
                     .iter()
                     .filter(|(name, _)| !matches!(name.as_str(), "num_warps" | "num_stages"))
                     .map(|(name, value)| (name.clone(), value.clone()))
                     .collect();
-                Some(serde_json::json!([constexprs, shared, descriptors]).to_string())
+                Some(serde_json::json!([constexprs, shared, descriptors, setup]).to_string())
             }
         }
     }

@@ -18,6 +18,7 @@ use kerntune_store::Status;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{compile_now, PipelineOptions};
+use crate::crew::{Crew, Hand};
 use crate::early_stop::Bar;
 use crate::error::{FailureKind, ScheduleError};
 use crate::language::Language;
@@ -155,6 +156,9 @@ pub struct BenchSession {
     setup: Setup,
     launch_timeout: Duration,
     pub device: DeviceInfo,
+    /// The other GPUs' workers of the crew it was made from, idle, handed back with it
+    /// ([`BenchSession::into_crew`]).
+    spare: Vec<Hand>,
 }
 
 /// Fewest blocks of the A/B timing: the interval is taken over the blocks' medians, and
@@ -191,22 +195,41 @@ impl BenchSession {
             setup,
             launch_timeout,
             device: placeholder_device(),
+            spare: Vec::new(),
         };
         session.set_up()?;
         Ok(session)
     }
 
-    /// A session on a benchmark worker that is already set up with `setup` (the search's,
-    /// handed on by [`crate::Pipeline::into_session`]); `hub` carries its lines.
-    pub(crate) fn adopt(
-        hub: Hub,
-        bench: Worker,
-        command: WorkerCommand,
-        setup: Setup,
-        launch_timeout: Duration,
-        device: DeviceInfo,
-    ) -> BenchSession {
-        BenchSession { hub, bench, command, device_ordinal: device.ordinal, setup, launch_timeout, device }
+    /// A session on the first GPU's worker of `crew`, which must be set up with the data
+    /// the session times on (a search's, handed on by [`crate::Pipeline::into_crew`]), and
+    /// the crew's compile pool.
+    pub(crate) fn from_crew(crew: Crew, launch_timeout: Duration) -> Option<(BenchSession, CompilePool)> {
+        let Crew { hub, mut hands, pool, bench_command, setup } = crew;
+        // Workers started ahead and never set up time nothing.
+        let setup = setup.filter(|_| !hands.is_empty() && hands.iter().all(|h| h.info.is_some()))?;
+        let Hand { ordinal, worker, info } = hands.remove(0);
+        let info = info?;
+        let session = BenchSession {
+            hub,
+            bench: worker,
+            command: bench_command,
+            device_ordinal: ordinal,
+            setup,
+            launch_timeout,
+            device: info,
+            spare: hands,
+        };
+        Some((session, pool))
+    }
+
+    /// The crew again: this session's worker (set up with its data) first, then the ones
+    /// it was handed with, and `pool`.
+    pub(crate) fn into_crew(self, pool: CompilePool) -> Crew {
+        let BenchSession { hub, bench, command, device_ordinal, setup, device, spare, .. } = self;
+        let mut hands = vec![Hand { ordinal: device_ordinal, worker: bench, info: Some(device) }];
+        hands.extend(spare);
+        Crew { hub, hands, pool, bench_command: command, setup: Some(setup) }
     }
 
     /// A session like this one on another GPU of the same model: a worker started there and

@@ -188,6 +188,7 @@ fn triton(id: u32, block: u32, warps: u32) -> CompileRequest {
             constexprs: constexprs.as_object().expect("an object").clone(),
             options: options.as_object().expect("an object").clone(),
             descriptors: serde_json::Map::new(),
+            setup: None,
         },
     }
 }

@@ -1,5 +1,6 @@
 //! The finalists' re-timing goes on with the search's own workers when the search hands
-//! them on, and starts fresh ones when it cannot. Fake workers (shell scripts that speak
+//! them on, and starts fresh ones when it cannot; a kept crew serves the next tuning. Fake
+//! workers (shell scripts that speak
 //! the protocol and count their starts) stand in for the compiler and the GPU, so this
 //! runs anywhere.
 
@@ -16,8 +17,8 @@ use kerntune_space::{ConfigId, Param, Space, Value};
 /// Rounds of each interleaved pair; the fake benchmark worker answers this many samples.
 const ROUNDS: u32 = 10;
 
-/// A benchmark worker that appends a line to `$STARTS` when it starts, says it is ready
-/// on `$DEVICE`, finishes any setup, measures every kernel at 1 ms, and times every
+/// A benchmark worker that appends a line to `$STARTS` when it starts and at each setup,
+/// says it is ready on `$DEVICE`, finishes any setup, measures every kernel at 1 ms, and times every
 /// interleaved pair at 1 ms each (answering at once).
 fn fake_bench(starts: &Path) -> WorkerCommand {
     fake_bench_taking(starts, 0)
@@ -31,7 +32,7 @@ fn fake_bench_taking(starts: &Path, seconds: u32) -> WorkerCommand {
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
             case "$line" in
-                *'"type":"setup"'*) echo '{"type":"setup_done"}' ;;
+                *'"type":"setup"'*) echo setup >> "$STARTS"; echo '{"type":"setup_done"}' ;;
                 *'"type":"evaluate"'*)
                     printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
                 *'"type":"interleave"'*)
@@ -83,8 +84,24 @@ fn options(dir: &Path, devices: Vec<usize>) -> PipelineOptions {
 
 /// How many workers of each kind started so far: (benchmark, compile).
 fn starts(dir: &Path) -> (usize, usize) {
+    (logged(dir, "bench"), logged(dir, "compile"))
+}
+
+/// How many times the workers logged `what`.
+fn logged(dir: &Path, what: &str) -> usize {
     let text = std::fs::read_to_string(dir.join("starts")).unwrap_or_default();
-    (text.lines().filter(|l| *l == "bench").count(), text.lines().filter(|l| *l == "compile").count())
+    text.lines().filter(|l| *l == what).count()
+}
+
+/// Evaluates the first `count` configurations.
+fn evaluate(pipeline: &mut Pipeline<'_>, count: u32) {
+    for id in 0..count {
+        pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for _ in 0..count {
+        let (_, evaluation) = pipeline.next().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(evaluation.status, kerntune_store::Status::Ok, "{evaluation:?}");
+    }
 }
 
 fn retime_options() -> RetimeOptions {
@@ -103,19 +120,13 @@ fn the_finalists_are_timed_on_the_search_s_own_workers_and_spread_over_its_gpus(
         let space = space();
         let options = options(dir.path(), (0..gpus).collect());
         let mut pipeline = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
-        for id in 0..3 {
-            pipeline.submit(ConfigId(id)).unwrap_or_else(|e| panic!("{e}"));
-        }
-        for _ in 0..3 {
-            pipeline.next().unwrap_or_else(|e| panic!("{e}"));
-        }
+        evaluate(&mut pipeline, 3);
         assert_eq!(starts(dir.path()), (gpus, 2), "the search's workers");
 
-        let report =
-            retime_configs(&FAKE, &finalists(&space, 3), &gpu(), &options, &retime_options(), Some(pipeline), &|| {
-                false
-            })
-            .unwrap_or_else(|e| panic!("{e}"));
+        let warm = pipeline.into_crew();
+        let (report, _) =
+            retime_configs(&FAKE, &finalists(&space, 3), &gpu(), &options, &retime_options(), warm, &|| false)
+                .unwrap_or_else(|e| panic!("{e}"));
         assert!(report.reused_search_workers, "{gpus} GPUs");
         assert_eq!(report.contenders.len(), 2, "each contender against the leader");
         // With two GPUs the pairs are spread over both: the second GPU's share runs on a
@@ -136,8 +147,10 @@ fn with_an_evaluation_not_yet_taken_the_finalists_get_fresh_workers() {
     }
     pipeline.next().unwrap_or_else(|e| panic!("{e}"));
 
-    let report =
-        retime_configs(&FAKE, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(pipeline), &|| false)
+    let warm = pipeline.into_crew();
+    assert!(warm.is_none(), "an evaluation is still out");
+    let (report, _) =
+        retime_configs(&FAKE, &finalists(&space, 2), &gpu(), &options, &retime_options(), warm, &|| false)
             .unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.reused_search_workers, "the search still had an evaluation out");
     assert_eq!(report.contenders.len(), 1);
@@ -158,4 +171,53 @@ fn ctrl_c_while_the_finalists_are_timed_again_ends_the_wait_within_half_a_second
     assert!(matches!(outcome, Err(kerntune_engine::BackendError::Interrupted)), "{outcome:?}");
     // The worker takes 30 s a pair: the wait ended at the first look after the stop.
     assert!(asked.elapsed() < std::time::Duration::from_secs(5), "{:?}", asked.elapsed());
+}
+
+#[test]
+fn a_kept_crew_serves_the_next_tuning_with_no_worker_started_again() {
+    for gpus in [1, 2] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let space = space();
+        let options = options(dir.path(), (0..gpus).collect());
+        let mut first = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+        evaluate(&mut first, 3);
+        let crew = first.into_crew().unwrap_or_else(|| panic!("idle workers"));
+        let (report, crew) =
+            retime_configs(&FAKE, &finalists(&space, 2), &gpu(), &options, &retime_options(), Some(crew), &|| false)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(report.reused_search_workers);
+        let crew = crew.unwrap_or_else(|| panic!("the finalists hand the workers back"));
+        assert!(crew.fits(&options), "{gpus} GPUs: every GPU's worker is handed back");
+        let (started, set_up) = (starts(dir.path()), logged(dir.path(), "setup"));
+
+        // The next tuning: the same workers, each benchmark worker set up again.
+        let mut next =
+            Pipeline::start_with(&FAKE, &space, options.clone(), Some(crew)).unwrap_or_else(|e| panic!("{e}"));
+        evaluate(&mut next, 4);
+        assert_eq!(starts(dir.path()), started, "{gpus} GPUs: no worker started again");
+        assert_eq!(logged(dir.path(), "setup"), set_up + gpus, "each benchmark worker set up again");
+
+        // Workers of another shape (more compile workers) are not used: fresh ones start.
+        let crew = next.into_crew().unwrap_or_else(|| panic!("idle workers"));
+        let wider = PipelineOptions { compile_workers: 3, ..options.clone() };
+        assert!(!crew.fits(&wider));
+        let mut other = Pipeline::start_with(&FAKE, &space, wider, Some(crew)).unwrap_or_else(|e| panic!("{e}"));
+        evaluate(&mut other, 1);
+        assert_eq!(starts(dir.path()), (started.0 + gpus, started.1 + 3), "{gpus} GPUs: a fresh start");
+    }
+}
+
+#[test]
+fn workers_started_ahead_are_set_up_by_the_tuning_that_takes_them() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let options = options(dir.path(), vec![0, 1]);
+    let crew = kerntune_pipeline::Crew::start(&options).unwrap_or_else(|e| panic!("{e}"));
+    assert!(crew.fits(&options));
+    let mut pipeline =
+        Pipeline::start_with(&FAKE, &space, options.clone(), Some(crew)).unwrap_or_else(|e| panic!("{e}"));
+    evaluate(&mut pipeline, 4);
+    assert_eq!(starts(dir.path()), (2, 2), "the workers started ahead, and no other");
+    assert_eq!(logged(dir.path(), "setup"), 2);
+    assert!(pipeline.startup.reused);
 }

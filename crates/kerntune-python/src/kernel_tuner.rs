@@ -97,7 +97,8 @@ pub fn tune_kernel_tuner(
         if let (Some(verify), Some(dir)) = (&verify, &settings.outputs_dir) {
             language = language.with_output_check(OutputCheck { dir: dir.clone(), check: output_check(verify) });
         }
-        let tuning = Tuning::new(&language, &space, job.request.clone(), Front::KernelTuner, workers);
+        let tuning =
+            crate::crew::keeping(Tuning::new(&language, &space, job.request.clone(), Front::KernelTuner, workers));
         // Entries of Kernel Tuner's cache file count as measured: into the store first.
         let import = |prepared: &Prepared<'_>| match &settings.cache {
             Some(cache) => import_cache(&prepared.store, prepared.tuning_id, cache).map_err(errors::store),

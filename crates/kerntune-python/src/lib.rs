@@ -8,6 +8,7 @@
 //! own (`errors.rs`). Long calls release the GIL and check for Ctrl-C after every
 //! evaluation.
 
+mod crew;
 mod errors;
 mod formats;
 mod inductor;
@@ -97,6 +98,8 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_report, m)?)?;
     m.add_function(wrap_pyfunction!(triton_options, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::tune_triton, m)?)?;
+    m.add_function(wrap_pyfunction!(crew::keep_workers, m)?)?;
+    m.add_function(wrap_pyfunction!(crew::start_workers, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::compile_triton, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::check_search, m)?)?;

@@ -189,7 +189,7 @@ pub fn tune_triton(
             descriptors.as_ref(),
         );
         let space = job.space(language.params().to_vec()).map_err(errors::space)?;
-        let mut tuning = Tuning::new(&language, &space, request, Front::Python, workers);
+        let mut tuning = crate::crew::keeping(Tuning::new(&language, &space, request, Front::Python, workers));
         if let Some(check) = vet.as_ref() {
             tuning = tuning.with_vetting(Vetting { sizes: edge_sizes, check: triton_vet(check) });
         }

@@ -5,11 +5,11 @@
 use std::time::Instant;
 
 use kerntune_device::{driver_available, DeviceInfo};
-use kerntune_engine::{BackendError, Event, Lazy, Search, StopReason, Tuner};
+use kerntune_engine::{BackendError, Budget, Event, Lazy, Search, StopReason, Tuner};
 use kerntune_pipeline::controls::{tune_controls, ControlsOptions, ProposerWorker};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleReport};
-use kerntune_pipeline::{Language, Pipeline, PipelineOptions, WorkerCommand};
+use kerntune_pipeline::{Crew, Kept, Language, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{Space, Value};
 use kerntune_store::{Store, TuningId, TuningInfo};
 use serde_json::{Map, Value as Json};
@@ -72,6 +72,9 @@ pub struct Tuning<'a> {
     /// A check the front runs itself on the best configurations before a winner is chosen
     /// (the Triton front's edge sizes).
     vetting: Option<Vetting<'a>>,
+    /// Where the workers of the tuning before this one wait, and this one's are left for
+    /// the next (see `kerntune_pipeline::Crew`); `None`: they stop at the end.
+    kept: Option<&'a Kept>,
 }
 
 /// A tuning whose pre-flight checks passed: the GPU is open, the search settled, the store
@@ -113,7 +116,13 @@ impl<'a> Tuning<'a> {
         let retime = request.retime().filter(|_| front.retimes());
         let schedule = request.schedule();
         let controls = request.controls.clone();
-        Tuning { language, space, request, front, workers, retime, schedule, controls, vetting: None }
+        Tuning { language, space, request, front, workers, retime, schedule, controls, vetting: None, kept: None }
+    }
+
+    /// Starts on the workers `kept` holds where they fit, and leaves this tuning's there,
+    /// idle, when it ends (a tuning that is interrupted or fails leaves none).
+    pub fn keeping_workers_in(self, kept: &'a Kept) -> Tuning<'a> {
+        Tuning { kept: Some(kept), ..self }
     }
 
     /// With a check of the front's own on the best configurations (see [`Vetting`]).
@@ -157,22 +166,39 @@ impl<'a> Tuning<'a> {
             None => search,
         };
         let search = search.starting_with(&self.request.first, self.space);
-        let bench_devices: Vec<usize> = match self.workers.bench_workers {
-            Some(count) => vec![devices[0].ordinal; count],
-            None => devices.iter().map(|d| d.ordinal).collect(),
-        };
-        let compile_workers = self
-            .request
-            .compile_workers
-            .unwrap_or_else(|| tuning_compile_workers(&search.budget, bench_devices.len(), default_compile_workers()));
-        let options = PipelineOptions {
-            bench_worker: self.workers.bench.clone(),
-            compile_worker: self.workers.compile.clone(),
-            devices: bench_devices,
-            compile_workers: compile_workers.max(1),
-        };
+        let options = pipeline_options(&self.workers, &self.request, &search.budget, &devices);
         Ok(Prepared { device, devices, search, store, tuning_id, tuning: self, info, options, proposer, clock })
     }
+}
+
+/// The workers of a tuning of `request` with `budget` on `devices` (the first first).
+fn pipeline_options(workers: &Workers, request: &Request, budget: &Budget, devices: &[DeviceInfo]) -> PipelineOptions {
+    let bench_devices: Vec<usize> = match workers.bench_workers {
+        Some(count) => vec![devices[0].ordinal; count],
+        None => devices.iter().map(|d| d.ordinal).collect(),
+    };
+    let compile_workers = request
+        .compile_workers
+        .unwrap_or_else(|| tuning_compile_workers(budget, bench_devices.len(), default_compile_workers()));
+    PipelineOptions {
+        bench_worker: workers.bench.clone(),
+        compile_worker: workers.compile.clone(),
+        devices: bench_devices,
+        compile_workers: compile_workers.max(1),
+    }
+}
+
+/// Starts, ahead of a tuning, the workers a tuning of `request` from `front` on this
+/// machine's GPUs will ask for, and returns them as a crew to keep ([`Tuning::keeping_workers_in`]):
+/// they start (a compile worker warms its compiler up) while the caller does something else.
+/// A tuning whose options turn out otherwise starts its own.
+pub fn start_crew(workers: &Workers, request: &Request, front: Front) -> Result<Crew, RunError> {
+    let search = request.search.resolve(front.default_strategy())?;
+    if !driver_available() {
+        return Err(NoGpu::NoDriver(front.without_gpu().to_string()).into());
+    }
+    let devices = request.devices.probe()?;
+    Crew::start(&pipeline_options(workers, request, &search.budget, &devices)).map_err(RunError::Backend)
 }
 
 impl Prepared<'_> {
@@ -187,7 +213,8 @@ impl Prepared<'_> {
             self;
         let (language, space) = (tuning.language, tuning.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
-        let start = || Pipeline::start(language, space, options.clone());
+        let kept = tuning.kept;
+        let start = || Pipeline::start_with(language, space, options.clone(), kept.and_then(Kept::take));
         let mut backend = Lazy::new(capacity, start);
         let mut tally = Tally::default();
         let mut on_event = |event: Event<'_>| {
@@ -210,8 +237,11 @@ impl Prepared<'_> {
         .run(&mut on_event)?;
         let wall_s = clock.elapsed().as_secs_f64();
         let compile_workers = backend.started().map(Pipeline::compile_workers);
-        // The finalists' re-timing goes on with the search's workers; nothing else needs them.
-        let mut warm = backend.into_started().filter(|_| tuning.retime.is_some());
+        let startup = backend.started().map(|pipeline| pipeline.startup);
+        // The finalists' re-timing goes on with the search's workers, and the next tuning
+        // (when they are kept); the stages after those start their own.
+        let mut warm =
+            backend.into_started().filter(|_| tuning.retime.is_some() || kept.is_some()).and_then(Pipeline::into_crew);
         let facts = RunFacts {
             kernel: language.kernel_name().to_string(),
             device,
@@ -222,6 +252,7 @@ impl Prepared<'_> {
             verified_sizes: tuning.vetting.as_ref().map_or_else(|| language.verified_sizes(), |v| v.sizes.clone()),
             wall_s,
             compile_workers,
+            workers: startup,
             db: tuning.request.database().display().to_string(),
             tuning: tuning_id.get(),
             compiler: language.compiler(),
@@ -239,13 +270,16 @@ impl Prepared<'_> {
             if language.early_stop_applies() && measured_now {
                 on_progress(Progress::Finalists(retime));
                 let stages = Stages { options: &options, interrupt };
-                retime_finalists(&mut run, language, space, stages, retime, warm.take(), (&store, tuning_id))?;
+                warm = retime_finalists(&mut run, language, space, stages, retime, warm.take(), (&store, tuning_id))?;
             } else if language.early_stop_applies() {
                 // Everything came from the store: so does the verdict, at no cost.
                 stored_finalists(&mut run, space, (&store, tuning_id))?;
             }
         }
-        drop(warm);
+        match (kept, warm) {
+            (Some(kept), Some(crew)) if !interrupted(&mut run, interrupt) => kept.put(crew),
+            (_, crew) => drop(crew),
+        }
         let schedule = tuning.schedule.as_ref().filter(|_| !interrupted(&mut run, interrupt));
         if let (Some(schedule), Some(best)) = (schedule, &run.best) {
             on_progress(Progress::Schedule(schedule));
@@ -308,26 +342,26 @@ fn retime_finalists(
     space: &Space,
     Stages { options, interrupt }: Stages<'_>,
     retime: &RetimeOptions,
-    warm: Option<Pipeline<'_>>,
+    warm: Option<Crew>,
     (store, tuning_id): (&Store, TuningId),
-) -> Result<(), RunError> {
+) -> Result<Option<Crew>, RunError> {
     let contenders: Vec<ResultRow> = run.contenders(retime.finalists, retime.within).into_iter().cloned().collect();
     if contenders.len() < 2 {
-        return Ok(());
+        return Ok(warm);
     }
     let values: Vec<Vec<Value>> =
         contenders.iter().map(|row| space.values(row.id).into_iter().cloned().collect()).collect();
     // A finalist that hangs or crashes when timed again (a kernel whose atomics behave
     // otherwise in back-to-back launches) costs the re-timing, never the search's answer.
-    let report = match retime_configs(language, &values, &run.device, options, retime, warm, interrupt) {
-        Ok(report) => report,
+    let (report, crew) = match retime_configs(language, &values, &run.device, options, retime, warm, interrupt) {
+        Ok(timed) => timed,
         Err(BackendError::Interrupted) => {
             run.stop = StopReason::Interrupted;
-            return Ok(());
+            return Ok(None);
         }
         Err(error) => {
             run.finalists_failed = Some(error.to_string());
-            return Ok(());
+            return Ok(None);
         }
     };
     if report.winner != 0 {
@@ -343,7 +377,7 @@ fn retime_finalists(
         serde_json::to_string(&finalists).map_err(|source| RunError::Report { what: "finalists' report", source })?;
     store.save_artifact(tuning_id, &contenders[0].config, FINALISTS, &[], &provenance)?;
     run.finalists = Some(finalists);
-    Ok(())
+    Ok(crew)
 }
 
 /// The artefact kind of a re-timing's report.

@@ -32,7 +32,7 @@ pub use compile_only::{Compilation, CompileOnly, CompileReport, CompiledConfig};
 pub use devices::Devices;
 pub use error::{NoGpu, RunError};
 pub use forecast::{duration_words, Forecast, Pace, LONG_SEARCH};
-pub use gpu::{schedule_stage, Prepared, Progress, Tuning, Workers};
+pub use gpu::{schedule_stage, start_crew, Prepared, Progress, Tuning, Workers};
 pub use request::{Front, Request};
 pub use shapes::{check_shapes, shape_label, shapes_table, Shape, ShapeRow, ShapesError, Transfer, TunedShape};
 pub use simulate::{Simulation, SimulationSummary};

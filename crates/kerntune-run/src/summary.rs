@@ -8,6 +8,7 @@ use kerntune_engine::{StopReason, Summary, TracePoint};
 use kerntune_pipeline::controls::ControlsReport;
 use kerntune_pipeline::finalists::RetimeReport;
 use kerntune_pipeline::schedule::ScheduleReport;
+use kerntune_pipeline::Startup;
 use kerntune_space::{ConfigId, Space};
 use kerntune_store::{Costs, Evaluation, Objective, Status};
 use serde::Serialize;
@@ -53,6 +54,9 @@ pub struct RunSummary {
     pub costs: Costs,
     /// Compile workers used; `None` when nothing was compiled.
     pub compile_workers: Option<usize>,
+    /// How the workers came to be ready (kept from the tuning before, or started); `None`
+    /// when none were needed.
+    pub workers: Option<Startup>,
     /// Median time the benchmark worker spent on a configuration beyond the kernel's own.
     pub framework_median_ms: Option<f64>,
     /// Shares of the benchmark worker's time the GPU spent in the tuned kernels: in timed
@@ -269,6 +273,7 @@ pub(crate) struct RunFacts<'a> {
     pub verified_sizes: Vec<String>,
     pub wall_s: f64,
     pub compile_workers: Option<usize>,
+    pub workers: Option<Startup>,
     pub db: String,
     pub tuning: i64,
     pub compiler: Option<String>,
@@ -302,6 +307,7 @@ impl RunSummary {
             wall_s: facts.wall_s,
             costs: summary.costs,
             compile_workers: facts.compile_workers,
+            workers: facts.workers,
             framework_median_ms: (!tally.framework_ms.is_empty()).then(|| median(&tally.framework_ms)),
             gpu_busy_timed_runs: busy.map(|b| b.0),
             gpu_busy_tuned_kernels: busy.map(|b| b.1),

@@ -35,7 +35,7 @@ except ImportError as _missing:  # torch absent, or older than the lookup table
         from None
 
 from kerntune.torch import _gemm
-from kerntune import default_db
+from kerntune import _crew, default_db
 from kerntune.torch._inductor import Backend, Session, answers, versions
 
 __all__ = ["GemmTable", "compile", "stored", "tune"]
@@ -143,6 +143,7 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
                                      options=options, strategy=strategy, **torch_compile)
     session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, strategy=strategy)
     compiled = torch.compile(model, backend=Backend(session, options), **torch_compile)
+    session.prestart()
     try:
         compiled.kerntune = GemmTable(session.rows)
     except AttributeError:
@@ -174,16 +175,19 @@ def tune(model: Callable, *example_inputs: Any, inputs: Optional[Sequence[Sequen
     session = _session(db, True, table, max_fevals, time_limit, space, fallback, progress, capturing=True,
                        strategy=strategy)
     patches = {**CAPTURE, **(options or {})}
-    try:
-        for given in inputs:
+    # The workers start while the model's GEMMs are listed, and tune all of them.
+    with _crew.kept():
+        session.prestart()
+        try:
+            for given in inputs:
+                torch._dynamo.reset()
+                torch.compile(model, backend=Backend(session, patches), **torch_compile)(*given)
+        finally:
             torch._dynamo.reset()
-            torch.compile(model, backend=Backend(session, patches), **torch_compile)(*given)
-    finally:
-        torch._dynamo.reset()
-    if not session.met and not session.rows:
-        warnings.warn("kerntune.torch.tune: Inductor lowered no GEMM that kerntune tunes (mm, addmm, bmm or "
-                      "baddbmm, fp16 or bf16) for these inputs; nothing was tuned", stacklevel=2)
-    session.tune_met()
+        if not session.met and not session.rows:
+            warnings.warn("kerntune.torch.tune: Inductor lowered no GEMM that kerntune tunes (mm, addmm, bmm or "
+                          "baddbmm, fp16 or bf16) for these inputs; nothing was tuned", stacklevel=2)
+        session.tune_met()
     return GemmTable(session.rows)
 
 

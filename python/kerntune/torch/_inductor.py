@@ -18,7 +18,7 @@ import torch
 import triton
 from torch._inductor.lookup_table import LookupTableChoices
 
-from kerntune import _kerntune
+from kerntune import _crew, _kerntune
 from kerntune._errors import ArgumentError
 from kerntune._kerntune import KerntuneError
 from kerntune._results import NoValidConfigError
@@ -97,6 +97,21 @@ class Session:
         self._stored: Optional[dict] = None
         self._tuned: list = []
 
+    def prestart(self) -> None:
+        """Starts now the workers that the first GEMM's tuning will ask for: they start, and
+        warm Triton's compiler up, while torch.compile traces and lowers the model, and the
+        first GEMM it meets is tuned on them (``kerntune._crew``)."""
+        if not self.tune:
+            return
+        from kerntune._job import triton_workers
+        from kerntune._request import request
+
+        device = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(device)
+        _crew.prestart(triton_workers(major * 10 + minor),
+                       request(strategy=self.strategy, max_fevals=self.max_fevals, time_limit=self.time_limit,
+                               devices=str(device)))
+
     def stored(self) -> dict:
         """The store's answers for this GPU, torch and Triton, by lookup key (the newest)."""
         if self._stored is None:
@@ -157,7 +172,8 @@ class Session:
             return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock, None)
         phases = {**result.phases, "call_s": time.perf_counter() - called,
                   "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
-                  "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None}
+                  "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None,
+                  "workers": result.workers}
         if result.tuning is not None:
             self._tuned.append({"shape": problem.shape, "tuning": result.tuning})
         config = result.best_config
@@ -199,9 +215,10 @@ class Session:
         """Tunes every GEMM noted while capturing, in order, each learning from the ones
         before it (one many-shape run over the model's GEMMs)."""
         self.capturing = False
-        for key, problem, template_hash in self.met:
-            if key not in self.table:
-                self._tune_into_table(key, problem, template_hash)
+        with _crew.kept():
+            for key, problem, template_hash in self.met:
+                if key not in self.table:
+                    self._tune_into_table(key, problem, template_hash)
 
 
 def _hash_matches(entry: list, template_hash: Optional[str]) -> bool:
@@ -247,7 +264,9 @@ class Backend:
         prior = _current()
         _local.session = self.session
         try:
-            with V.set_choices_handler(KerntuneChoices()):
+            # The graph's GEMMs that need tuning are tuned one after another on one set of
+            # workers, which stop when the graph is compiled.
+            with V.set_choices_handler(KerntuneChoices()), _crew.kept():
                 return compile_fx(graph, example_inputs, config_patches=self.patches)
         finally:
             _local.session = prior

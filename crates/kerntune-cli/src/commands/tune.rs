@@ -11,7 +11,7 @@ use kerntune_engine::{objective, Event};
 use kerntune_lang_cuda::spec::{ArgKind, EdgeSize, KernelSpec};
 use kerntune_lang_cuda::CudaLanguage;
 use kerntune_pipeline::controls::ControlsOptions;
-use kerntune_pipeline::{Language as _, RayGpus, RayRelay, WorkerCommand};
+use kerntune_pipeline::{Kept, Language as _, RayGpus, RayRelay, WorkerCommand};
 use kerntune_run::{
     check_shapes, report, shape_label, shapes_table, CompileOnly, Front, Progress, Request, RunSummary, Shape,
     ShapeRow, Transfer, TunedShape, Tuning, Workers,
@@ -105,7 +105,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     if let Some(sizes) = &sizes {
         return tune_shapes(&spec, sizes, request, &args, pareto);
     }
-    let summary = tune_size(&spec, &space, request, &args, pareto)?;
+    let summary = tune_size(&spec, &space, request, &args, pareto, None)?;
     if args.json {
         println!("{}", report::tuning_json(&summary));
     } else {
@@ -155,6 +155,8 @@ fn tune_shapes(
     pareto: Option<[&'static str; 2]>,
 ) -> Result<ExitCode> {
     let mut runs: Vec<RunSummary> = Vec::new();
+    // The sizes are tuned one after another on the same workers.
+    let kept = Kept::new();
     for (index, (shape, at, space)) in sized.iter().enumerate() {
         if !args.json {
             println!("\nSize {} ({} of {}):", shape_label(shape), index + 1, sized.len());
@@ -162,7 +164,8 @@ fn tune_shapes(
         let tuned =
             sized.iter().zip(&runs).map(|((shape, ..), run)| TunedShape { shape: shape.clone(), tuning: run.tuning });
         let transfer = Transfer { shape: shape.clone(), tuned: tuned.collect(), independent: false };
-        let summary = tune_size(at, space, Request { transfer: Some(transfer), ..request.clone() }, args, pareto)?;
+        let request = Request { transfer: Some(transfer), ..request.clone() };
+        let summary = tune_size(at, space, request, args, pareto, Some(&kept))?;
         if !args.json {
             print_run(&summary);
         }
@@ -184,18 +187,24 @@ fn tune_shapes(
     Ok(render::exit_code(stop, failure.as_deref()))
 }
 
-/// Tunes the spec at its own size, showing the progress.
+/// Tunes the spec at its own size, showing the progress; on the workers `kept` holds, where
+/// given, which it leaves there for the next size.
 fn tune_size(
     spec: &KernelSpec,
     space: &Space,
     request: Request,
     args: &TuneArgs,
     pareto: Option<[&'static str; 2]>,
+    kept: Option<&Kept>,
 ) -> Result<RunSummary> {
     let language = CudaLanguage::new(spec, space);
     let db = request.database();
     let workers = workers(args.ray.as_deref(), args.ray_gpus)?;
-    let prepared = Tuning::new(&language, space, request, Front::Cli, workers).prepare()?;
+    let mut tuning = Tuning::new(&language, space, request, Front::Cli, workers);
+    if let Some(kept) = kept {
+        tuning = tuning.keeping_workers_in(kept);
+    }
+    let prepared = tuning.prepare()?;
     let (device, budget) = (&prepared.device, &prepared.search.budget);
     if !args.json {
         let gpus = match prepared.devices.len() {

@@ -171,13 +171,13 @@ pub fn with_acf(job: CompileJob, acf: &Path) -> Result<CompileJob, String> {
             step.args.push(argument);
             Ok(CompileJob::Cuda { source, name, options, arch, ptxas: Some(step) })
         }
-        CompileJob::Triton { constexprs, mut options, descriptors } => {
+        CompileJob::Triton { constexprs, mut options, descriptors, setup } => {
             let words = match options.get("ptx_options").and_then(|v| v.as_str()) {
                 Some(own) if !own.is_empty() => format!("{own} {argument}"),
                 _ => argument,
             };
             options.insert("ptx_options".into(), words.into());
-            Ok(CompileJob::Triton { constexprs, options, descriptors })
+            Ok(CompileJob::Triton { constexprs, options, descriptors, setup })
         }
     }
 }
@@ -387,8 +387,12 @@ mod tests {
         assert!(with_acf(cuda(None), Path::new("/a.acf")).expect_err("no ptxas").contains("chosen ptxas"));
         let mut options = serde_json::Map::new();
         options.insert("ptx_options".into(), "-O1".into());
-        let triton =
-            CompileJob::Triton { constexprs: serde_json::Map::new(), options, descriptors: serde_json::Map::new() };
+        let triton = CompileJob::Triton {
+            constexprs: serde_json::Map::new(),
+            options,
+            descriptors: serde_json::Map::new(),
+            setup: None,
+        };
         let CompileJob::Triton { options, .. } = with_acf(triton, Path::new("/a.acf")).expect("triton") else {
             panic!("a Triton job stays one")
         };
