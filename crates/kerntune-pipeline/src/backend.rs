@@ -11,6 +11,7 @@
 //! a benchmark worker that cannot be (re)started is an error.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kerntune_engine::{Backend, BackendError};
@@ -112,22 +113,22 @@ impl BenchSlot {
     }
 }
 
-/// Fresh workers for `options`: a benchmark worker per GPU (with its GPU's ordinal; not yet
-/// ready) and the compile pool. The compile workers start (import their compiler) while the
+/// Fresh workers for `options`: a benchmark worker per GPU (not yet ready) and the compile
+/// pool. The compile workers start (import their compiler) while the
 /// benchmark workers open their GPUs: both take seconds, and neither needs the other.
 pub(crate) fn spawn(
     options: &PipelineOptions,
     limit: CompileLimit,
-) -> Result<(Hub, Vec<(usize, Worker)>, CompilePool), BackendError> {
+) -> Result<(Arc<Hub>, Vec<Hand>, CompilePool), BackendError> {
     if options.devices.is_empty() {
         return Err(BackendError::CannotStart("no GPU to measure on".into()));
     }
-    let hub = Hub::default();
+    let hub = Arc::new(Hub::default());
     let mut bench = Vec::with_capacity(options.devices.len());
     for (slot, &ordinal) in options.devices.iter().enumerate() {
         let worker = Worker::spawn(&options.bench_worker, &bench_args(ordinal), Origin { slot, generation: 0 }, &hub)
             .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
-        bench.push((ordinal, worker));
+        bench.push(Hand { ordinal, worker, info: None });
     }
     let pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, bench.len())
         .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
@@ -156,7 +157,7 @@ pub struct Pipeline<'a> {
     language: &'a dyn Language,
     space: &'a Space,
     options: PipelineOptions,
-    hub: Hub,
+    hub: Arc<Hub>,
     /// The first GPU (all are of its model).
     pub device: DeviceInfo,
     bench: Vec<BenchSlot>,
@@ -215,10 +216,7 @@ impl<'a> Pipeline<'a> {
         let reused = kept.is_some();
         let (hub, hands, mut pool) = match kept {
             Some(kept) => kept,
-            None => {
-                let (hub, bench, pool) = spawn(&options, limit)?;
-                (hub, bench.into_iter().map(|(ordinal, worker)| Hand { ordinal, worker, info: None }).collect(), pool)
-            }
+            None => spawn(&options, limit)?,
         };
         let mut bench: Vec<BenchSlot> = hands.into_iter().map(BenchSlot::adopted).collect();
         for slot in bench.iter_mut().filter(|s| s.info.is_none()) {

@@ -8,7 +8,7 @@
 //! (a Triton request names the kernel setup it needs, which the worker loads when it
 //! changes). A process keeps at most one crew, in a [`Kept`], for as long as it asks to.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kerntune_device::DeviceInfo;
 use kerntune_engine::BackendError;
@@ -22,7 +22,7 @@ use crate::protocol::Setup;
 /// compile pool with nothing queued. Dropping it stops them.
 #[derive(Debug)]
 pub struct Crew {
-    pub(crate) hub: Hub,
+    pub(crate) hub: Arc<Hub>,
     /// In the order of the GPUs of the tuning that left them.
     pub(crate) hands: Vec<Hand>,
     pub(crate) pool: CompilePool,
@@ -44,8 +44,7 @@ impl Crew {
     pub fn start(options: &PipelineOptions) -> Result<Crew, BackendError> {
         // The tuning that takes the crew holds its compiles to its own limit (`retarget`).
         let unused = CompileLimit::new(std::time::Duration::MAX, false);
-        let (hub, bench, pool) = crate::backend::spawn(options, unused)?;
-        let hands = bench.into_iter().map(|(ordinal, worker)| Hand { ordinal, worker, info: None }).collect();
+        let (hub, hands, pool) = crate::backend::spawn(options, unused)?;
         Ok(Crew { hub, hands, pool, bench_command: options.bench_worker.clone(), setup: None })
     }
 
@@ -59,7 +58,7 @@ impl Crew {
     }
 
     /// The workers, for a tuning whose compiles are held to `limit`.
-    pub(crate) fn retarget(self, limit: CompileLimit) -> Option<(Hub, Vec<Hand>, CompilePool)> {
+    pub(crate) fn retarget(self, limit: CompileLimit) -> Option<(Arc<Hub>, Vec<Hand>, CompilePool)> {
         let Crew { hub, hands, pool, .. } = self;
         Some((hub, hands, pool.retarget(limit)?))
     }

@@ -218,13 +218,12 @@ pub fn retime_configs(
             })
             .collect()
     };
-    let (session, pool, images, reused) = match warm
-        .and_then(|crew| BenchSession::from_crew(crew, language.launch_timeout()))
-    {
-        Some((session, mut pool)) => {
-            let binaries = compile_several(&mut pool, session.hub(), jobs, deadline());
+    let warm = warm.and_then(|crew| BenchSession::from_crew(crew, language.launch_timeout()));
+    let (mut sessions, pool, images, reused) = match warm {
+        Some((sessions, mut pool)) => {
+            let binaries = compile_several(&mut pool, sessions[0].hub(), jobs, deadline());
             let images = images(binaries)?;
-            (session, pool, images, true)
+            (sessions, pool, images, true)
         }
         None => {
             let hub = Hub::default();
@@ -237,23 +236,31 @@ pub fn retime_configs(
             let setup = language.setup(device, &mut compile).map_err(|e| failed("the setup", &e))?;
             let session =
                 BenchSession::start(&pipeline.bench_worker, pipeline.first_device(), setup, language.launch_timeout())?;
-            (session, pool, images, false)
+            (vec![session], pool, images, false)
         }
     };
-    // The other GPUs of the run (local ones, each once) time their share of the pairs on
-    // workers of their own, started and set up as the first's.
-    let mut sessions = vec![session];
-    let mut others: Vec<usize> = pipeline.devices.iter().copied().filter(|d| *d != pipeline.first_device()).collect();
-    others.dedup();
+    // The search's workers time on their GPUs; the run's other GPUs without one (local ones,
+    // each once) time their share on workers of their own, started and set up as the
+    // first's, and stopped after.
+    let kept = sessions.len();
     let pairs = finalists.len();
-    for device in others.into_iter().take(pairs.saturating_sub(1)) {
+    let mut others: Vec<usize> = pipeline
+        .devices
+        .iter()
+        .copied()
+        .filter(|device| !sessions.iter().any(|s| s.device_ordinal() == *device))
+        .collect();
+    others.dedup();
+    for device in others.into_iter().take(pairs.saturating_sub(kept)) {
         let started = sessions[0].on_device(device)?;
         sessions.push(started);
     }
-    let mut report = retime(&mut sessions, &images, options, stop)?;
+    let timing = sessions.len().min(pairs.max(1));
+    let mut report = retime(&mut sessions[..timing], &images, options, stop)?;
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
-    let crew = sessions.into_iter().next().map(|session| session.into_crew(pool));
+    sessions.truncate(kept);
+    let crew = BenchSession::into_crew(sessions, pool);
     Ok((report, crew))
 }
 

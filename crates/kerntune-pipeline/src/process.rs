@@ -50,19 +50,27 @@ pub struct Line {
     pub text: Option<String>,
 }
 
-/// The channel every worker's output thread writes into.
+/// The channel every worker's output thread writes into. One reader takes every worker's
+/// lines ([`Hub::next`]); or several threads share it, each reading its own worker's
+/// ([`Hub::next_from`]): the finalists' sessions on a crew's GPUs.
 #[derive(Debug)]
 pub struct Hub {
     sender: Sender<Line>,
-    receiver: Receiver<Line>,
+    receiver: Mutex<Receiver<Line>>,
+    /// Lines a reader of one worker took for another worker's reader.
+    parked: Mutex<VecDeque<Line>>,
 }
 
 impl Default for Hub {
     fn default() -> Self {
         let (sender, receiver) = std::sync::mpsc::channel();
-        Hub { sender, receiver }
+        Hub { sender, receiver: Mutex::new(receiver), parked: Mutex::new(VecDeque::new()) }
     }
 }
+
+/// How long a reader of one worker's lines holds the channel before it looks whether
+/// another reader parked one for it.
+const ROUTING_POLL: Duration = Duration::from_millis(10);
 
 impl Hub {
     /// Hands lines taken out of order back to the next readers.
@@ -75,11 +83,46 @@ impl Hub {
 
     /// The next line from any worker, waiting until `deadline` at most.
     pub fn next(&self, deadline: Option<Instant>) -> Option<Line> {
-        match deadline {
-            None => self.receiver.recv().ok(),
-            // A timeout and a closed channel both mean: nothing more for now.
-            Some(deadline) => self.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok(),
+        if let Some(line) = self.unpark(|_| true) {
+            return Some(line);
         }
+        let receiver = self.receiver.lock().ok()?;
+        match deadline {
+            None => receiver.recv().ok(),
+            // A timeout and a closed channel both mean: nothing more for now.
+            Some(deadline) => receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok(),
+        }
+    }
+
+    /// The next line of the worker at `origin`, waiting until `deadline` at most; lines of
+    /// other workers wait for their own readers.
+    pub fn next_from(&self, origin: Origin, deadline: Instant) -> Option<Line> {
+        loop {
+            if let Some(line) = self.unpark(|line| line.origin == origin) {
+                return Some(line);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let received = self.receiver.lock().ok()?.recv_timeout(left.min(ROUTING_POLL));
+            match received {
+                Ok(line) if line.origin == origin => return Some(line),
+                Ok(line) => {
+                    if let Ok(mut parked) = self.parked.lock() {
+                        parked.push_back(line);
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    fn unpark(&self, wanted: impl Fn(&Line) -> bool) -> Option<Line> {
+        let mut parked = self.parked.lock().ok()?;
+        let at = parked.iter().position(wanted)?;
+        parked.remove(at)
     }
 }
 
@@ -343,5 +386,26 @@ mod tests {
             shipping,
             "-m kerntune.ray_worker --address 10.0.0.1:6379 --env PYTHONPATH --ship /tmp/setup.json -- /opt/kerntune --quiet"
         );
+    }
+
+    #[test]
+    fn readers_of_one_hub_each_get_their_own_worker_s_lines_in_order() {
+        let hub = Hub::default();
+        let origin = |slot| Origin { slot, generation: 0 };
+        for index in 0..20 {
+            let slot = index % 2;
+            let _ = hub.sender.send(Line { origin: origin(slot), text: Some(format!("{slot}:{index}")) });
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let read =
+            |slot| (0..10).map(|_| hub.next_from(origin(slot), deadline).and_then(|l| l.text)).collect::<Vec<_>>();
+        let (odd, even) = std::thread::scope(|scope| {
+            let odd = scope.spawn(|| read(1));
+            let even = scope.spawn(|| read(0));
+            (odd.join().unwrap_or_default(), even.join().unwrap_or_default())
+        });
+        assert_eq!(even, (0..10).map(|i| Some(format!("0:{}", 2 * i))).collect::<Vec<_>>());
+        assert_eq!(odd, (0..10).map(|i| Some(format!("1:{}", 2 * i + 1))).collect::<Vec<_>>());
+        assert!(hub.next_from(origin(0), Instant::now() + Duration::from_millis(30)).is_none(), "nothing left");
     }
 }

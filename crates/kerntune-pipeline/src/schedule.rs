@@ -10,6 +10,7 @@
 //! if its interval lies below the control's, since where the driver places a kernel's code
 //! alone moves a short kernel's time by percents.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kerntune_engine::BackendError;
@@ -149,16 +150,15 @@ pub struct Finalist {
 /// A benchmark worker driven one request at a time.
 #[derive(Debug)]
 pub struct BenchSession {
-    hub: Hub,
+    /// The channel its worker speaks into, shared with the other sessions of a crew (each
+    /// reads its own worker's lines) and with the crew's compile workers.
+    hub: Arc<Hub>,
     bench: Worker,
     command: WorkerCommand,
     device_ordinal: usize,
     setup: Setup,
     launch_timeout: Duration,
     pub device: DeviceInfo,
-    /// The other GPUs' workers of the crew it was made from, idle, handed back with it
-    /// ([`BenchSession::into_crew`]).
-    spare: Vec<Hand>,
 }
 
 /// Fewest blocks of the A/B timing: the interval is taken over the blocks' medians, and
@@ -183,7 +183,7 @@ impl BenchSession {
         setup: Setup,
         launch_timeout: Duration,
     ) -> Result<BenchSession, BackendError> {
-        let hub = Hub::default();
+        let hub = Arc::new(Hub::default());
         let args = vec!["__worker".into(), "bench".into(), "--device".into(), device.to_string()];
         let bench = Worker::spawn(command, &args, Origin { slot: 0, generation: 0 }, &hub)
             .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
@@ -195,47 +195,56 @@ impl BenchSession {
             setup,
             launch_timeout,
             device: placeholder_device(),
-            spare: Vec::new(),
         };
         session.set_up()?;
         Ok(session)
     }
 
-    /// A session on the first GPU's worker of `crew`, which must be set up with the data
-    /// the session times on (a search's, handed on by [`crate::Pipeline::into_crew`]), and
-    /// the crew's compile pool.
-    pub(crate) fn from_crew(crew: Crew, launch_timeout: Duration) -> Option<(BenchSession, CompilePool)> {
-        let Crew { hub, mut hands, pool, bench_command, setup } = crew;
+    /// A session on each GPU's worker of `crew`, which must be set up with the data the
+    /// sessions time on (a search's, handed on by [`crate::Pipeline::into_crew`]), the first
+    /// GPU's first, and the crew's compile pool.
+    pub(crate) fn from_crew(crew: Crew, launch_timeout: Duration) -> Option<(Vec<BenchSession>, CompilePool)> {
+        let Crew { hub, hands, pool, bench_command, setup } = crew;
         // Workers started ahead and never set up time nothing.
         let setup = setup.filter(|_| !hands.is_empty() && hands.iter().all(|h| h.info.is_some()))?;
-        let Hand { ordinal, worker, info } = hands.remove(0);
-        let info = info?;
-        let session = BenchSession {
-            hub,
-            bench: worker,
-            command: bench_command,
-            device_ordinal: ordinal,
-            setup,
-            launch_timeout,
-            device: info,
-            spare: hands,
-        };
-        Some((session, pool))
+        let sessions = hands
+            .into_iter()
+            .filter_map(|Hand { ordinal, worker, info }| {
+                Some(BenchSession {
+                    hub: Arc::clone(&hub),
+                    bench: worker,
+                    command: bench_command.clone(),
+                    device_ordinal: ordinal,
+                    setup: setup.clone(),
+                    launch_timeout,
+                    device: info?,
+                })
+            })
+            .collect();
+        Some((sessions, pool))
     }
 
-    /// The crew again: this session's worker (set up with its data) first, then the ones
-    /// it was handed with, and `pool`.
-    pub(crate) fn into_crew(self, pool: CompilePool) -> Crew {
-        let BenchSession { hub, bench, command, device_ordinal, setup, device, spare, .. } = self;
-        let mut hands = vec![Hand { ordinal: device_ordinal, worker: bench, info: Some(device) }];
-        hands.extend(spare);
-        Crew { hub, hands, pool, bench_command: command, setup: Some(setup) }
+    /// The crew again: the sessions' workers (set up with their data), in order, and `pool`.
+    /// `None` without a session.
+    pub(crate) fn into_crew(sessions: Vec<BenchSession>, pool: CompilePool) -> Option<Crew> {
+        let first = sessions.first()?;
+        let (hub, bench_command, setup) = (Arc::clone(&first.hub), first.command.clone(), first.setup.clone());
+        let hands = sessions
+            .into_iter()
+            .map(|session| Hand { ordinal: session.device_ordinal, worker: session.bench, info: Some(session.device) })
+            .collect();
+        Some(Crew { hub, hands, pool, bench_command, setup: Some(setup) })
     }
 
     /// A session like this one on another GPU of the same model: a worker started there and
     /// set up with this session's data.
     pub(crate) fn on_device(&self, device: usize) -> Result<BenchSession, BackendError> {
         BenchSession::start(&self.command, device, self.setup.clone(), self.launch_timeout)
+    }
+
+    /// The GPU the session's worker was started on.
+    pub(crate) fn device_ordinal(&self) -> usize {
+        self.device_ordinal
     }
 
     /// The channel the session's worker speaks into (shared with the compile workers of an
@@ -271,7 +280,7 @@ impl BenchSession {
     /// next request starts another) and the wait ends with [`BackendError::Interrupted`].
     fn receive(&mut self, mut deadline: Instant, stop: &dyn Fn() -> bool) -> Result<FromBench, BackendError> {
         loop {
-            let Some(line) = self.hub.next(Some(deadline.min(Instant::now() + STOP_POLL))) else {
+            let Some(line) = self.hub.next_from(self.bench.origin, deadline.min(Instant::now() + STOP_POLL)) else {
                 if stop() {
                     self.bench.kill();
                     return Err(BackendError::Interrupted);
@@ -282,9 +291,6 @@ impl BenchSession {
                 self.bench.kill();
                 return Err(BackendError::DeviceLost("the benchmark worker hung".into()));
             };
-            if line.origin != self.bench.origin {
-                continue;
-            }
             let Some(text) = line.text else {
                 return Err(BackendError::DeviceLost(format!("the benchmark worker {}", self.bench.death())));
             };

@@ -188,6 +188,7 @@ mod tests {
             wall_s: 0.0,
             costs: Costs::default(),
             compile_workers: None,
+            workers: None,
             framework_median_ms: None,
             gpu_busy_timed_runs: None,
             gpu_busy_tuned_kernels: None,
