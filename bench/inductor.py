@@ -13,6 +13,11 @@ first call of:
   wide@B      (--wide) kerntune.torch.compile(model, max_fevals=B, space="wide")
   brute       (--brute) kerntune.torch.compile(model, strategy="brute_force", max_fevals=None):
               every configuration of Inductor's EXHAUSTIVE space, timed by kerntune
+  fresh@B     (--fresh-workers) kerntune@B with KERNTUNE_KEEP_WORKERS=0: every GEMM's tuning
+              starts its own workers, as before kerntune._crew
+With --repeat N, default, kerntune@B and fresh@B run N times each, in a rotating order, each
+kerntune run on an empty store; the summary gives the median per-round ratio of first calls
+(kerntune@B / default, fresh@B / kerntune@B) with its range.
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
 its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
 median per-round ratio against eager with its spread.
@@ -103,7 +108,7 @@ def compiled(variant: str, model, budget: int, db: str):
     import torch
     if variant == "eager":
         return model
-    if variant.startswith("kerntune") or variant == "again":
+    if variant.startswith(("kerntune", "fresh")) or variant == "again":
         import kerntune.torch
         return kerntune.torch.compile(model, db=db, max_fevals=budget)
     if variant.startswith("wide"):
@@ -195,11 +200,15 @@ def store_of(variant: str, budget) -> str:
     """The results store of a variant, beside the run's: one per budget and space."""
     if variant == "brute":
         return "brute"
+    if variant.startswith("fresh"):
+        return f"fresh{budget}"
     return f"wide{budget}" if variant.startswith("wide") else str(budget)
 
 
-def fresh_env(db: str) -> dict:
+def fresh_env(db: str, variant: str = "") -> dict:
     env = dict(os.environ)
+    if variant.startswith("fresh"):
+        env["KERNTUNE_KEEP_WORKERS"] = "0"
     env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-")
     return env
@@ -229,6 +238,10 @@ def main() -> None:
                         help="also kerntune over its wide space (GROUP_M 1-16, 6 stages) with the last budget")
     parser.add_argument("--brute", action="store_true",
                         help="also kerntune's brute force of Inductor's EXHAUSTIVE space (every configuration)")
+    parser.add_argument("--fresh-workers", action="store_true",
+                        help="also kerntune@B with every GEMM's tuning on workers of its own (first call only)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="first calls of default, kerntune@B (and fresh@B) this many times each, rotating")
     parser.add_argument("--child")
     parser.add_argument("--variant")
     parser.add_argument("--variants", default="")
@@ -254,8 +267,23 @@ def main() -> None:
             wide = [f"wide@{args.budget.split(',')[-1]}"] if args.wide else []
             args.variants = ",".join(["default"] + tuned + wide + (["brute"] if args.brute else []))
             firsts = {}
+            fresh = [f"fresh@{args.budget.split(',')[-1]}"] if args.fresh_workers else []
+            repeated = ["default", *tuned, *fresh]
+            rounds = []
+            for repetition in range(args.repeat):
+                # Each repetition's kerntune runs start from an empty store; the first's is
+                # the one "again" and the steady state use.
+                base = db if repetition == 0 else os.path.join(tempfile.mkdtemp(prefix="kerntune-db-"), "results.db")
+                turn = repetition % len(repeated)
+                seconds = {}
+                for variant in repeated[turn:] + repeated[:turn]:
+                    out = child(args, "first", variant, base, fresh_env(base, variant), 1800)
+                    seconds[variant] = out.get("first_call_s", float("nan"))
+                    firsts.setdefault(variant, out)
+                    print(f"{model} tokens={tokens} {variant} (repetition {repetition}): {json.dumps(out)}", flush=True)
+                rounds.append(seconds)
             extra = wide + (["brute"] if args.brute else []) + (["exhaustive"] if args.exhaustive_s else [])
-            for variant in ["default", *tuned, "again", *extra]:
+            for variant in ["again", *extra]:
                 limit = args.exhaustive_s if variant == "exhaustive" else 1800
                 firsts[variant] = child(args, "first", variant, db, fresh_env(db), limit)
                 print(f"{model} tokens={tokens} {variant}: {json.dumps(firsts[variant])}", flush=True)
@@ -265,8 +293,16 @@ def main() -> None:
             summary.append(f"{model:<6} {tokens:>6} {'eager again':<10} (A/A control)                         "
                            f"speedup vs eager {control.get('speedup', float('nan')):.3f} "
                            f"[{control.get('low', float('nan')):.3f}, {control.get('high', float('nan')):.3f}]")
+            pairs = [(tuned[-1], "default")] + ([(fresh[0], tuned[-1])] if fresh else [])
+            for top, bottom in pairs if args.repeat > 1 else []:
+                ratios = sorted(r[top] / r[bottom] for r in rounds)
+                summary.append(f"{model:<6} {tokens:>6} first call {top} / {bottom}: median "
+                               f"{statistics.median(ratios):.3f} over {len(ratios)} rounds "
+                               f"[{ratios[0]:.3f}, {ratios[-1]:.3f}]; medians "
+                               f"{statistics.median(r[top] for r in rounds):.1f} s / "
+                               f"{statistics.median(r[bottom] for r in rounds):.1f} s")
             for variant, first in firsts.items():
-                timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant == "again" else "", {})
+                timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant in ("again", *fresh) else "", {})
                 summary.append(f"{model:<6} {tokens:>6} {variant:<10} first call "
                                f"{first.get('first_call_s', float('nan')):7.1f} s  autotuned {first.get('autotuned', '-')!s:>3}  "
                                f"speedup vs eager {timed.get('speedup', float('nan')):.3f} "
