@@ -25,7 +25,10 @@ import threading
 from kerntune import _kerntune
 
 _lock = threading.Lock()
+#: ``kept()`` blocks open now.
 _depth = 0
+#: Workers started ahead so far (a timer stops only the ones it was set for).
+_started = 0
 
 #: Seconds after which workers started ahead stop if no ``kept()`` is open by then.
 UNCLAIMED_S = 120.0
@@ -49,9 +52,6 @@ def prestart(commands: dict, request: dict) -> None:
         timer.daemon = True
         timer.start()
 
-
-#: Workers started ahead so far (a timer stops only the ones it was set for).
-_started = 0
 
 
 def _stop_unclaimed(started: int) -> None:

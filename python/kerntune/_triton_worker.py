@@ -6,7 +6,7 @@ source uses, see ``kerntune._kernel_source``: the worker never imports or runs t
 program) and describes the arguments of the call being tuned. Each request names its setup
 file (``"setup"``), and the worker loads it when it is not the one it holds: a worker kept
 from one tuning to the next (``kerntune._crew``) compiles the next kernel without starting
-again. A worker started with a setup file (``--triton-setup``) holds that one first. Each configuration is specialized by
+again. Each configuration is specialized by
 Triton's own binder on stand-ins for those arguments, exactly as Triton's JIT specializes
 the real call (integers equal to 1 become constants, 16-divisible integers and 16-aligned
 pointers get ``tt.divisibility = 16``, and whatever else this Triton version does), then
@@ -536,7 +536,7 @@ def warm_up(arch):
         print(f"kerntune: the compile worker's warm-up failed: {error}", file=sys.stderr)
 
 
-def main(setup_path=None, arch=None):
+def main(arch=None):
     # Triton first, whatever the kernel: a worker started ahead of its first request has it
     # imported by then. Importing it does not import torch (``without_torch``).
     import triton  # noqa: F401
@@ -553,7 +553,7 @@ def main(setup_path=None, arch=None):
     if os.environ.get("KERNTUNE_SHARE_FRONT_END", "1") != "0":
         front_ends = FrontEnds(os.path.join(knobs.cache.dir, "kerntune-front-ends"))
         keep_front_ends(front_ends)
-    loaded = Loaded(setup_path) if setup_path else None
+    loaded = None
     out = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)

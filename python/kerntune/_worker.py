@@ -2,8 +2,8 @@
 
 ``bench`` runs the benchmark worker (Rust, in the extension module) on ``--device N``;
 ``compile`` runs the NVRTC compile worker, or, with ``--triton``, the Triton compile worker
-(which loads the kernel setup each request names; ``--triton-setup FILE`` loads one first,
-and ``--triton-arch N`` warms Triton's compiler up for sm_N before the first request); ``controls`` runs CompileIQ's worker (``kerntune._compileiq.serve``), which
+(which loads the kernel setup each request names; ``--triton-arch N`` warms Triton's compiler
+up for sm_N before the first request); ``controls`` runs CompileIQ's worker (``kerntune._compileiq.serve``), which
 proposes ACF files to the run's compiler-controls stage. Workers ignore Ctrl-C: the tuner
 decides when they stop.
 """
@@ -15,16 +15,12 @@ import sys
 def main(argv):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = list(argv)
-    triton, triton_setup, arch = "--triton" in args, None, None
+    triton, arch = "--triton" in args, None
     if triton:
         args.remove("--triton")
     if "--triton-arch" in args:
         at = args.index("--triton-arch")
         arch = int(args[at + 1])
-        del args[at : at + 2]
-    if "--triton-setup" in args:
-        at = args.index("--triton-setup")
-        triton, triton_setup = True, args[at + 1]
         del args[at : at + 2]
     if args[:1] == ["__worker"]:
         args = args[1:]
@@ -32,7 +28,7 @@ def main(argv):
     if kind == "compile" and triton:
         from kerntune._triton_worker import main as triton_main
 
-        triton_main(triton_setup, arch)
+        triton_main(arch)
         return 0
     if kind == "controls":
         from kerntune._compileiq import serve

@@ -140,9 +140,8 @@ pub struct TritonJob {
     /// The command that starts a Triton compile worker.
     pub compile_worker: Vec<String>,
     /// The compile worker's setup file (the kernel as data, the call's arguments), named in
-    /// every compile request; absent where the command names it (`--triton-setup`).
-    #[serde(default)]
-    pub compile_setup: Option<PathBuf>,
+    /// every compile request.
+    pub compile_setup: PathBuf,
     /// The command that starts a benchmark worker.
     pub bench_worker: Vec<String>,
     /// Environment variables for both kinds of worker.
@@ -280,7 +279,7 @@ mod tests {
         let text = serde_json::json!({
             "kernel_name": "add", "params": {"BLOCK": [64, 128]}, "args": [{"kind": "constant", "name": "BLOCK"}],
             "objective": objective, "timing": {"graph": true}, "fingerprint": "f", "problem": {},
-            "compile_worker": [], "bench_worker": []
+            "compile_worker": [], "compile_setup": "/tmp/setup.json", "bench_worker": []
         });
         TritonJob::from_json(&text.to_string()).unwrap_or_else(|e| panic!("{e}"))
     }

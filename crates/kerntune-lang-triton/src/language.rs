@@ -123,7 +123,7 @@ impl<'a> TritonLanguage<'a> {
             Some(blocks) => blocks(config).map_err(LaunchError::Front)?,
             None => Map::new(),
         };
-        Ok(CompileJob::Triton { constexprs, options, descriptors, setup: self.job.compile_setup.clone() })
+        Ok(CompileJob::Triton { constexprs, options, descriptors, setup: Some(self.job.compile_setup.clone()) })
     }
 
     /// How a compiled configuration launches; an error is why it cannot.
@@ -302,6 +302,7 @@ mod tests {
             "fingerprint": "f",
             "problem": {},
             "compile_worker": ["python"],
+            "compile_setup": "/tmp/setup.json",
             "bench_worker": ["kerntune"],
         }))
         .expect("a job")

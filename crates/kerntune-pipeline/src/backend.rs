@@ -114,8 +114,8 @@ impl BenchSlot {
 }
 
 /// Fresh workers for `options`: a benchmark worker per GPU (not yet ready) and the compile
-/// pool. The compile workers start (import their compiler) while the
-/// benchmark workers open their GPUs: both take seconds, and neither needs the other.
+/// pool. The compile workers start (import their compiler) while the benchmark workers open
+/// their GPUs: both take seconds, and neither needs the other.
 pub(crate) fn spawn(
     options: &PipelineOptions,
     limit: CompileLimit,
@@ -208,9 +208,6 @@ impl<'a> Pipeline<'a> {
         crew: Option<Crew>,
     ) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
-        if options.devices.is_empty() {
-            return Err(BackendError::CannotStart("no GPU to measure on".into()));
-        }
         let limit = CompileLimit::new(language.compile_timeout(), language.compile_timeout_adapts());
         let kept = crew.filter(|c| c.fits(&options)).and_then(|c| c.retarget(limit.clone()));
         let reused = kept.is_some();

@@ -189,9 +189,10 @@ fn pipeline_options(workers: &Workers, request: &Request, budget: &Budget, devic
 }
 
 /// Starts, ahead of a tuning, the workers a tuning of `request` from `front` on this
-/// machine's GPUs will ask for, and returns them as a crew to keep ([`Tuning::keeping_workers_in`]):
-/// they start (a compile worker warms its compiler up) while the caller does something else.
-/// A tuning whose options turn out otherwise starts its own.
+/// machine's GPUs will ask for, and returns them as a crew to keep
+/// ([`Tuning::keeping_workers_in`]): they start (a compile worker warms its compiler up)
+/// while the caller does something else. A tuning whose options turn out otherwise starts
+/// its own.
 pub fn start_crew(workers: &Workers, request: &Request, front: Front) -> Result<Crew, RunError> {
     let search = request.search.resolve(front.default_strategy())?;
     if !driver_available() {
@@ -328,14 +329,15 @@ fn interrupted(run: &mut RunSummary, interrupt: &dyn Fn() -> bool) -> bool {
     run.stop == StopReason::Interrupted
 }
 
-/// Times the search's best few again (see `kerntune_pipeline::finalists`) and, when one of
-/// them is faster beyond the run's noise, makes it the best.
 /// What the stages after the search share: the pipeline's options, and the caller's Ctrl-C.
 struct Stages<'a> {
     options: &'a PipelineOptions,
     interrupt: &'a dyn Fn() -> bool,
 }
 
+/// Times the search's best few again (see `kerntune_pipeline::finalists`), on the search's
+/// workers (`warm`) where it has them, and, when one of them is faster beyond the run's
+/// noise, makes it the best. Returns the workers it timed on, idle, for the next tuning.
 fn retime_finalists(
     run: &mut RunSummary,
     language: &dyn Language,
