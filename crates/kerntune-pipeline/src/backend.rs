@@ -200,7 +200,8 @@ impl<'a> Pipeline<'a> {
     }
 
     /// As [`Pipeline::start`], on `crew`'s workers where they are the ones `options` asks
-    /// for ([`Crew::fits`]); otherwise they stop and fresh ones start.
+    /// for ([`Crew::fits`]); otherwise they stop and fresh ones start, as they do when a
+    /// kept worker cannot be set up (one that died since: killed, out of memory).
     pub fn start_with(
         language: &'a dyn Language,
         space: &'a Space,
@@ -209,12 +210,26 @@ impl<'a> Pipeline<'a> {
     ) -> Result<Pipeline<'a>, BackendError> {
         let started = Instant::now();
         let limit = CompileLimit::new(language.compile_timeout(), language.compile_timeout_adapts());
-        let kept = crew.filter(|c| c.fits(&options)).and_then(|c| c.retarget(limit.clone()));
-        let reused = kept.is_some();
-        let (hub, hands, mut pool) = match kept {
-            Some(kept) => kept,
-            None => spawn(&options, limit)?,
-        };
+        if let Some(kept) = crew.filter(|c| c.fits(&options)).and_then(|c| c.retarget(limit.clone())) {
+            if let Ok(pipeline) = Pipeline::set_up(language, space, options.clone(), kept, started, true) {
+                return Ok(pipeline);
+            }
+        }
+        let fresh = spawn(&options, limit)?;
+        Pipeline::set_up(language, space, options, fresh, started, false)
+    }
+
+    /// Has `workers` ready, the language build the setup (compiling its reference) and every
+    /// benchmark worker set up with it.
+    fn set_up(
+        language: &'a dyn Language,
+        space: &'a Space,
+        options: PipelineOptions,
+        workers: (Arc<Hub>, Vec<Hand>, CompilePool),
+        started: Instant,
+        reused: bool,
+    ) -> Result<Pipeline<'a>, BackendError> {
+        let (hub, hands, mut pool) = workers;
         let mut bench: Vec<BenchSlot> = hands.into_iter().map(BenchSlot::adopted).collect();
         for slot in bench.iter_mut().filter(|s| s.info.is_none()) {
             match wait_bench(&hub, &mut slot.worker, Instant::now() + SETUP_TIMEOUT)? {

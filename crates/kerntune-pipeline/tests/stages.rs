@@ -26,13 +26,22 @@ fn fake_bench(starts: &Path) -> WorkerCommand {
 
 /// The same, taking `seconds` over each interleaved pair.
 fn fake_bench_taking(starts: &Path, seconds: u32) -> WorkerCommand {
+    fake_bench_with(starts, seconds, 0)
+}
+
+/// The same, exiting without a word at its `die_at_setup`-th setup (0: never).
+fn fake_bench_with(starts: &Path, seconds: u32, die_at_setup: u32) -> WorkerCommand {
     let script = r#"
         echo bench >> "$STARTS"
+        setups=0
         printf '{"type":"ready","device":%s}\n' "$DEVICE"
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
             case "$line" in
-                *'"type":"setup"'*) echo setup >> "$STARTS"; echo '{"type":"setup_done"}' ;;
+                *'"type":"setup"'*)
+                    setups=$((setups + 1))
+                    [ "$setups" = "$DIE_AT_SETUP" ] && exit 1
+                    echo setup >> "$STARTS"; echo '{"type":"setup_done"}' ;;
                 *'"type":"evaluate"'*)
                     printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
                 *'"type":"interleave"'*)
@@ -47,6 +56,7 @@ fn fake_bench_taking(starts: &Path, seconds: u32) -> WorkerCommand {
         ("DEVICE".to_string(), device),
         ("SAMPLES".to_string(), samples),
         ("INTERLEAVE_S".to_string(), seconds.to_string()),
+        ("DIE_AT_SETUP".to_string(), die_at_setup.to_string()),
     ];
     WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
 }
@@ -220,4 +230,20 @@ fn workers_started_ahead_are_set_up_by_the_tuning_that_takes_them() {
     assert_eq!(starts(dir.path()), (2, 2), "the workers started ahead, and no other");
     assert_eq!(logged(dir.path(), "setup"), 2);
     assert!(pipeline.startup.reused);
+}
+
+#[test]
+fn a_kept_worker_that_died_since_is_replaced_and_the_tuning_goes_on() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let mut options = options(dir.path(), vec![0]);
+    options.bench_worker = fake_bench_with(&dir.path().join("starts"), 0, 2);
+    let mut first = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+    evaluate(&mut first, 2);
+    let crew = first.into_crew().unwrap_or_else(|| panic!("idle workers"));
+    // Its benchmark worker exits at the next setup: fresh workers take over.
+    let mut next = Pipeline::start_with(&FAKE, &space, options, Some(crew)).unwrap_or_else(|e| panic!("{e}"));
+    evaluate(&mut next, 2);
+    assert!(!next.startup.reused);
+    assert_eq!(starts(dir.path()).0, 2, "a second benchmark worker");
 }
