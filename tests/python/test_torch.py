@@ -404,3 +404,34 @@ def test_listing_a_model_s_gemms_compiles_through_kerntune_s_backend_and_benchma
         torch._dynamo.reset()
     assert benchmarked == []
     assert session.met == [] and session.table == {}
+
+
+def test_workers_start_ahead_only_where_tuning_is_likely(monkeypatch, tmp_path):
+    """compile() starts kerntune's workers ahead (kerntune._crew) unless nothing is to tune,
+    a table is shipped, or the store answers for this GPU already (a second process), where
+    they would only take CPU from Inductor's compile."""
+    pytest.importorskip("torch")
+    from kerntune.torch import _inductor
+
+    started = []
+    monkeypatch.setattr(_inductor._crew, "prestart", lambda *given: started.append(given))
+
+    def session(tune=True, table=None):
+        return _inductor.Session(db=str(tmp_path / "r.db"), tune=tune, table=table, max_fevals=60, time_limit=None,
+                                 space="exhaustive", fallback=True, progress=False)
+
+    session(tune=False).prestart()
+    session(table={"key": [{"template_id": "aten::mm"}]}).prestart()
+    answered = session()
+    answered._stored = {"key": {"entry": [{"template_id": "aten::mm"}]}}
+    answered.prestart()
+    assert started == []
+    empty = session()
+    empty._stored = {}
+    monkeypatch.setattr(_inductor.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_inductor.torch.cuda, "get_device_capability", lambda device: (9, 0))
+    empty.prestart()
+    assert len(started) == 1
+    commands, request = started[0]
+    assert "--triton-arch" in commands["compile_worker"] and "90" in commands["compile_worker"]
+    assert request["devices"] == "0" and request["search"]["max_fevals"] == 60

@@ -100,8 +100,12 @@ class Session:
     def prestart(self) -> None:
         """Starts now the workers that the first GEMM's tuning will ask for: they start, and
         warm Triton's compiler up, while torch.compile traces and lowers the model, and the
-        first GEMM it meets is tuned on them (``kerntune._crew``)."""
-        if not self.tune:
+        first GEMM it meets is tuned on them (``kerntune._crew``). Only where tuning is
+        likely: with a shipped table, or answers in the store for this GPU, torch and Triton
+        (a second process, another rank), the GEMMs are probably answered, and workers
+        started for nothing would take CPU from Inductor's own compile; a GEMM that still
+        needs tuning then starts them itself."""
+        if not self.tune or self.shipped or self.stored():
             return
         from kerntune._job import triton_workers
         from kerntune._request import request
