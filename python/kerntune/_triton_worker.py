@@ -155,29 +155,31 @@ def refuse_shared(shared, limit, front_end_reused=False):
 
 #: The shared memory per block the device of the loaded setup allows (None: not checked).
 _shared_limit = None
+#: Whether the backend's LLVM stage is wrapped (once per worker).
+_wrapped = False
 
 
 def refuse_large_shared_memory(limit):
     """Wraps the NVIDIA backend's LLVM stage so that a configuration needing more shared
     memory than the device has fails before that stage's lowering to LLVM and before ptxas
     (for the largest tiles those two take tens of seconds; the check takes milliseconds).
-    Called again, only the limit changes."""
-    global _shared_limit
-    first = _shared_limit is None
+    Called again (the next setup of a kept worker), only the limit changes; with ``None``
+    nothing is checked."""
+    global _shared_limit, _wrapped
     _shared_limit = limit
-    if not first:
+    if _wrapped or limit is None:
         return
+    _wrapped = True
     from triton.backends.nvidia.compiler import CUDABackend
 
     original = CUDABackend.add_stages
 
     def refuse(shared):
-        if _shared_limit is not None:
-            refuse_shared(shared, _shared_limit)
+        refuse_shared(shared, _shared_limit)
 
     def add_stages(self, stages, options, *rest):
         original(self, stages, options, *rest)
-        if "llir" not in stages:
+        if "llir" not in stages or _shared_limit is None:
             return
         make_llir = stages["llir"]
         capability = self.target.arch
@@ -495,8 +497,7 @@ class Loaded:
         self.shared_limit = setup.get("shared_limit")
         self.target = GPUTarget("cuda", self.arch, 32)
         compile_only_driver(self.target)
-        if self.shared_limit:
-            refuse_large_shared_memory(self.shared_limit)
+        refuse_large_shared_memory(self.shared_limit or None)
         self.kernel = rebuild(setup["kernel"])
         self.backend = make_backend(self.target)
         self.binder = create_function_from_signature(self.kernel.signature, self.kernel.params, self.backend)
