@@ -206,10 +206,10 @@ impl BenchSession {
     pub(crate) fn from_crew(crew: Crew, launch_timeout: Duration) -> Option<(Vec<BenchSession>, CompilePool)> {
         let Crew { hub, hands, pool, bench_command, setup } = crew;
         // Workers started ahead and never set up time nothing.
-        let setup = setup.filter(|_| !hands.is_empty() && hands.iter().all(|h| h.info.is_some()))?;
+        let setup = setup.filter(|_| !hands.is_empty())?;
         let sessions = hands
             .into_iter()
-            .filter_map(|Hand { ordinal, worker, info }| {
+            .map(|Hand { ordinal, worker, info }| {
                 Some(BenchSession {
                     hub: Arc::clone(&hub),
                     bench: worker,
@@ -220,7 +220,7 @@ impl BenchSession {
                     device: info?,
                 })
             })
-            .collect();
+            .collect::<Option<Vec<_>>>()?;
         Some((sessions, pool))
     }
 

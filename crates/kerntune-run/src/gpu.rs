@@ -148,10 +148,7 @@ impl<'a> Tuning<'a> {
         if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
             return Err(RunError::NoControlsBudget);
         }
-        if !driver_available() {
-            return Err(NoGpu::NoDriver(self.front.without_gpu().to_string()).into());
-        }
-        let devices = self.request.devices.probe()?;
+        let devices = gpus(&self.request, self.front)?;
         let device = devices[0].clone();
         self.language.preflight().map_err(RunError::Toolchain)?;
         let proposer = self.controls.as_ref().map(|c| c.start_proposer(&|| false)).transpose()?;
@@ -169,6 +166,14 @@ impl<'a> Tuning<'a> {
         let options = pipeline_options(&self.workers, &self.request, &search.budget, &devices);
         Ok(Prepared { device, devices, search, store, tuning_id, tuning: self, info, options, proposer, clock })
     }
+}
+
+/// The GPUs `request` measures on, or why there are none (as `front` says it).
+fn gpus(request: &Request, front: Front) -> Result<Vec<DeviceInfo>, RunError> {
+    if !driver_available() {
+        return Err(NoGpu::NoDriver(front.without_gpu().to_string()).into());
+    }
+    request.devices.probe()
 }
 
 /// The workers of a tuning of `request` with `budget` on `devices` (the first first).
@@ -195,10 +200,7 @@ fn pipeline_options(workers: &Workers, request: &Request, budget: &Budget, devic
 /// its own.
 pub fn start_crew(workers: &Workers, request: &Request, front: Front) -> Result<Crew, RunError> {
     let search = request.search.resolve(front.default_strategy())?;
-    if !driver_available() {
-        return Err(NoGpu::NoDriver(front.without_gpu().to_string()).into());
-    }
-    let devices = request.devices.probe()?;
+    let devices = gpus(request, front)?;
     Crew::start(&pipeline_options(workers, request, &search.budget, &devices)).map_err(RunError::Backend)
 }
 
