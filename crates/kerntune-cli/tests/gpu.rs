@@ -114,7 +114,7 @@ fn a_kernel_right_only_where_its_blocks_divide_the_size_fails_at_an_edge_size() 
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
-fn a_rerun_answers_from_the_store_in_under_a_second() {
+fn a_rerun_answers_from_the_store_without_starting_a_worker() {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = repo("examples/cuda/matmul_sram/spec.toml");
     let db = dir.path().join("r.db");
@@ -124,7 +124,10 @@ fn a_rerun_answers_from_the_store_in_under_a_second() {
     let seconds = clock.elapsed().as_secs_f64();
     assert_eq!(again["from_store"], 20);
     assert_eq!(again["best"], first["best"]);
-    assert!(seconds < 1.0, "the rerun took {seconds:.2} s");
+    // Nothing compiled or measured: no worker was started. The time is printed as a figure,
+    // never checked (a shared machine may be slow: 0.15 s on one H100, 1.12 s once on a
+    // four-GPU host).
+    assert!(again["compile_workers"].is_null() && again["workers"].is_null(), "{again}");
     println!("rerun from the store: {seconds:.3} s");
 }
 
