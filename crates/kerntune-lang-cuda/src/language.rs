@@ -403,7 +403,19 @@ impl Language for CudaLanguage<'_> {
     fn compile_timeout_adapts(&self) -> bool {
         self.spec.timing.compile_timeout_adapts
     }
+
+    /// NVRTC's first compile in a process is slow and does not run side by side: on a host
+    /// of 64 cores, 64 new workers took 4.3 to 8.2 s each for it, 8 took at most 0.8 s, and a
+    /// warm worker compiles the shared-memory matmul in 0.02 s (docs/design-notes.md,
+    /// "Compile workers that start few and grow"). The pool grows from here while compiles
+    /// hold the GPUs back.
+    fn compile_workers_to_start(&self, most: usize) -> usize {
+        most.min(NVRTC_FIRST_WORKERS)
+    }
 }
+
+/// Compile workers a CUDA C tuning starts with (see `compile_workers_to_start`).
+const NVRTC_FIRST_WORKERS: usize = 8;
 
 /// Limits every kernel of the device has, whatever it compiles to: a reason the
 /// configuration is invalid, known before compiling.

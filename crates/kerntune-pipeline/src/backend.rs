@@ -119,6 +119,7 @@ impl BenchSlot {
 pub(crate) fn spawn(
     options: &PipelineOptions,
     limit: CompileLimit,
+    compile_workers: usize,
 ) -> Result<(Arc<Hub>, Vec<Hand>, CompilePool), BackendError> {
     if options.devices.is_empty() {
         return Err(BackendError::CannotStart("no GPU to measure on".into()));
@@ -130,7 +131,7 @@ pub(crate) fn spawn(
             .map_err(|e| BackendError::CannotStart(format!("cannot start the benchmark worker: {e}")))?;
         bench.push(Hand { ordinal, worker, info: None });
     }
-    let pool = CompilePool::new(&options.compile_worker, options.compile_workers, limit, &hub, bench.len())
+    let pool = CompilePool::new(&options.compile_worker, compile_workers, limit, &hub, bench.len())
         .map_err(|e| BackendError::CannotStart(format!("cannot start the compile workers: {e}")))?;
     Ok((hub, bench, pool))
 }
@@ -215,7 +216,7 @@ impl<'a> Pipeline<'a> {
                 return Ok(pipeline);
             }
         }
-        let fresh = spawn(&options, limit)?;
+        let fresh = spawn(&options, limit, language.compile_workers_to_start(options.compile_workers))?;
         Pipeline::set_up(language, space, options, fresh, started, false)
     }
 
@@ -592,6 +593,7 @@ impl<'a> Pipeline<'a> {
                 self.on_compiled(outcome);
             }
             self.send_to_bench()?;
+            self.grow_pool_if_gpus_wait();
             if let Some(done) = self.done.pop_front() {
                 return Ok(Some(done));
             }
@@ -606,6 +608,20 @@ impl<'a> Pipeline<'a> {
                 Some(line) => self.handle(line)?,
                 None => self.enforce_deadlines()?,
             }
+        }
+    }
+
+    /// Doubles the compile pool (up to the options' number) when a GPU waits with nothing
+    /// to measure while compiles wait for a worker and every worker is past its first
+    /// compile: the warm pool is what holds the GPUs back. A pool started with every worker
+    /// it may have never grows.
+    fn grow_pool_if_gpus_wait(&mut self) {
+        let most = self.options.compile_workers.max(1);
+        let workers = self.pool.workers();
+        let gpu_waits = self.ready.is_empty() && self.bench.iter().any(|b| matches!(b.state, BenchState::Idle));
+        if workers < most && gpu_waits && self.pool.outpaced() {
+            // A worker that cannot start leaves the pool as it is; the run goes on.
+            let _ = self.pool.grow(workers.min(most - workers), &self.hub);
         }
     }
 
@@ -643,7 +659,7 @@ pub fn one_model(devices: &[DeviceInfo]) -> Result<(), MixedModels> {
 impl Backend for Pipeline<'_> {
     /// Enough configurations in flight to keep every compiler and every GPU busy.
     fn capacity(&self) -> usize {
-        self.pool.workers() + 2 * self.bench.len()
+        self.options.compile_workers.max(self.pool.workers()) + 2 * self.bench.len()
     }
 
     fn submit(&mut self, id: ConfigId) -> Result<(), BackendError> {

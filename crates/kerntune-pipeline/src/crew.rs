@@ -44,16 +44,17 @@ impl Crew {
     pub fn start(options: &PipelineOptions) -> Result<Crew, BackendError> {
         // The tuning that takes the crew holds its compiles to its own limit (`retarget`).
         let unused = CompileLimit::new(std::time::Duration::MAX, false);
-        let (hub, hands, pool) = crate::backend::spawn(options, unused)?;
+        let (hub, hands, pool) = crate::backend::spawn(options, unused, options.compile_workers)?;
         Ok(Crew { hub, hands, pool, bench_command: options.bench_worker.clone(), setup: None })
     }
 
     /// Whether these are the workers `options` would start: the same programs, the same
-    /// GPUs in the same order, as many compile workers.
+    /// GPUs in the same order, no more compile workers (a pool with fewer grows while
+    /// compiles hold the GPUs back, see `Language::compile_workers_to_start`).
     pub fn fits(&self, options: &PipelineOptions) -> bool {
         self.bench_command == options.bench_worker
             && self.pool.command() == &options.compile_worker
-            && self.pool.workers() == options.compile_workers.max(1)
+            && self.pool.workers() <= options.compile_workers.max(1)
             && self.hands.iter().map(|h| h.ordinal).eq(options.devices.iter().copied())
     }
 

@@ -101,10 +101,10 @@ fn one() -> usize {
 }
 
 /// Times `finalists[0]` (the search's best) against each of the others and against itself.
-/// Each pair is timed on one GPU; with several `sessions` (one per GPU, of one model) the
-/// pairs are spread over them and timed at once, each pair's ratio still a comparison on
-/// one GPU. `stop` (Ctrl-C) ends it with [`BackendError::Interrupted`] within a fraction
-/// of a second.
+/// With several `sessions` (one per GPU, of one model) the pairs' blocks are spread over
+/// them evenly and timed at once ([`shares`]): each round's ratio is still a comparison on
+/// one GPU. `stop` (Ctrl-C) ends it with [`BackendError::Interrupted`]
+/// within a fraction of a second.
 pub fn retime(
     sessions: &mut [BenchSession],
     finalists: &[KernelImage],
@@ -118,25 +118,26 @@ pub fn retime(
     let blocks = options.blocks.max(5);
     let rounds = options.rounds.max(blocks);
     // Pair 0 is the control (the leader against a copy of itself), pair k the k-th contender.
-    let pairs: Vec<(&KernelImage, u64)> =
-        finalists.iter().enumerate().map(|(index, image)| (image, options.seed.wrapping_add(index as u64))).collect();
+    let work = shares(finalists.len(), sessions.len(), rounds, blocks);
     let timed = |session: &mut BenchSession, index: usize, stop: &dyn Fn() -> bool| {
-        let (other, seed) = pairs[index];
-        session.interleave((leader.clone(), other.clone()), rounds, blocks, seed, stop).map(|i| (index, i))
+        let share = work[index];
+        let seed = options.seed.wrapping_add(share.pair as u64).wrapping_add((share.first_block as u64) << 32);
+        let other = &finalists[share.pair];
+        session.interleave((leader.clone(), other.clone()), share.rounds, share.blocks, seed, stop).map(|i| (index, i))
     };
-    // Each session times its share of the pairs on a thread of its own. The threads cannot
+    // Each session times its share of the work on a thread of its own. The threads cannot
     // share the caller's `stop`: they read a flag this thread sets from it while it waits.
     let stopped = AtomicBool::new(false);
-    let count = sessions.len();
     let outcomes: Vec<Result<Vec<(usize, Interleaved)>, BackendError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = sessions
             .iter_mut()
             .enumerate()
             .map(|(slot, session)| {
-                let (stopped, timed, total) = (&stopped, &timed, pairs.len());
+                let (stopped, timed, work) = (&stopped, &timed, &work);
                 scope.spawn(move || {
                     let flag = || stopped.load(Ordering::Relaxed);
-                    (slot..total).step_by(count).map(|index| timed(session, index, &flag)).collect()
+                    let mine = (0..work.len()).filter(|&index| work[index].gpu == slot);
+                    mine.map(|index| timed(session, index, &flag)).collect()
                 })
             })
             .collect();
@@ -155,11 +156,25 @@ pub fn retime(
     for outcome in outcomes {
         results.extend(outcome?);
     }
+    // A pair's shares, in block order, make its rounds.
     results.sort_by_key(|(index, _)| *index);
+    let mut per_pair: Vec<Interleaved> = Vec::new();
+    for (index, part) in results {
+        if work[index].first_block == 0 {
+            per_pair.push(part);
+        } else if let Some(whole) = per_pair.last_mut() {
+            whole.a.extend_from_slice(&part.a);
+            whole.b.extend_from_slice(&part.b);
+            whole.clocks = match (whole.clocks.take(), part.clocks) {
+                (Some(one), Some(other)) => Some(one.merge(&other)),
+                (one, other) => one.or(other),
+            };
+        }
+    }
     let mut leader_times = Vec::new();
     let mut clocks: Option<ClockSpan> = None;
     let mut ratios = Vec::new();
-    for (_, Interleaved { a, b, clocks: span }) in results {
+    for Interleaved { a, b, clocks: span } in per_pair {
         if let Some(span) = span {
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
@@ -179,7 +194,7 @@ pub fn retime(
         clocks,
         seconds: 0.0,
         reused_search_workers: false,
-        gpus: sessions.len(),
+        gpus: work.last().map_or(1, |share| share.gpu + 1),
     })
 }
 
@@ -255,13 +270,48 @@ pub fn retime_configs(
         let started = sessions[0].on_device(device)?;
         sessions.push(started);
     }
-    let timing = sessions.len().min(pairs.max(1));
-    let mut report = retime(&mut sessions[..timing], &images, options, stop)?;
+    let mut report = retime(&mut sessions, &images, options, stop)?;
     report.seconds = clock.elapsed().as_secs_f64();
     report.reused_search_workers = reused;
     sessions.truncate(kept);
     let crew = BenchSession::into_crew(sessions, pool);
     Ok((report, crew))
+}
+
+/// Part of a pair's interleaved rounds, timed on GPU `gpu` (an index into the sessions):
+/// `blocks` of the pair's blocks, from block `first_block` on, in `rounds` rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub gpu: usize,
+    pub pair: usize,
+    pub first_block: u32,
+    pub blocks: u32,
+    pub rounds: u32,
+}
+
+/// The work of timing `pairs` pairs of `rounds` rounds in `blocks` blocks on `gpus` GPUs:
+/// the pairs' blocks, one pair after another, cut into as many runs of consecutive blocks
+/// as there are GPUs (as even as blocks allow), so that no GPU waits while another times
+/// more; a run that crosses from one pair to the next is two shares on its GPU. In pair
+/// order, a pair's shares in block order.
+pub fn shares(pairs: usize, gpus: usize, rounds: u32, blocks: u32) -> Vec<Share> {
+    let (per_pair, total) = (blocks as usize, pairs * blocks as usize);
+    let gpus = gpus.clamp(1, total.max(1));
+    let mut work = Vec::new();
+    for gpu in 0..gpus {
+        let (start, end) = (gpu * total / gpus, (gpu + 1) * total / gpus);
+        let mut at = start;
+        while at < end {
+            let pair = at / per_pair;
+            let first_block = (at % per_pair) as u32;
+            let count = ((end - at).min(per_pair - first_block as usize)) as u32;
+            let last = first_block + count;
+            let rounds_here = rounds * last / blocks - rounds * first_block / blocks;
+            work.push(Share { gpu, pair, first_block, blocks: count, rounds: rounds_here });
+            at += count as usize;
+        }
+    }
+    work
 }
 
 /// The ratio `other / leader` of times taken in interleaved pairs (round `i` of each is
@@ -307,6 +357,37 @@ mod tests {
         assert_eq!(decide(&control, &[ratio(0.99, 0.97, 1.0)]), (0, Verdict::Tie), "overlaps the control");
         assert_eq!(decide(&control, &[ratio(1.005, 1.0, 1.01)]), (0, Verdict::Tie));
         assert_eq!(decide(&control, &[]), (0, Verdict::LeadHolds), "no contender: nothing to doubt");
+    }
+
+    #[test]
+    fn the_pairs_blocks_are_spread_evenly_and_every_round_is_kept() {
+        let whole = |pair| Share { gpu: 0, pair, first_block: 0, blocks: 6, rounds: 60 };
+        // One GPU: each pair whole, in order, as before.
+        assert_eq!(shares(3, 1, 60, 6), vec![whole(0), whole(1), whole(2)]);
+        // As many GPUs as pairs: a pair each.
+        assert_eq!(shares(3, 3, 60, 6).iter().map(|s| (s.gpu, s.pair, s.blocks)).collect::<Vec<_>>(),
+                   [(0, 0, 6), (1, 1, 6), (2, 2, 6)]);
+        // Two pairs on four GPUs: each pair in two halves.
+        let halves = shares(2, 4, 60, 6);
+        assert_eq!(halves[1], Share { gpu: 1, pair: 0, first_block: 3, blocks: 3, rounds: 30 });
+        // Three pairs on four GPUs: 4, 5, 4 and 5 blocks, the second and third GPUs on two pairs.
+        let three = shares(3, 4, 60, 6);
+        let load = |work: &[Share], gpu| work.iter().filter(|s| s.gpu == gpu).map(|s| s.blocks).sum::<u32>();
+        assert_eq!((0..4).map(|gpu| load(&three, gpu)).collect::<Vec<_>>(), [4, 5, 4, 5]);
+        for (pairs, gpus) in [(1, 8), (2, 4), (2, 5), (3, 8), (4, 2), (3, 2), (1, 16), (2, 1)] {
+            let work = shares(pairs, gpus, 61, 6);
+            let most = (pairs * 6).div_ceil(gpus.min(pairs * 6)) as u32;
+            for gpu in 0..gpus {
+                assert!(load(&work, gpu) <= most, "{pairs} pairs on {gpus} GPUs: even");
+            }
+            for pair in 0..pairs {
+                let mine: Vec<&Share> = work.iter().filter(|s| s.pair == pair).collect();
+                assert!(mine.iter().all(|s| s.blocks >= 1 && s.rounds >= s.blocks));
+                assert!(mine.windows(2).all(|w| w[0].first_block + w[0].blocks == w[1].first_block), "in block order");
+                assert_eq!(mine.iter().map(|s| s.blocks).sum::<u32>(), 6, "{pairs} pairs on {gpus} GPUs");
+                assert_eq!(mine.iter().map(|s| s.rounds).sum::<u32>(), 61, "{pairs} pairs on {gpus} GPUs");
+            }
+        }
     }
 
     #[test]

@@ -92,4 +92,12 @@ pub trait Language {
     fn compile_timeout_adapts(&self) -> bool {
         false
     }
+    /// Compile workers a tuning starts with when it may use `most`: all of them, unless
+    /// the compiler is costly to start in many processes at once and quick once started
+    /// (NVRTC). Where it starts fewer, the pipeline adds workers, up to `most`, while GPUs
+    /// wait for compiles that the started workers, each past its first compile, do not
+    /// keep up with.
+    fn compile_workers_to_start(&self, most: usize) -> usize {
+        most
+    }
 }

@@ -58,6 +58,8 @@ struct Slot {
     job: Option<Running>,
     /// The families of the requests this worker was sent (it keeps their shared work).
     families: HashSet<String>,
+    /// Whether it has answered a request: its compiler is loaded and warm.
+    warm: bool,
 }
 
 /// A request waiting for a worker, with the deaths it has seen and its family (see
@@ -166,21 +168,31 @@ impl CompilePool {
         hub: &Hub,
         first: usize,
     ) -> std::io::Result<CompilePool> {
+        let mut pool = CompilePool { command: command.clone(), slots: Vec::new(), first, queue: VecDeque::new(), limit };
+        pool.grow(workers.max(1), hub)?;
+        Ok(pool)
+    }
+
+    /// Starts `more` workers beside the pool's own (the hub's slots after the pool's are
+    /// free: the pool takes the last ones).
+    pub fn grow(&mut self, more: usize, hub: &Hub) -> std::io::Result<()> {
         let args: Vec<String> = COMPILE_ARGS.map(String::from).to_vec();
-        let slots = (0..workers.max(1))
-            .map(|i| {
-                Worker::spawn(command, &args, Origin { slot: first + i, generation: 0 }, hub).map(|worker| Slot {
-                    worker,
-                    job: None,
-                    families: HashSet::new(),
-                })
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(CompilePool { command: command.clone(), slots, first, queue: VecDeque::new(), limit })
+        for _ in 0..more {
+            let origin = Origin { slot: self.first + self.slots.len(), generation: 0 };
+            let worker = Worker::spawn(&self.command, &args, origin, hub)?;
+            self.slots.push(Slot { worker, job: None, families: HashSet::new(), warm: false });
+        }
+        Ok(())
     }
 
     pub fn workers(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Whether requests wait for a worker while every worker is past its first compile:
+    /// the pool, warm, does not keep up.
+    pub fn outpaced(&self) -> bool {
+        !self.queue.is_empty() && self.slots.iter().all(|s| s.warm)
     }
 
     /// The program its workers run.
@@ -297,6 +309,7 @@ impl CompilePool {
             return job.and_then(|running| self.retry_or_fail(running, format!("the compiler crashed: {death}")));
         };
         let started = self.slots[index].job.take().map(|running| running.started);
+        self.slots[index].warm = true;
         match serde_json::from_str::<FromCompiler>(&text) {
             Ok(FromCompiler::Compiled { id, cubin, seconds, launch, symbol }) => {
                 self.limit.record(started.map_or(seconds, |s| s.elapsed().as_secs_f64()));
@@ -357,6 +370,7 @@ impl CompilePool {
         }
         slot.job = None;
         slot.families.clear();
+        slot.warm = false;
     }
 }
 

@@ -105,6 +105,7 @@ fn run_stage(dir: &Path, candidate_ms: f64) -> ControlsReport {
     // A CUDA C kernel assembled by a chosen ptxas, to which each candidate's ACF is added.
     let language = Fake {
         ptxas: Some(PtxasStep { path: "/ptxas".into(), version: "13.3.73".into(), args: vec![], prefix: None }),
+        first_compile_workers: None,
     };
     let mut proposer = options.start_proposer(&|| false).unwrap_or_else(|e| panic!("{e}"));
     tune_controls(&language, &mut proposer, &best, Some(1), &gpu(), &pipeline, &options, &|| false)

@@ -74,7 +74,7 @@ fn fake_compiler(starts: &Path) -> WorkerCommand {
     WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
 }
 
-static FAKE: Fake = Fake { ptxas: None };
+static FAKE: Fake = Fake { ptxas: None, first_compile_workers: None };
 
 fn space() -> Space {
     let values = (1..=4).map(Value::Int).collect();
@@ -125,12 +125,12 @@ fn finalists(space: &Space, count: u32) -> Vec<Vec<Value>> {
 
 #[test]
 fn the_finalists_are_timed_on_the_search_s_own_workers_and_spread_over_its_gpus() {
-    for gpus in [1, 2] {
+    for gpus in [1, 2, 4] {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let space = space();
         let options = options(dir.path(), (0..gpus).collect());
         let mut pipeline = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
-        evaluate(&mut pipeline, 3);
+        evaluate(&mut pipeline, 4);
         assert_eq!(starts(dir.path()), (gpus, 2), "the search's workers");
 
         let warm = pipeline.into_crew();
@@ -140,7 +140,8 @@ fn the_finalists_are_timed_on_the_search_s_own_workers_and_spread_over_its_gpus(
         assert!(report.reused_search_workers, "{gpus} GPUs");
         assert_eq!(report.contenders.len(), 2, "each contender against the leader");
         // With two GPUs the pairs are spread over both, each on the search's own worker
-        // there: nothing starts.
+        // there: nothing starts. With four, the fourth GPU takes half of the control's
+        // rounds.
         assert_eq!(report.gpus, gpus);
         assert_eq!(starts(dir.path()), (gpus, 2), "no worker started");
     }
@@ -207,14 +208,34 @@ fn a_kept_crew_serves_the_next_tuning_with_no_worker_started_again() {
         assert_eq!(starts(dir.path()), started, "{gpus} GPUs: no worker started again");
         assert_eq!(logged(dir.path(), "setup"), set_up + gpus, "each benchmark worker set up again");
 
-        // Workers of another shape (more compile workers) are not used: fresh ones start.
+        // A tuning that may have more compile workers takes the pool as it is (it grows
+        // when compiles hold the GPUs back); one that may have fewer starts fresh workers.
         let crew = next.into_crew().unwrap_or_else(|| panic!("idle workers"));
-        let wider = PipelineOptions { compile_workers: 3, ..options.clone() };
-        assert!(!crew.fits(&wider));
-        let mut other = Pipeline::start_with(&FAKE, &space, wider, Some(crew)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(crew.fits(&PipelineOptions { compile_workers: 3, ..options.clone() }));
+        let narrower = PipelineOptions { compile_workers: 1, ..options.clone() };
+        assert!(!crew.fits(&narrower));
+        let mut other = Pipeline::start_with(&FAKE, &space, narrower, Some(crew)).unwrap_or_else(|e| panic!("{e}"));
         evaluate(&mut other, 1);
-        assert_eq!(starts(dir.path()), (started.0 + gpus, started.1 + 3), "{gpus} GPUs: a fresh start");
+        assert_eq!(starts(dir.path()), (started.0 + gpus, started.1 + 1), "{gpus} GPUs: a fresh start");
     }
+}
+
+#[test]
+fn a_pool_started_small_grows_while_gpus_wait_for_its_compiles() {
+    // A language that starts one compile worker where the options allow four: with two
+    // GPUs and compiles queued behind the one warm worker, a GPU waits, so the pool grows,
+    // never past the options' four.
+    static STARTS_ONE: Fake = Fake { ptxas: None, first_compile_workers: Some(1) };
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let options = PipelineOptions { compile_workers: 4, ..options(dir.path(), vec![0, 1]) };
+    let mut pipeline = Pipeline::start(&STARTS_ONE, &space, options).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(starts(dir.path()).1, 1, "one compile worker to start with");
+    assert_eq!(pipeline.capacity(), 4 + 2 * 2, "in flight: as many as the whole pool would take");
+    evaluate(&mut pipeline, 4);
+    let grown = pipeline.compile_workers();
+    assert!(grown > 1 && grown <= 4, "{grown} compile workers");
+    assert_eq!(starts(dir.path()).1, grown);
 }
 
 #[test]

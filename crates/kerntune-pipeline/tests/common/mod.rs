@@ -18,6 +18,8 @@ pub fn gpu() -> DeviceInfo {
 pub struct Fake {
     /// The chosen ptxas of every compile job, if any.
     pub ptxas: Option<PtxasStep>,
+    /// Compile workers a tuning starts with, where fewer than it may have.
+    pub first_compile_workers: Option<usize>,
 }
 
 impl Language for Fake {
@@ -33,9 +35,11 @@ impl Language for Fake {
         0
     }
 
-    fn compile_job(&self, _config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
+    fn compile_job(&self, config: &[Value], _device: &DeviceInfo) -> Result<CompileJob, LanguageError> {
         Ok(CompileJob::Cuda {
-            source: "k".into(),
+            // A source of its own per configuration (as a real kernel's), so that the memo
+            // of this process's compiles does not answer one test with another's.
+            source: format!("k {config:?} {:?}", self.first_compile_workers),
             name: "k".into(),
             options: vec![],
             arch: "sm_90".into(),
@@ -92,5 +96,9 @@ impl Language for Fake {
 
     fn compile_timeout(&self) -> Duration {
         Duration::from_secs(10)
+    }
+
+    fn compile_workers_to_start(&self, most: usize) -> usize {
+        self.first_compile_workers.map_or(most, |first| first.min(most))
     }
 }
