@@ -31,7 +31,9 @@
 - `shapes`: a many-shape run scales with GPUs: the `gpus` comparison's spec with
   `shapes = [{ N = 4096 }, { N = 8192 }]`, brute force with the default finalists, on GPU
   0 and then on `GPUS` (default 2) GPUs. Target >= 1.8x on two, 3.5x on four, the same
-  best at each size.
+  best at each size. `COMPILE_WORKERS` gives both runs that many compile workers (default:
+  one per core); each run's report and its evaluations in the order they were stored go to
+  $OUT/timeline_*.json.
 
 Usage: python3 bench/scale_out.py [gpus] [shapes] [host] [nodes] [ranks] [raygpus] [raypy] [raykt] (default: the first three; on the device, run
 one per call). Needs $KERNTUNE (the CLI) for `gpus`; Ray for `nodes` (on the GPU machine,
@@ -108,7 +110,10 @@ def shapes():
     for label, devices in (("shapes 1 GPU", "0"), (many, ",".join(str(g) for g in range(count)))):
         db = os.path.join(folder, f"{devices}.db")
         argv = [kerntune, "tune", spec, "--strategy", "brute_force", "--devices", devices, "--db", db, "--json"]
+        if os.environ.get("COMPILE_WORKERS"):
+            argv += ["--compile-workers", os.environ["COMPILE_WORKERS"]]
         report, wall = tuned(argv)
+        keep_timeline(label, db, report)
         rows[label] = dict(wall_s=wall, best=[row["best_config"] for row in report["shapes"]],
                            evaluations=sum(row["evaluations"] for row in report["shapes"]),
                            per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]])
@@ -218,6 +223,22 @@ def raykt():
     finally:
         cluster.shutdown()
     ratio("raykt", "kt 1 Ray GPU", "kt 2 Ray GPUs", target=1.0)
+
+
+def keep_timeline(label: str, db: str, report: dict) -> None:
+    """Writes to $OUT a run's report and its evaluations in the order the store received
+    them (when, which GPU, compile and benchmark seconds): where a scaled run loses time."""
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        evaluations = [dict(tuning=tuning, created=created, status=status, compile_s=compile_s,
+                            benchmark_s=benchmark_s, device=(json.loads(metrics).get("device") or {}).get("ordinal"))
+                       for tuning, created, status, compile_s, benchmark_s, metrics in connection.execute(
+                           "SELECT tuning, created, status, compile_s, benchmark_s, metrics FROM evaluations "
+                           "ORDER BY created")]
+    name = re.sub(r"\W+", "_", label).strip("_")
+    with open(os.path.join(OUT, f"timeline_{name}.json"), "w") as f:
+        json.dump(dict(report=report, evaluations=evaluations), f, indent=1, default=str)
 
 
 def per_device(db: str) -> dict:
