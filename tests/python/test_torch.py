@@ -435,3 +435,140 @@ def test_workers_start_ahead_only_where_tuning_is_likely(monkeypatch, tmp_path):
     commands, request = started[0]
     assert "--triton-arch" in commands["compile_worker"] and "90" in commands["compile_worker"]
     assert request["devices"] == "0" and request["search"]["max_fevals"] == 60
+
+
+def test_the_gemms_read_off_dynamo_s_graph_are_those_inductor_lowers(gemm, tmp_path, monkeypatch):
+    """What kerntune tunes ahead (read off the graph Dynamo hands the backend) is what
+    Inductor's lowering then meets, as the aten products of its post-grad graph: nn.Linear
+    with and without a bias on two- and three-dimensional inputs, a matmul and a bmm."""
+    import shutil
+
+    import torch
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from kerntune.torch import _ahead
+
+    if shutil.which("g++") is None:
+        pytest.skip("Inductor's CPU kernels need g++")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    ops = {torch.ops.aten.mm.default: "mm", torch.ops.aten.addmm.default: "addmm",
+           torch.ops.aten.bmm.default: "bmm", torch.ops.aten.baddbmm.default: "baddbmm"}
+    read, lowered = [], []
+
+    class Products(CustomGraphPass):
+        def __call__(self, graph):
+            for node in graph.nodes:
+                if node.target in ops:
+                    a, b = (arg.meta["val"] for arg in node.args[-2:])
+                    lowered.append(gemm.problem_of(ops[node.target], [a.shape, b.shape], [a.stride(), b.stride()],
+                                                   [a.dtype, b.dtype]))
+
+        def uuid(self):
+            return "kerntune-test-products"
+
+    def backend(graph, example_inputs):
+        read.extend(_ahead.gemms(graph))
+        with torch._inductor.config.patch(post_grad_custom_pre_pass=Products(), fx_graph_cache=False):
+            return compile_fx(graph, example_inputs)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.plain = torch.nn.Linear(64, 96, bias=False)
+            self.biased = torch.nn.Linear(96, 32)
+            self.weight = torch.nn.Parameter(torch.randn(32, 48))
+
+        def forward(self, x, batch):
+            h = self.biased(self.plain(x))            # 3-D input: mm, then addmm
+            flat = self.biased(self.plain(x[0]))      # 2-D input: mm, addmm
+            products = torch.bmm(batch, batch.transpose(1, 2))
+            return h @ self.weight, flat @ self.weight, products
+
+    model = Model().to(torch.bfloat16)
+    x = torch.randn(2, 8, 64, dtype=torch.bfloat16)
+    batch = torch.randn(3, 16, 24, dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend)(x, batch)
+    finally:
+        torch._dynamo.reset()
+    assert None not in lowered and {p.op for p in lowered} == {"mm", "addmm", "bmm"}
+    assert set(read) == set(lowered), f"read {read}\nlowered {lowered}"
+
+
+def test_gemms_tuned_ahead_are_taken_when_met_and_the_rest_after_them(gemm):
+    """The thread measures the GEMMs read off the graph in order; one the lowering meets
+    unread waits its turn behind them; at the end those not begun are dropped and those
+    measured but never met are reported."""
+    import threading
+    import time
+
+    from kerntune.torch import _ahead
+
+    started = threading.Event()
+    order = []
+
+    def measure(problem):
+        order.append(problem.M)
+        started.set()
+        time.sleep(0.05)
+        return {"M": problem.M, "thread": threading.current_thread().name}
+
+    def problem(m):
+        return gemm.Problem("mm", m, 64, 64, (64, 1), (1, 64), "bfloat16")
+
+    ahead = _ahead.Ahead(measure)
+    for m in (16, 32, 48, 64):
+        ahead.start(problem(m))
+    started.wait(5)
+    assert ahead.result(problem(32))["M"] == 32 and order[:2] == [16, 32]
+    assert ahead.result(problem(80))["thread"].startswith("kerntune-gemms"), "measured on the thread"
+    assert order[-1] == 80, "after those read ahead of it"
+    ahead2 = _ahead.Ahead(measure)
+    for m in (16, 32, 48):
+        ahead2.start(problem(m))
+    started.clear()
+    started.wait(5)
+    unmet = ahead2.close()
+    assert problem(16) in unmet and problem(48) not in unmet, "the first was begun; the last was dropped"
+    assert {p.M for p in ahead.close()} == {16, 48, 64}
+
+
+def test_a_session_tunes_ahead_what_the_store_lacks_and_records_it_when_met(handler, monkeypatch):
+    """Of the GEMMs read off the graph, those the store answers are not tuned; the one met
+    is recorded under Inductor's key with the time the lowering waited for it; with
+    KERNTUNE_TORCH_AHEAD=0 nothing is tuned ahead."""
+    from kerntune.torch import _ahead
+
+    choices, current = handler
+    session = current(tune=True)
+    from kerntune.torch import _gemm
+    met = _gemm.problem_of("mm", _Inputs().shapes_hinted(), _Inputs().strides_hinted(), _Inputs().dtypes())
+    other = met._replace(M=4096)
+    stored = met._replace(M=8192)
+    session._stored = {"k": {"op": "mm", "problem": stored.shape, "entry": [{"template_id": "aten::mm"}]}}
+    measured = []
+
+    def measure(problem):
+        measured.append(problem)
+        return {"result": None, "config": None, "verdict": {"reason": "nothing compiled"}, "phases": None,
+                "seconds": 0.01}
+
+    monkeypatch.setattr(session, "_measure", measure)
+    monkeypatch.setattr(_ahead, "gemms", lambda graph: [met, stored, other])
+    with session.ahead(graph=None):
+        offered = {"aten::mm": iter(["aten's"]), "triton::mm": iter(["t1"])}
+        choices._finalize_template_configs(offered, _Inputs(), [_Template("aten::mm"), _Template("triton::mm", "h")],
+                                           "mm")
+    assert stored not in measured, "the store answers it"
+    assert measured[0] == met and set(measured) <= {met, other}
+    (row,) = session.rows
+    assert row["entry"] == [{"template_id": "aten::mm"}] and row["waited_s"] is not None
+    assert session.unmet in ([], [other.label])
+    monkeypatch.setenv("KERNTUNE_TORCH_AHEAD", "0")
+    measured.clear()
+    with session.ahead(graph=None):
+        assert session._ahead is None
+    assert measured == []
