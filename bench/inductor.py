@@ -15,11 +15,9 @@ first call of:
               every configuration of Inductor's EXHAUSTIVE space, timed by kerntune
   fresh@B     (--fresh-workers) kerntune@B with KERNTUNE_KEEP_WORKERS=0: every GEMM's tuning
               starts its own workers, as before kerntune._crew
-  serial@B    (--serial) kerntune@B with KERNTUNE_TORCH_AHEAD=0: every GEMM tuned when the
-              lowering meets it, none ahead of it (as before kerntune.torch._ahead)
-With --repeat N, default, kerntune@B, fresh@B and serial@B run N times each, in a rotating
-order, each kerntune run on an empty store; the summary gives the median per-round ratio of
-first calls (kerntune@B / default, fresh@B / kerntune@B, serial@B / kerntune@B) with its range.
+With --repeat N, default, kerntune@B and fresh@B run N times each, in a rotating order, each
+kerntune run on an empty store; the summary gives the median per-round ratio of first calls
+(kerntune@B / default, fresh@B / kerntune@B) with its range.
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
 its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
 median per-round ratio against eager with its spread.
@@ -110,7 +108,7 @@ def compiled(variant: str, model, budget: int, db: str):
     import torch
     if variant == "eager":
         return model
-    if variant.startswith(("kerntune", "fresh", "serial")) or variant == "again":
+    if variant.startswith(("kerntune", "fresh")) or variant == "again":
         import kerntune.torch
         return kerntune.torch.compile(model, db=db, max_fevals=budget)
     if variant.startswith("wide"):
@@ -144,13 +142,11 @@ def first_call(args) -> None:
                       "autotuned_choices": sum(n for _, n in autotuned),
                       "max_abs_diff": (y.float() - ref.float()).abs().max().item(),
                       "gemms": None if table is None else len(table.rows),
-                      "unmet": None if table is None else table.unmet,
                       "from_store": None if table is None else sum(bool(r["from_store"]) for r in table.rows),
                       "table": None if table is None else table.summary(),
                       "seconds": None if table is None else [
                           {"tuning": r.get("tuning_s"), "phases": r.get("phases"),
-                           "versus": (r.get("versus") or {}).get("seconds"), "all": r["seconds"],
-                           "waited": r.get("waited_s")}
+                           "versus": (r.get("versus") or {}).get("seconds"), "all": r["seconds"]}
                           for r in table.rows]}), flush=True)
 
 
@@ -204,8 +200,8 @@ def store_of(variant: str, budget) -> str:
     """The results store of a variant, beside the run's: one per budget and space."""
     if variant == "brute":
         return "brute"
-    if variant.startswith(("fresh", "serial")):
-        return f"{variant.split('@')[0]}{budget}"
+    if variant.startswith("fresh"):
+        return f"fresh{budget}"
     return f"wide{budget}" if variant.startswith("wide") else str(budget)
 
 
@@ -213,8 +209,6 @@ def fresh_env(db: str, variant: str = "") -> dict:
     env = dict(os.environ)
     if variant.startswith("fresh"):
         env["KERNTUNE_KEEP_WORKERS"] = "0"
-    if variant.startswith("serial"):
-        env["KERNTUNE_TORCH_AHEAD"] = "0"
     env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-")
     return env
@@ -246,8 +240,6 @@ def main() -> None:
                         help="also kerntune's brute force of Inductor's EXHAUSTIVE space (every configuration)")
     parser.add_argument("--fresh-workers", action="store_true",
                         help="also kerntune@B with every GEMM's tuning on workers of its own (first call only)")
-    parser.add_argument("--serial", action="store_true",
-                        help="also kerntune@B with every GEMM tuned when met, none ahead (first call only)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="first calls of default, kerntune@B (and fresh@B) this many times each, rotating")
     parser.add_argument("--child")
@@ -276,7 +268,6 @@ def main() -> None:
             args.variants = ",".join(["default"] + tuned + wide + (["brute"] if args.brute else []))
             firsts = {}
             fresh = [f"fresh@{args.budget.split(',')[-1]}"] if args.fresh_workers else []
-            fresh += [f"serial@{args.budget.split(',')[-1]}"] if args.serial else []
             repeated = ["default", *tuned, *fresh]
             rounds = []
             for repetition in range(args.repeat):
@@ -302,7 +293,7 @@ def main() -> None:
             summary.append(f"{model:<6} {tokens:>6} {'eager again':<10} (A/A control)                         "
                            f"speedup vs eager {control.get('speedup', float('nan')):.3f} "
                            f"[{control.get('low', float('nan')):.3f}, {control.get('high', float('nan')):.3f}]")
-            pairs = [(tuned[-1], "default")] + [(other, tuned[-1]) for other in fresh]
+            pairs = [(tuned[-1], "default")] + ([(fresh[0], tuned[-1])] if fresh else [])
             for top, bottom in pairs if args.repeat > 1 else []:
                 ratios = sorted(r[top] / r[bottom] for r in rounds)
                 summary.append(f"{model:<6} {tokens:>6} first call {top} / {bottom}: median "

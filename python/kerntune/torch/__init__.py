@@ -3,8 +3,7 @@
 - ``kerntune.torch.compile(model)`` is ``torch.compile(model)`` with TorchInductor's matrix
   multiplications (``mm``, ``addmm``, ``bmm``, ``baddbmm``; fp16 and bf16) chosen by kerntune: each GEMM Inductor
   lowers is answered from kerntune's store (keyed by GPU, torch and Triton versions and the
-  GEMM's shapes and strides), or tuned and kept there (a graph's GEMMs are read off the
-  graph Dynamo hands over and tuned while Inductor prepares to lower it), over Inductor's EXHAUSTIVE space
+  GEMM's shapes and strides), or tuned then and kept there, over Inductor's EXHAUSTIVE space
   of its Triton template (``space="wide"``: wider still), with kerntune's parallel compiles,
   isolated timing and verification against ATen's result. The winner reaches Inductor as the
   single entry of its lookup table, so Inductor builds it without benchmarking; where no
@@ -50,14 +49,11 @@ CAPTURE = {"fx_graph_cache": False, "autotune_local_cache": False, "max_autotune
 class GemmTable:
     """The GEMMs kerntune answered for Inductor: ``rows`` (one per GEMM: its lookup key, the
     problem, the entry, the tuned configuration, the verdict against ATen with both times,
-    evaluations and seconds, the seconds the lowering waited for it when it was tuned ahead,
-    and whether it came from the store), ``unmet`` (GEMMs tuned ahead that Inductor did not
-    lower as they were read), ``lookup_table`` (Inductor's ``config.lookup_table.table``),
-    ``summary()`` and ``save(path)``."""
+    evaluations and seconds, and whether it came from the store), ``lookup_table`` (Inductor's
+    ``config.lookup_table.table``), ``summary()`` and ``save(path)``."""
 
-    def __init__(self, rows: list, unmet: Optional[list] = None):
+    def __init__(self, rows: list):
         self.rows = rows
-        self.unmet = [] if unmet is None else unmet
 
     @property
     def lookup_table(self) -> dict:
@@ -129,9 +125,7 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
             **torch_compile: Any):
     """``torch.compile(model, ...)`` with kerntune choosing its GEMMs (see the module's
     docstring). Each GEMM is answered from ``table`` (a lookup table or its JSON file), then
-    from the store at ``db``; one with no answer is tuned when its graph is compiled (from
-    the moment Dynamo hands the graph over, ahead of Inductor's lowering; ``KERNTUNE_TORCH_AHEAD=0``
-    tunes each when the lowering meets it), with at
+    from the store at ``db``; one with no answer is tuned when it is first compiled, with at
     most ``max_fevals`` evaluations (and ``time_limit`` seconds) over ``space`` with
     ``strategy`` (kerntune's default; ``"brute_force"`` with ``max_fevals=None`` measures the
     whole space, as Inductor's EXHAUSTIVE search does), unless
@@ -151,7 +145,7 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     compiled = torch.compile(model, backend=Backend(session, options), **torch_compile)
     session.prestart()
     try:
-        compiled.kerntune = GemmTable(session.rows, session.unmet)
+        compiled.kerntune = GemmTable(session.rows)
     except AttributeError:
         pass  # a compiled function without attributes: the table is still in the store
     return compiled

@@ -7,13 +7,12 @@ may break across torch versions, is in docs/design-notes.md ("torch.compile's GE
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 import triton
@@ -23,7 +22,7 @@ from kerntune import _crew, _kerntune
 from kerntune._errors import ArgumentError
 from kerntune._kerntune import KerntuneError
 from kerntune._results import NoValidConfigError
-from kerntune.torch import _ahead, _gemm, _versus
+from kerntune.torch import _gemm, _versus
 
 _local = threading.local()
 
@@ -97,9 +96,6 @@ class Session:
         self.met: list = []
         self._stored: Optional[dict] = None
         self._tuned: list = []
-        self._ahead: Optional[_ahead.Ahead] = None
-        #: GEMMs tuned ahead that Inductor did not lower as read (their labels).
-        self.unmet: list = []
 
     def prestart(self) -> None:
         """Starts now the workers that the first GEMM's tuning will ask for: they start, and
@@ -147,51 +143,16 @@ class Session:
             self._tune_into_table(key, problem, template_hash)
 
     def _tune_into_table(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> None:
-        """Tunes one GEMM into the table (or takes it from those tuned ahead); where kerntune
-        cannot (a worker that cannot start, a store that cannot be written), says so and
-        leaves the GEMM to Inductor."""
+        """Tunes one GEMM into the table; where kerntune cannot (a worker that cannot start,
+        a store that cannot be written), says so and leaves the GEMM to Inductor."""
         try:
-            if self._ahead is None:
-                choice = self.tune_one(key, problem, template_hash)
-            else:
-                waited = time.perf_counter()
-                measured = self._ahead.result(problem)
-                choice = self._record(key, problem, template_hash, measured, waited_s=time.perf_counter() - waited)
-            self.table[key] = choice["entry"]
+            self.table[key] = self.tune_one(key, problem, template_hash)["entry"]
         except KerntuneError as error:
             warnings.warn(f"kerntune.torch: {problem.label} is left to Inductor: {error}", stacklevel=2)
-
-    @contextlib.contextmanager
-    def ahead(self, graph) -> Iterator[None]:
-        """While Inductor compiles ``graph``: its GEMMs that the store does not answer are
-        tuned ahead, on a thread of their own (``_ahead``), and the lowering takes their
-        answers as it meets them. Nothing is tuned ahead while capturing, with a shipped
-        table (which probably answers them), or with ``KERNTUNE_TORCH_AHEAD=0``."""
-        if not self.tune or self.capturing or self.shipped or not _ahead.enabled():
-            yield
-            return
-        answered = {(c["op"], json.dumps(c["problem"], sort_keys=True)) for c in self.stored().values()}
-        wanted = [p for p in _ahead.gemms(graph) if (p.op, json.dumps(p.shape, sort_keys=True)) not in answered]
-        if not wanted:
-            yield
-            return
-        self._ahead = _ahead.Ahead(self._measure)
-        try:
-            for problem in wanted:
-                self._ahead.start(problem)
-            yield
-        finally:
-            ahead, self._ahead = self._ahead, None
-            self.unmet.extend(p.label for p in ahead.close())
 
     def tune_one(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> dict:
         """Tunes one GEMM, learning from those tuned before it in this session, decides it
         against ATen's, keeps the answer in the store and returns it."""
-        return self._record(key, problem, template_hash, self._measure(problem))
-
-    def _measure(self, problem: _gemm.Problem) -> dict:
-        """Tunes one GEMM, learning from those tuned before it in this session, and decides
-        it against ATen's: what ``_record`` keeps (no lookup key needed yet)."""
         import kerntune
         from kerntune import _shapes
 
@@ -212,8 +173,7 @@ class Session:
                 time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
                 first=_gemm.inductor_default(), **({} if self.strategy is None else {"strategy": self.strategy}))
         except NoValidConfigError as error:
-            return {"result": None, "config": None, "verdict": {"reason": str(error)}, "phases": None,
-                    "seconds": time.perf_counter() - clock}
+            return self._keep(key, problem, template_hash, None, None, {"reason": str(error)}, clock, None)
         phases = {**result.phases, "call_s": time.perf_counter() - called,
                   "first_outcome_s": result.trace[0]["elapsed_s"] if result.trace else None,
                   "last_outcome_s": result.trace[-1]["elapsed_s"] if result.trace else None,
@@ -236,21 +196,12 @@ class Session:
         timed = time.perf_counter()
         verdict = _versus.versus_aten(template, aten)
         verdict["seconds"] = time.perf_counter() - timed
-        return {"result": result, "config": config, "verdict": verdict, "phases": phases,
-                "seconds": time.perf_counter() - clock}
-
-    def _record(self, key: str, problem: _gemm.Problem, template_hash: Optional[str], measured: dict,
-                waited_s: Optional[float] = None) -> dict:
-        """Keeps a measured GEMM under Inductor's lookup key: in the session's rows and in
-        the store; returns the choice."""
-        result = measured["result"]
-        choice = self._keep(key, problem, template_hash, measured, waited_s)
-        if result is not None and result.tuning is not None:
-            _kerntune.save_inductor_choice(result.db, result.tuning, json.dumps(measured["config"]), json.dumps(choice))
+        choice = self._keep(key, problem, template_hash, result, config, verdict, clock, phases)
+        if result.tuning is not None:
+            _kerntune.save_inductor_choice(result.db, result.tuning, json.dumps(config), json.dumps(choice))
         return choice
 
-    def _keep(self, key, problem, template_hash, measured, waited_s) -> dict:
-        result, config, verdict = measured["result"], measured["config"], measured["verdict"]
+    def _keep(self, key, problem, template_hash, result, config, verdict, clock, phases) -> dict:
         template_wins = config is not None and (verdict.get("replaces") or not self.fallback)
         entry = [_gemm.entry(problem, config, template_hash) if template_wins else _gemm.aten_entry(problem)]
         choice = {"key": key, **versions(), "op": problem.op, "problem": problem.shape, "entry": entry,
@@ -258,8 +209,8 @@ class Session:
                   "evaluations": 0 if result is None else result.evaluations,
                   "tuning_s": None if result is None else result.wall_s,
                   "finalists_s": (result.finalists or {}).get("seconds") if result is not None else None,
-                  "phases": measured["phases"],
-                  "seconds": measured["seconds"], "waited_s": waited_s}
+                  "phases": phases,
+                  "seconds": time.perf_counter() - clock}
         self.rows.append({**choice, "from_store": False})
         self.stored()[key] = choice
         return choice
@@ -319,7 +270,7 @@ class Backend:
         try:
             # The graph's GEMMs that need tuning are tuned one after another on one set of
             # workers, which stop when the graph is compiled.
-            with V.set_choices_handler(KerntuneChoices()), _crew.kept(), self.session.ahead(graph):
+            with V.set_choices_handler(KerntuneChoices()), _crew.kept():
                 return compile_fx(graph, example_inputs, config_patches=self.patches)
         finally:
             _local.session = prior
