@@ -38,9 +38,10 @@ pub struct Request {
     /// replace the stored ones).
     #[cfg_attr(feature = "clap", arg(long))]
     pub fresh: bool,
-    /// Compile workers running ahead of the GPU. Default: one per core, but with
+    /// Compile workers running ahead of the GPU, at most. Default: one per core, but with
     /// --max-fevals no more than a sixth of it (never fewer than 16), so a small budget is
-    /// not spent on picks made before any result is back.
+    /// not spent on picks made before any result is back. CUDA C tunings start with 8 and
+    /// add workers up to this number while the GPUs wait for compiles.
     #[cfg_attr(feature = "clap", arg(long))]
     pub compile_workers: Option<usize>,
     /// After the search, time the best N (those within 5% of the best) again, interleaved
