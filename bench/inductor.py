@@ -142,6 +142,9 @@ def first_call(args) -> None:
                       "autotuned_choices": sum(n for _, n in autotuned),
                       "max_abs_diff": (y.float() - ref.float()).abs().max().item(),
                       "gemms": None if table is None else len(table.rows),
+                      "graphs": None if table is None else [
+                          {k: g.get(k) for k in ("kept", "timed", "reason", "compiled_ms", "eager_ms", "seconds")}
+                          for g in table.graphs],
                       "from_store": None if table is None else sum(bool(r["from_store"]) for r in table.rows),
                       "table": None if table is None else table.summary(),
                       "seconds": None if table is None else [
@@ -158,6 +161,7 @@ def steady(args) -> None:
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     # "eager again" is eager timed as a second variant: the A/A control of the ratios.
     variants = ["eager", "eager again"] + args.variants.split(",")
+    kept = {}  # which graphs kerntune's check against eager kept compiled
     with torch.no_grad():
         ref = model(x)
         functions = {}
@@ -170,6 +174,9 @@ def steady(args) -> None:
             budget = int(variant.split("@")[1]) if "@" in variant else args.budget
             functions[variant] = compiled(variant, model, budget, f"{args.db}.{store_of(variant, budget)}")
             functions[variant](x)
+            checks = getattr(getattr(functions[variant], "kerntune", None), "graphs", None)
+            if checks is not None:
+                kept[variant] = [g.get("kept") for g in checks]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = {v: [] for v in variants}
         order = random.Random(0)
@@ -192,7 +199,8 @@ def steady(args) -> None:
     for variant in variants:
         ratios = sorted(e / t for e, t in zip(times["eager"], times[variant]))
         out[variant] = {"ms": statistics.median(times[variant]), "speedup": statistics.median(ratios),
-                        "low": ratios[len(ratios) // 10], "high": ratios[-1 - len(ratios) // 10]}
+                        "low": ratios[len(ratios) // 10], "high": ratios[-1 - len(ratios) // 10],
+                        "graphs": kept.get(variant)}
     print(json.dumps({"steady": out}), flush=True)
 
 

@@ -435,3 +435,45 @@ def test_workers_start_ahead_only_where_tuning_is_likely(monkeypatch, tmp_path):
     commands, request = started[0]
     assert "--triton-arch" in commands["compile_worker"] and "90" in commands["compile_worker"]
     assert request["devices"] == "0" and request["search"]["max_fevals"] == 60
+
+
+def test_a_graph_that_writes_into_a_tensor_is_not_run_again_to_time_it(gemm):
+    """The check against eager runs a compiled graph and Dynamo's graph several times on the
+    inputs of the first call: only where that changes nothing the caller holds (no in-place
+    method or function, inplace=True, out= or item assignment), only on the GPU, and not
+    while recording autograd."""
+    import operator
+
+    import torch
+    import torch.nn.functional as F
+
+    from kerntune.torch._inductor import _mutating_node, _not_timed_because
+
+    def traced(function):
+        return torch.fx.symbolic_trace(function)
+
+    def pure(x, w):
+        return F.gelu(F.linear(x, w)).requires_grad_(False)
+
+    def adds_in_place(x, w):
+        return F.linear(x, w).add_(1)
+
+    def relu_in_place(x, w):
+        return F.relu(F.linear(x, w), inplace=True)
+
+    def writes_out(x, w):
+        return torch.add(x, w, out=x)
+
+    def assigns():  # as Dynamo records x[0] = 0
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        graph.call_function(operator.setitem, (x, 0, 0))
+        graph.output(x)
+        return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+    assert _mutating_node(traced(pure)) is None
+    for function in (adds_in_place, relu_in_place, writes_out):
+        assert _mutating_node(traced(function)) is not None, function.__name__
+    assert _mutating_node(assigns()) is not None
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    assert "not all on the GPU" in _not_timed_because(traced(pure), [x, w])

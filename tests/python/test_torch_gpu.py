@@ -176,3 +176,79 @@ def test_the_gemms_of_every_batch_size_are_tuned_in_one_run_and_compiled_without
             torch.testing.assert_close(compiled(x), model(x), atol=3e-2, rtol=3e-2)
         assert [r["from_store"] for r in compiled.kerntune.rows] == [True, True]
     assert seen == []
+
+
+def _pointwise():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.GELU(), torch.nn.Tanh())
+    return model, torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+
+
+def test_each_compiled_graph_is_timed_against_eager_and_kept_where_not_slower(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+
+    _fresh_inductor(monkeypatch, tmp_path)
+    model, x = _pointwise()
+    compiled = kerntune.torch.compile(model, db=str(tmp_path / "r.db"), progress=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    (graph,) = compiled.kerntune.graphs
+    assert graph["timed"] and graph["compiled_ms"] > 0 and graph["eager_ms"] > 0, graph
+    # Inductor fuses the two pointwise kernels into one pass over the tensor: not slower.
+    assert graph["kept"] == "compiled", graph
+
+
+def test_a_compiled_graph_slower_than_eager_runs_eagerly(tmp_path, monkeypatch):
+    """A compiled graph made three times as slow (each call runs it thrice) is timed against
+    eager, found slower beyond noise, and replaced by Dynamo's graph run eagerly."""
+    import torch
+    import torch._inductor.compile_fx as inductor
+    import kerntune.torch
+
+    _fresh_inductor(monkeypatch, tmp_path)
+    real = inductor.compile_fx
+
+    def slowed(*args, **kwargs):
+        compiled = real(*args, **kwargs)
+
+        def thrice(*inputs):
+            for _ in range(2):
+                compiled(*inputs)
+            return compiled(*inputs)
+
+        return thrice
+
+    monkeypatch.setattr(inductor, "compile_fx", slowed)
+    model, x = _pointwise()
+    compiled = kerntune.torch.compile(model, db=str(tmp_path / "r.db"), progress=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    (graph,) = compiled.kerntune.graphs
+    assert graph["kept"] == "eager" and graph["compiled_ms"] > graph["eager_ms"], graph
+    torch._dynamo.reset()
+    plain = kerntune.torch.compile(model, db=str(tmp_path / "r.db"), progress=False, eager_check=False)
+    with torch.no_grad():
+        plain(x)
+    assert plain.kerntune.graphs == [], "no check without eager_check"
+
+
+def test_a_graph_that_writes_into_its_input_is_not_timed(tmp_path, monkeypatch):
+    import torch
+    import kerntune.torch
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, total, x):
+            total.add_(torch.nn.functional.gelu(x))
+            return total
+
+    _fresh_inductor(monkeypatch, tmp_path)
+    _, x = _pointwise()
+    total = torch.zeros_like(x)
+    compiled = kerntune.torch.compile(Accumulate(), db=str(tmp_path / "r.db"), progress=False)
+    with torch.no_grad():
+        compiled(total, x)
+    torch.testing.assert_close(total, torch.nn.functional.gelu(x), msg="added once, not once per timed call")
+    (graph,) = compiled.kerntune.graphs
+    assert not graph["timed"] and "writes into a tensor" in graph["reason"], graph

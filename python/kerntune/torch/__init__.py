@@ -7,7 +7,9 @@
   of its Triton template (``space="wide"``: wider still), with kerntune's parallel compiles,
   isolated timing and verification against ATen's result. The winner reaches Inductor as the
   single entry of its lookup table, so Inductor builds it without benchmarking; where no
-  template beats ATen's GEMM (cuBLAS) beyond noise, the entry keeps ATen's.
+  template beats ATen's GEMM (cuBLAS) beyond noise, the entry keeps ATen's. Each compiled
+  graph is then timed against the same graph run eagerly, and runs eagerly where that is
+  faster beyond noise (``eager_check``).
 - ``kerntune.torch.tune(model, *example_inputs)`` tunes a model's GEMMs ahead (one run over
   all of them, each learning from those before it) and returns a ``GemmTable``;
   ``table.save(path)`` writes Inductor's own lookup-table JSON, which
@@ -49,11 +51,14 @@ CAPTURE = {"fx_graph_cache": False, "autotune_local_cache": False, "max_autotune
 class GemmTable:
     """The GEMMs kerntune answered for Inductor: ``rows`` (one per GEMM: its lookup key, the
     problem, the entry, the tuned configuration, the verdict against ATen with both times,
-    evaluations and seconds, and whether it came from the store), ``lookup_table`` (Inductor's
-    ``config.lookup_table.table``), ``summary()`` and ``save(path)``."""
+    evaluations and seconds, and whether it came from the store), ``graphs`` (each compiled
+    graph's check against eager: ``kept`` is ``"compiled"`` or ``"eager"``, with both times or
+    the reason it was not timed), ``lookup_table`` (Inductor's ``config.lookup_table.table``),
+    ``summary()`` and ``save(path)``."""
 
-    def __init__(self, rows: list):
+    def __init__(self, rows: list, graphs: Optional[list] = None):
         self.rows = rows
+        self.graphs = [] if graphs is None else graphs
 
     @property
     def lookup_table(self) -> dict:
@@ -109,20 +114,21 @@ def _table_of(table: Union[None, str, os.PathLike, dict]) -> Optional[dict]:
 
 
 def _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, capturing=False,
-             strategy=None) -> Session:
+             strategy=None, eager_check=False) -> Session:
     if not torch.cuda.is_available():
         from kerntune import NoGpuError
         raise NoGpuError("kerntune.torch needs a CUDA GPU: torch.cuda.is_available() is False "
                          "(use torch.compile itself on this machine)")
     return Session(db=db, tune=tune, table=_table_of(table), max_fevals=max_fevals, time_limit=time_limit,
-                   space=space, fallback=fallback, progress=progress, capturing=capturing, strategy=strategy)
+                   space=space, fallback=fallback, progress=progress, capturing=capturing, strategy=strategy,
+                   eager_check=eager_check)
 
 
 def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune: bool = True,
             table: Union[None, str, os.PathLike, dict] = None, max_fevals: Optional[int] = 60,
             time_limit: Optional[float] = None, space: str = "exhaustive", fallback: bool = True,
             progress: bool = True, options: Optional[dict] = None, strategy: Optional[str] = None,
-            **torch_compile: Any):
+            eager_check: bool = True, **torch_compile: Any):
     """``torch.compile(model, ...)`` with kerntune choosing its GEMMs (see the module's
     docstring). Each GEMM is answered from ``table`` (a lookup table or its JSON file), then
     from the store at ``db``; one with no answer is tuned when it is first compiled, with at
@@ -130,7 +136,12 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     ``strategy`` (kerntune's default; ``"brute_force"`` with ``max_fevals=None`` measures the
     whole space, as Inductor's EXHAUSTIVE search does), unless
     ``tune=False``, which leaves it to Inductor's own GEMM autotuning. ``fallback=False``
-    keeps the tuned template even where ATen's GEMM is as fast. ``options`` are Inductor
+    keeps the tuned template even where ATen's GEMM is as fast. ``eager_check`` times each
+    compiled graph against the same graph run eagerly on the inputs of its first call
+    (interleaved, with an A/A control; about a second on a transformer layer) and runs it
+    eagerly where that is faster beyond noise, so the compiled model is never slower than
+    eager; graphs that write into their inputs, record autograd or take inputs off the GPU
+    are not timed (``compiled.kerntune.graphs`` says which and why). ``options`` are Inductor
     options, and the other keyword arguments go to ``torch.compile`` (``dynamic``,
     ``fullgraph``...); ``mode`` is not taken: the GEMM choices are kerntune's."""
     if "mode" in torch_compile or "backend" in torch_compile:
@@ -140,12 +151,13 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     if model is None:
         return lambda model: compile(model, db=db, tune=tune, table=table, max_fevals=max_fevals,
                                      time_limit=time_limit, space=space, fallback=fallback, progress=progress,
-                                     options=options, strategy=strategy, **torch_compile)
-    session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, strategy=strategy)
+                                     options=options, strategy=strategy, eager_check=eager_check, **torch_compile)
+    session = _session(db, tune, table, max_fevals, time_limit, space, fallback, progress, strategy=strategy,
+                       eager_check=eager_check)
     compiled = torch.compile(model, backend=Backend(session, options), **torch_compile)
     session.prestart()
     try:
-        compiled.kerntune = GemmTable(session.rows)
+        compiled.kerntune = GemmTable(session.rows, session.graphs)
     except AttributeError:
         pass  # a compiled function without attributes: the table is still in the store
     return compiled

@@ -8,6 +8,7 @@ may break across torch versions, is in docs/design-notes.md ("torch.compile's GE
 from __future__ import annotations
 
 import json
+import operator
 import sys
 import threading
 import time
@@ -84,12 +85,15 @@ class Session:
 
     def __init__(self, *, db: Optional[str], tune: bool, table: Optional[dict], max_fevals: Optional[int],
                  time_limit: Optional[float], space: str, fallback: bool, progress: bool, capturing: bool = False,
-                 strategy: Optional[str] = None):
+                 strategy: Optional[str] = None, eager_check: bool = False):
         if space not in _gemm.SPACES:
             raise ArgumentError(f"space={space!r}: give one of {', '.join(map(repr, _gemm.SPACES))}")
         self.db = db if db is not None else _kerntune.default_db()
         self.tune, self.capturing, self.fallback, self.progress = tune, capturing, fallback, progress
         self.max_fevals, self.time_limit, self.space, self.strategy = max_fevals, time_limit, space, strategy
+        self.eager_check = eager_check
+        #: Each compiled graph's check against eager (``faster_of``).
+        self.graphs: list = []
         self.shipped = dict(table or {})
         self.table: dict = {}
         self.rows: list = []
@@ -249,9 +253,70 @@ def _operands(problem: _gemm.Problem):
     return a, b, c, bias
 
 
+#: In-place methods that change no tensor's values.
+_FLAG_METHODS = {"requires_grad_", "share_memory_", "retain_grad_"}
+
+
+def _mutating_node(graph) -> Optional[Any]:
+    """A node of Dynamo's graph that writes into a tensor (an in-place method or function,
+    ``inplace=True``, ``out=``, item assignment), or None: running such a graph again to time
+    it would change the caller's tensors."""
+    for node in graph.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if node.kwargs.get("inplace") is True or "out" in node.kwargs:
+            return node
+        if node.op == "call_function" and node.target in (operator.setitem, operator.delitem):
+            return node
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if isinstance(name, str) and name.endswith("_") and not name.endswith("__") and name not in _FLAG_METHODS:
+            return node
+    return None
+
+
+def _not_timed_because(graph, example_inputs) -> Optional[str]:
+    """Why a compiled graph is not timed against eager on its example inputs, or None."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if not tensors or not all(t.is_cuda for t in tensors):
+        return "its inputs are not all on the GPU"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "it records autograd (training)"
+    node = _mutating_node(graph)
+    if node is not None:
+        return f"it writes into a tensor ({node.target})"
+    return None
+
+
+def _call(function, inputs):
+    # As Dynamo calls a backend's function: with the inputs as arguments (compile_fx's
+    # function carries the `_boxed_call` mark of the one it wraps, but is called unboxed).
+    return lambda: function(*inputs)
+
+
+def faster_of(graph, example_inputs, compiled, session: "Session"):
+    """The compiled graph, or Dynamo's graph run eagerly where that is faster beyond noise
+    (timed on the graph's example inputs, interleaved with an A/A control of eager, the
+    random number generators left as they were); each verdict goes to ``session.graphs``."""
+    why_not = _not_timed_because(graph, example_inputs)
+    if why_not is not None:
+        session.graphs.append({"kept": "compiled", "timed": False, "reason": why_not})
+        return compiled
+    clock = time.perf_counter()
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+        verdict = _versus.versus_eager(_call(compiled, example_inputs), _call(graph.forward, example_inputs))
+    eager_wins = verdict["verdict"] == "lead_holds"
+    session.graphs.append({"kept": "eager" if eager_wins else "compiled", "timed": True, **verdict,
+                           "seconds": time.perf_counter() - clock})
+    if eager_wins and session.progress:
+        print(f"kerntune: the compiled graph took {verdict['compiled_ms']:.4f} ms against eager's "
+              f"{verdict['eager_ms']:.4f} ms (beyond noise): it runs eagerly", file=sys.stderr, flush=True)
+    return graph.forward if eager_wins else compiled
+
+
 class Backend:
     """The ``torch.compile`` backend: Inductor, with kerntune's choices handler and session
-    around each graph it compiles."""
+    around each graph it compiles, and each compiled graph checked against eager
+    (``faster_of``) where the session asks for it."""
 
     def __init__(self, session: Session, options: Optional[dict] = None):
         self.session = session
@@ -271,6 +336,9 @@ class Backend:
             # The graph's GEMMs that need tuning are tuned one after another on one set of
             # workers, which stop when the graph is compiled.
             with V.set_choices_handler(KerntuneChoices()), _crew.kept():
-                return compile_fx(graph, example_inputs, config_patches=self.patches)
+                compiled = compile_fx(graph, example_inputs, config_patches=self.patches)
         finally:
             _local.session = prior
+        if self.session.eager_check and not self.session.capturing:
+            return faster_of(graph, example_inputs, compiled, self.session)
+        return compiled

@@ -2,7 +2,8 @@
 interleaved, with L2 flushed before every timed call and the stream kept busy so that a
 launch's host cost is not timed, and decided by the finalists' rule (a template wins only
 when its interval lies wholly below ATen's own A/A control). Eager PyTorch runs ATen's GEMM,
-so a compiled model never runs a template that did not beat it beyond noise.
+so a compiled model never runs a template that did not beat it beyond noise. The same rule
+decides whether a compiled graph runs eagerly instead (``versus_eager``).
 """
 
 from __future__ import annotations
@@ -21,45 +22,74 @@ BLOCKS = 6
 CALLS = 3
 
 
-def _timer(l2_bytes: int):
-    flush = torch.empty(max(l2_bytes, 1 << 20) * 2, dtype=torch.uint8, device="cuda")
+def _flush_buffer() -> torch.Tensor:
+    """Twice the GPU's L2, zeroed before each timed sample so that none starts warm."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return torch.empty(max(getattr(props, "L2_cache_size", 50 << 20), 1 << 20) * 2, dtype=torch.uint8, device="cuda")
+
+
+def _timer(calls: int, burst: int):
+    """A timer of a call: the median of ``calls`` samples, each ``burst`` calls back to back
+    (their mean) after an L2 flush, with the stream held busy while the host prepares the
+    first launch, so that a launch's host cost (large for Triton's Python launcher) is not in
+    the time unless it outlasts the GPU's work."""
+    flush = _flush_buffer()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def time(call) -> float:
         samples = []
-        for _ in range(CALLS):
+        for _ in range(calls):
             flush.zero_()
-            # The GPU waits here while the host prepares the launch, so the launch's host
-            # cost (large for Triton's Python launcher) is not in the kernel's time.
             torch.cuda._sleep(200_000)
             start.record()
-            call()
+            for _ in range(burst):
+                call()
             end.record()
             end.synchronize()
-            samples.append(start.elapsed_time(end))
+            samples.append(start.elapsed_time(end) / burst)
         return statistics.median(samples)
 
     return time
 
 
-def versus_aten(template, aten, seed: int = 0) -> dict:
-    """Times ``template`` and ``aten`` (calls that launch one GEMM each) against a second
-    copy of ``aten``, in ``ROUNDS`` rounds of random order; returns the Rust verdict (the
-    ratios with their intervals, ``replaces``) with each kernel's median time in ms."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    time = _timer(getattr(props, "L2_cache_size", 50 << 20))
-    for call in (template, aten):
-        call()
+def _interleaved(time, incumbent, contender, warm: int, seed: int) -> tuple:
+    """After ``warm`` calls of each, ``incumbent``, a second copy of it (the A/A control)
+    and ``contender`` timed in ``ROUNDS`` rounds of random order: the Rust verdict and the
+    incumbent's and the contender's median times (ms)."""
+    for _ in range(warm):
+        contender()
+        incumbent()
     torch.cuda.synchronize()
     order = random.Random(seed)
     times = {"incumbent": [], "copy": [], "contender": []}
-    calls = {"incumbent": aten, "copy": aten, "contender": template}
+    calls = {"incumbent": incumbent, "copy": incumbent, "contender": contender}
     for _ in range(ROUNDS):
         names = list(calls)
         order.shuffle(names)
         for name in names:
             times[name].append(time(calls[name]))
     verdict = json.loads(_kerntune.replaces_incumbent(times["incumbent"], times["copy"], times["contender"], BLOCKS))
-    verdict["aten_ms"] = statistics.median(times["incumbent"])
-    verdict["template_ms"] = statistics.median(times["contender"])
-    return verdict
+    return verdict, statistics.median(times["incumbent"]), statistics.median(times["contender"])
+
+
+def versus_aten(template, aten, seed: int = 0) -> dict:
+    """Times ``template`` and ``aten`` (calls that launch one GEMM each) against a second
+    copy of ``aten``, in ``ROUNDS`` rounds of random order; returns the Rust verdict (the
+    ratios with their intervals, ``replaces``) with each kernel's median time in ms."""
+    verdict, aten_ms, template_ms = _interleaved(_timer(CALLS, 1), aten, template, 1, seed)
+    return {**verdict, "aten_ms": aten_ms, "template_ms": template_ms}
+
+
+#: Calls of a graph timed back to back in one sample, as a model's layers run: the host's
+#: cost of a call overlaps the GPU's work unless it is larger.
+BURST = 5
+
+
+def versus_eager(compiled, eager, seed: int = 0) -> dict:
+    """Times a compiled graph (``compiled``, a call) against the same graph run eagerly
+    (``eager``) and a second copy of it, in ``ROUNDS`` rounds of random order, each sample
+    ``BURST`` calls after an L2 flush; returns the Rust verdict (``lead_holds``: eager is
+    faster beyond the A/A control's noise) with both median times in ms. The compiled
+    graph's first calls (two, before the timing) tune its kernels where Inductor does so."""
+    verdict, eager_ms, compiled_ms = _interleaved(_timer(1, BURST), eager, compiled, 2, seed)
+    return {**verdict, "eager_ms": eager_ms, "compiled_ms": compiled_ms}
