@@ -464,16 +464,25 @@ def test_a_graph_that_writes_into_a_tensor_is_not_run_again_to_time_it(gemm):
     def writes_out(x, w):
         return torch.add(x, w, out=x)
 
-    def assigns():  # as Dynamo records x[0] = 0
+    def recorded(target, *args):  # a graph of one call, as Dynamo records x[0] = 0 or x += w
         graph = torch.fx.Graph()
         x = graph.placeholder("x")
-        graph.call_function(operator.setitem, (x, 0, 0))
+        graph.call_function(target, (x, *args))
         graph.output(x)
         return torch.fx.GraphModule(torch.nn.Module(), graph)
 
+    def index_adds(x, w):  # an operator whose schema says it writes (a custom op's would too)
+        return torch.ops.aten.index_add_(x, 0, torch.arange(2), w[:2])
+
+    def reduces(x, w):  # a collective: extra calls on one rank would wait for the others
+        return torch.ops._c10d_functional.all_reduce(x, "sum", "0")
+
     assert _mutating_node(traced(pure)) is None
-    for function in (adds_in_place, relu_in_place, writes_out):
+    assert _mutating_node(traced(lambda x, w: torch.ops.aten.mm(x, w))) is None
+    for function in (adds_in_place, relu_in_place, writes_out, index_adds, reduces):
         assert _mutating_node(traced(function)) is not None, function.__name__
-    assert _mutating_node(assigns()) is not None
+    assert _mutating_node(recorded(operator.setitem, 0, 0)) is not None
+    assert _mutating_node(recorded(operator.iadd, 1)) is not None
+    assert _mutating_node(recorded(operator.add, 1)) is None
     x, w = torch.randn(4, 8), torch.randn(8, 8)
     assert "not all on the GPU" in _not_timed_because(traced(pure), [x, w])

@@ -255,21 +255,51 @@ def _operands(problem: _gemm.Problem):
 
 #: In-place methods that change no tensor's values.
 _FLAG_METHODS = {"requires_grad_", "share_memory_", "retain_grad_"}
+#: Augmented assignment (``x += y``), which Dynamo records as these functions or methods.
+_AUGMENTED = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+              "rshift")
+_IN_PLACE_OPERATORS = {getattr(operator, f"i{name}") for name in _AUGMENTED} | {operator.setitem, operator.delitem}
+_IN_PLACE_DUNDERS = {f"__i{name}__" for name in _AUGMENTED} | {"__setitem__", "__delitem__"}
+
+
+def _writes(node) -> bool:
+    """Whether a call writes into a tensor: an in-place method or function (``add_``,
+    ``x += y``, item assignment), ``inplace=True``, ``out=``, or an operator (a custom op
+    too) whose schema marks an argument as written."""
+    if node.kwargs.get("inplace") is True or "out" in node.kwargs:
+        return True
+    target = node.target
+    if target in _IN_PLACE_OPERATORS:
+        return True
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        # A packet's call resolves among its overloads; its `out=` ones are caught above.
+        overloads = [target] if isinstance(target, torch._ops.OpOverload) else \
+            [getattr(target, name) for name in target.overloads() if "out" not in name]
+        return any(argument.alias_info is not None and argument.alias_info.is_write
+                   for overload in overloads for argument in overload._schema.arguments)
+    name = target if node.op == "call_method" else getattr(target, "__name__", "")
+    if not isinstance(name, str) or name in _FLAG_METHODS:
+        return False
+    if name.startswith("__") and name.endswith("__"):
+        return name in _IN_PLACE_DUNDERS
+    return name.endswith("_")
+
+
+def _communicates(node) -> bool:
+    """Whether a call talks to other processes (a collective): run on one rank only, extra
+    calls would wait for ranks that do not make them."""
+    target = node.target
+    where = str(target) if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) else \
+        f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
+    return "c10d" in where or "distributed" in where
 
 
 def _mutating_node(graph) -> Optional[Any]:
-    """A node of Dynamo's graph that writes into a tensor (an in-place method or function,
-    ``inplace=True``, ``out=``, item assignment), or None: running such a graph again to time
-    it would change the caller's tensors."""
+    """A node of Dynamo's graph that writes into a tensor or talks to other processes, or
+    None: running such a graph again to time it would change the caller's tensors, or wait
+    for other ranks."""
     for node in graph.graph.nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        if node.kwargs.get("inplace") is True or "out" in node.kwargs:
-            return node
-        if node.op == "call_function" and node.target in (operator.setitem, operator.delitem):
-            return node
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-        if isinstance(name, str) and name.endswith("_") and not name.endswith("__") and name not in _FLAG_METHODS:
+        if node.op in ("call_function", "call_method") and (_writes(node) or _communicates(node)):
             return node
     return None
 
@@ -283,7 +313,7 @@ def _not_timed_because(graph, example_inputs) -> Optional[str]:
         return "it records autograd (training)"
     node = _mutating_node(graph)
     if node is not None:
-        return f"it writes into a tensor ({node.target})"
+        return f"it writes into a tensor or talks to other processes ({node.target})"
     return None
 
 
