@@ -486,3 +486,26 @@ def test_a_graph_that_writes_into_a_tensor_is_not_run_again_to_time_it(gemm):
     assert _mutating_node(recorded(operator.add, 1)) is None
     x, w = torch.randn(4, 8), torch.randn(8, 8)
     assert "not all on the GPU" in _not_timed_because(traced(pure), [x, w])
+
+
+def test_a_check_against_eager_that_fails_leaves_the_graph_compiled_with_a_warning(handler, monkeypatch):
+    """Whatever goes wrong while timing a graph against eager (here: no GPU), the compile
+    goes on with the compiled graph and says why it was not timed."""
+    from kerntune.torch import _inductor
+
+    _, current = handler
+    session = current(tune=False)
+    monkeypatch.setattr(_inductor, "_not_timed_because", lambda graph, inputs: None)
+    monkeypatch.setattr(_inductor._versus, "versus_eager", lambda compiled, eager: 1 / 0)
+
+    def compiled(*inputs):
+        return inputs
+
+    class Graph:
+        def forward(self, *inputs):
+            return inputs
+
+    with pytest.warns(UserWarning, match="stays compiled"):
+        assert _inductor.faster_of(Graph(), [1], compiled, session) is compiled
+    (graph,) = session.graphs
+    assert graph["kept"] == "compiled" and not graph["timed"] and "the check failed" in graph["reason"]

@@ -254,7 +254,7 @@ def _operands(problem: _gemm.Problem):
 
 
 #: In-place methods that change no tensor's values.
-_FLAG_METHODS = {"requires_grad_", "share_memory_", "retain_grad_"}
+_FLAG_METHODS = {"requires_grad_", "share_memory_"}
 #: Augmented assignment (``x += y``), which Dynamo records as these functions or methods.
 _AUGMENTED = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
               "rshift")
@@ -332,8 +332,14 @@ def faster_of(graph, example_inputs, compiled, session: "Session"):
         session.graphs.append({"kept": "compiled", "timed": False, "reason": why_not})
         return compiled
     clock = time.perf_counter()
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
-        verdict = _versus.versus_eager(_call(compiled, example_inputs), _call(graph.forward, example_inputs))
+    try:
+        with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+            verdict = _versus.versus_eager(_call(compiled, example_inputs), _call(graph.forward, example_inputs))
+    except Exception as error:  # a check that fails (out of memory...) must not fail the compile
+        warnings.warn(f"kerntune.torch: the compiled graph stays compiled, not timed against eager "
+                      f"({type(error).__name__}: {error})", stacklevel=2)
+        session.graphs.append({"kept": "compiled", "timed": False, "reason": f"the check failed: {error}"})
+        return compiled
     eager_wins = verdict["verdict"] == "lead_holds"
     session.graphs.append({"kept": "eager" if eager_wins else "compiled", "timed": True, **verdict,
                            "seconds": time.perf_counter() - clock})
