@@ -53,7 +53,6 @@ def prestart(commands: dict, request: dict) -> None:
         timer.start()
 
 
-
 def _stop_unclaimed(started: int) -> None:
     with _lock:
         if _depth == 0 and started == _started:

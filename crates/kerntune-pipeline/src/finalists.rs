@@ -158,26 +158,23 @@ pub fn retime(
     }
     // A pair's shares, in block order, make its rounds.
     results.sort_by_key(|(index, _)| *index);
-    let mut per_pair: Vec<Interleaved> = Vec::new();
-    for (index, part) in results {
-        if work[index].first_block == 0 {
-            per_pair.push(part);
-        } else if let Some(whole) = per_pair.last_mut() {
-            whole.a.extend_from_slice(&part.a);
-            whole.b.extend_from_slice(&part.b);
-            whole.clocks = match (whole.clocks.take(), part.clocks) {
-                (Some(one), Some(other)) => Some(one.merge(&other)),
-                (one, other) => one.or(other),
-            };
-        }
-    }
-    let mut leader_times = Vec::new();
     let mut clocks: Option<ClockSpan> = None;
-    let mut ratios = Vec::new();
-    for Interleaved { a, b, clocks: span } in per_pair {
+    let mut per_pair: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    for (index, Interleaved { a, b, clocks: span }) in results {
         if let Some(span) = span {
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
+        match per_pair.last_mut() {
+            Some((whole_a, whole_b)) if work[index].first_block > 0 => {
+                whole_a.extend(a);
+                whole_b.extend(b);
+            }
+            _ => per_pair.push((a, b)),
+        }
+    }
+    let mut leader_times = Vec::new();
+    let mut ratios = Vec::new();
+    for (a, b) in per_pair {
         leader_times.extend_from_slice(&a);
         ratios.push(paired_ratio(&a, &b, blocks as usize));
     }
