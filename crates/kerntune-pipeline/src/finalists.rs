@@ -362,8 +362,10 @@ mod tests {
         // One GPU: each pair whole, in order, as before.
         assert_eq!(shares(3, 1, 60, 6), vec![whole(0), whole(1), whole(2)]);
         // As many GPUs as pairs: a pair each.
-        assert_eq!(shares(3, 3, 60, 6).iter().map(|s| (s.gpu, s.pair, s.blocks)).collect::<Vec<_>>(),
-                   [(0, 0, 6), (1, 1, 6), (2, 2, 6)]);
+        assert_eq!(
+            shares(3, 3, 60, 6).iter().map(|s| (s.gpu, s.pair, s.blocks)).collect::<Vec<_>>(),
+            [(0, 0, 6), (1, 1, 6), (2, 2, 6)]
+        );
         // Two pairs on four GPUs: each pair in two halves.
         let halves = shares(2, 4, 60, 6);
         assert_eq!(halves[1], Share { gpu: 1, pair: 0, first_block: 3, blocks: 3, rounds: 30 });

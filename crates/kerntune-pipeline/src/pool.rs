@@ -168,7 +168,8 @@ impl CompilePool {
         hub: &Hub,
         first: usize,
     ) -> std::io::Result<CompilePool> {
-        let mut pool = CompilePool { command: command.clone(), slots: Vec::new(), first, queue: VecDeque::new(), limit };
+        let mut pool =
+            CompilePool { command: command.clone(), slots: Vec::new(), first, queue: VecDeque::new(), limit };
         pool.grow(workers.max(1), hub)?;
         Ok(pool)
     }
