@@ -5,7 +5,7 @@
 # the one a call needs: each call takes 64 MiB), and in .whl/ Kernel Tuner's wheels for the
 # side-by-side benchmark.
 # PYTEST_FILES and PYTEST_K (a -k expression) narrow the pytest stage.
-# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [shapes_scale] [landscapes] [hub] [first_batch] [scale] [moe] [inductor]
+# Usage: bash gpu/check.sh [tests] [kt] [kt_examples] [kt_real] [nsight] [tutorials] [timing] [pytest] [autotune] [triton] [schedule] [audit] [finalists] [vendor] [controls] [energy] [shapes] [shapes_scale] [landscapes] [hub] [first_batch] [scale] [moe] [inductor] [inductor_landscapes]
 # (default: all but shapes (bench/shapes.py: BUDGET, ROUNDS, SEED), shapes_scale (needs several GPUs), landscapes, which records held-out landscapes (LANDSCAPE_SHAPES picks the
 # shapes), hub (the benchmark hub's convolution script over its space: needs the hub's
 # kernels in .hub/kernels or $HUB_DIR, never committed; HUB_VARIANTS picks f15 f7 f3 f11 f5), first_batch (bench/first_batch_order.py: SHAPE, RUNS), and scale, which needs two GPUs: run it on nvidia-h200-x2, one comparison
@@ -21,7 +21,8 @@
 # MOE_BATCH_SIZES (1,64,...), MOE_CONFIGS (the brute force's slice START:END), MOE_GPUS (all), MOE_ARGS
 # (more options); its files go to $OUT/moe.
 # inductor (not in the default) runs bench/inductor.py (INDUCTOR_ARGS: --models mlp,llama --tokens 2048
-# --rounds 20 --budget 60 --exhaustive-s S).
+# --rounds 20 --budget 60 --exhaustive-s S). inductor_landscapes (not in the default) brute-forces the GEMMs
+# of bench/inductor.py's models over Inductor's EXHAUSTIVE space (INDUCTOR_GEMMS picks them).
 # nsight (not in the default) times one configuration of Kernel Tuner's spmv and stencil three ways
 # (kerntune, Kernel Tuner, Nsight Compute's gpu__time_duration): .device/kt-real and the kt site, like kt_real.
 set -u -o pipefail
@@ -156,6 +157,11 @@ for stage in $stages; do
         echo "=== landscapes: brute forces of the Triton matmul over 2400 configurations at several shapes"
         step record_landscapes python3 bench/record_landscapes.py ${LANDSCAPE_SHAPES:-}
         summary+=("$(sed -n '/=== recorded landscapes/,$p' "$OUT/record_landscapes.log")")
+        ;;
+    inductor_landscapes)
+        echo "=== landscapes: kerntune.torch's GEMM template over Inductor's EXHAUSTIVE space (bench/record_inductor_landscapes.py)"
+        step record_inductor python3 bench/record_inductor_landscapes.py ${INDUCTOR_GEMMS:-}
+        summary+=("$(sed -n '/=== recorded inductor landscapes/,$p' "$OUT/record_inductor.log")")
         ;;
     hub)
         echo "=== landscapes: the benchmark hub's convolution script, run through kerntune (bench/record_hub_landscapes.py)"

@@ -18,7 +18,9 @@
 //! ```
 //! Environment: `SEEDS` (default 10), `BUDGETS` (default `10,25,50`), `STARTS` (default 1),
 //! `FIRST` (default 1), `BATCH` (evaluations in flight at once, default 1; a GPU run's first
-//! batch is as wide as its compile pool, 16 or more).
+//! batch is as wide as its compile pool, 16 or more), `MEASURED_FIRST` (a JSON file: a list of
+//! configurations, as objects, that every run of every way measures before anything else, as
+//! `kerntune.torch` measures Inductor's DEFAULT list first).
 
 use std::error::Error;
 use std::path::Path;
@@ -123,6 +125,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let first_count: usize = env("FIRST", "1").parse()?;
     let batch: usize = env("BATCH", "1").parse()?;
     let budgets: Vec<usize> = env("BUDGETS", "10,25,50").split(',').map(str::parse).collect::<Result<_, _>>()?;
+    let measured_first: Vec<serde_json::Map<String, serde_json::Value>> = match std::env::var("MEASURED_FIRST") {
+        Ok(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
+        Err(_) => Vec::new(),
+    };
     let mut sizes = Vec::new();
     for path in std::env::args().skip(1) {
         let name = Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or(&path);
@@ -179,6 +185,12 @@ fn main() -> Result<(), Box<dyn Error>> {
                             default_with_prior(&Default::default(), every, &size.variables)?,
                         )),
                     };
+                    let given: Vec<ConfigId> = measured_first
+                        .iter()
+                        .filter_map(|config| size.space.id_of_values(&size.space.values_of_json(config)?))
+                        .collect();
+                    let strategy: Box<dyn Strategy> =
+                        if given.is_empty() { strategy } else { Box::new(Started::new(given, strategy)) };
                     let run = tune(size, strategy, budget, seed, batch)?;
                     ratios[variant][index].push(run.ratio);
                     done[variant].push(run);

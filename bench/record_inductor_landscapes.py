@@ -1,0 +1,76 @@
+"""Records tuning landscapes of the GEMMs kerntune.torch tunes for Inductor: brute forces of
+`kerntune.torch._gemm`'s template over Inductor's EXHAUSTIVE space (the restrictions of
+`_gemm.RESTRICTIONS` applied), each through the very path `kerntune.torch.compile` takes
+(`Session.tune_one`, strategy `brute_force`), each exported as a Kernel Tuner cache for
+`kerntune simulate` and `compare-strategies`, with ATen's time for the same GEMM beside it.
+They let the per-GEMM budget of `kerntune.torch` be chosen on a CPU (issue 38).
+
+    python3 bench/record_inductor_landscapes.py [NAME ...]    # default: every GEMM below
+
+The GEMMs are those of bench/inductor.py's two models at 2048 tokens, bf16, as Inductor
+lowers them: activations row-major, the weight an `nn.Linear`'s transposed view. Each runs
+with a fresh results store and Triton cache; its landscape goes to
+$OUT/inductor_mm_<M>x<N>x<K>_<gpu>.json, then a table is printed.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+from triton_matmul import OUT, export_landscape, fresh_triton_cache
+
+from kerntune.torch import _gemm
+from kerntune.torch._inductor import Session
+
+# M, N, K of each GEMM, and the model it comes from.
+GEMMS = {
+    "mlp_up": ((2048, 11008, 4096), "mlp"),
+    "mlp_down": ((2048, 4096, 11008), "mlp"),
+    "llama_q": ((2048, 4096, 4096), "llama"),
+    "llama_kv": ((2048, 1024, 4096), "llama"),
+    "llama_up": ((2048, 14336, 4096), "llama"),
+    "llama_down": ((2048, 4096, 14336), "llama"),
+}
+
+
+def record(name, mnk, workdir):
+    M, N, K = mnk
+    problem = _gemm.Problem("mm", M, N, K, (K, 1), (1, K), "bfloat16")
+    fresh_triton_cache()
+    db = os.path.join(workdir, f"{name}.db")
+    session = Session(db=db, tune=True, table=None, max_fevals=None, time_limit=None, space="exhaustive",
+                      fallback=True, progress=False, strategy="brute_force")
+    start = time.perf_counter()
+    choice = session.tune_one(name, problem, None)
+    wall = time.perf_counter() - start
+    gpu = torch.cuda.get_device_name().replace("NVIDIA ", "").replace(" ", "_")
+    path = os.path.join(OUT, f"inductor_mm_{M}x{N}x{K}_{gpu}.json")
+    if not export_landscape(db, path):
+        raise SystemExit(f"exporting {name} failed")
+    versus = choice["versus"]
+    row = dict(gemm=name, mnk=mnk, wall_s=wall, evaluations=choice["evaluations"], best=choice["config"],
+               template_ms=versus.get("template_ms"), aten_ms=versus.get("aten_ms"), versus=versus,
+               landscape=os.path.basename(path))
+    print(name, json.dumps(row, default=str), flush=True)
+    return row
+
+
+def main():
+    names = sys.argv[1:] or list(GEMMS)
+    unknown = [n for n in names if n not in GEMMS]
+    if unknown:
+        raise SystemExit(f"unknown GEMM(s) {unknown}; known: {', '.join(GEMMS)}")
+    workdir = tempfile.mkdtemp(prefix="kerntune-inductor-landscapes-")
+    rows = [record(name, GEMMS[name][0], workdir) for name in names]
+    print("\n=== recorded inductor landscapes")
+    for r in rows:
+        print(f"{r['gemm']:<10} M,N,K {r['mnk']}: {r['wall_s']:6.1f} s, {r['evaluations']} configurations; "
+              f"template {r['template_ms']} ms, ATen {r['aten_ms']} ms, {r['best']} -> {r['landscape']}")
+
+
+if __name__ == "__main__":
+    main()
