@@ -437,6 +437,33 @@ def test_workers_start_ahead_only_where_tuning_is_likely(monkeypatch, tmp_path):
     assert request["devices"] == "0" and request["search"]["max_fevals"] == 60
 
 
+def test_a_gemm_that_learns_from_one_tuned_before_it_gets_fewer_evaluations(tmp_path):
+    """The session's first GEMM gets max_fevals; one that learns from it (the same operation
+    kind and element type) gets LEARNING_SHARE of them; a batched GEMM or another element type
+    learns nothing from it and gets them all; max_fevals=None stays unlimited."""
+    pytest.importorskip("torch")
+    from kerntune.torch import _gemm, _inductor
+
+    def session(max_fevals=60):
+        return _inductor.Session(db=str(tmp_path / "r.db"), tune=True, table=None, max_fevals=max_fevals,
+                                 time_limit=None, space="exhaustive", fallback=True, progress=False)
+
+    def mm(m, n, k, dtype="bfloat16"):
+        return _gemm.Problem("mm", m, n, k, (k, 1), (1, k), dtype)
+
+    tuned = session()
+    first = mm(2048, 4096, 4096)
+    assert tuned.budget(first) == 60
+    tuned._tuned.append({"shape": first.shape, "tuning": 1})
+    assert tuned.budget(mm(2048, 14336, 4096)) == round(60 * _inductor.LEARNING_SHARE) < 60
+    assert tuned.budget(mm(2048, 14336, 4096, "float16")) == 60
+    batched = _gemm.Problem("bmm", 512, 512, 64, (262144, 512, 1), (32768, 64, 1), "bfloat16", 8)
+    assert tuned.budget(batched) == 60
+    unlimited = session(max_fevals=None)
+    unlimited._tuned.append({"shape": first.shape, "tuning": 1})
+    assert unlimited.budget(mm(2048, 14336, 4096)) is None
+
+
 def test_a_graph_that_writes_into_a_tensor_is_not_run_again_to_time_it(gemm):
     """The check against eager runs a compiled graph and Dynamo's graph several times on the
     inputs of the first call: only where that changes nothing the caller holds (no in-place

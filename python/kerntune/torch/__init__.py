@@ -132,7 +132,8 @@ def compile(model: Optional[Callable] = None, *, db: Optional[str] = None, tune:
     """``torch.compile(model, ...)`` with kerntune choosing its GEMMs (see the module's
     docstring). Each GEMM is answered from ``table`` (a lookup table or its JSON file), then
     from the store at ``db``; one with no answer is tuned when it is first compiled, with at
-    most ``max_fevals`` evaluations (and ``time_limit`` seconds) over ``space`` with
+    most ``max_fevals`` evaluations (two thirds of them for a GEMM that learns from one tuned
+    before it) and ``time_limit`` seconds over ``space`` with
     ``strategy`` (kerntune's default; ``"brute_force"`` with ``max_fevals=None`` measures the
     whole space, as Inductor's EXHAUSTIVE search does), unless
     ``tune=False``, which leaves it to Inductor's own GEMM autotuning. ``fallback=False``
