@@ -7,12 +7,13 @@
   re-timing (`FINALISTS`, default 4, the default of a run; their pairs spread over the
   GPUs). Target >= 1.8x, same best.
 - `nodes`: compile-bound work scales with nodes. The 576-configuration Triton matmul
-  (examples/triton/matmul.py, fp16 4096^3) brute force on GPU 0, its compile workers on a
-  local Ray cluster of one node of 16 CPUs, then of two nodes of 16 CPUs (both on this host,
+  (examples/triton/matmul.py, fp16, SIZE^3, default 4096) brute force on GPU 0, its compile
+  workers on a local Ray cluster of one node of 16 CPUs, then of two nodes of 16 CPUs (NODES,
+  default "1 2"; "1 2 4" on a host of 64 cores; all on this host,
   started by ray.cluster_utils.Cluster as `ray start --num-cpus 16` would), a fresh store,
   Triton cache and cluster each time. Target >= 1.7x, same best.
 - `host`: the host's own compile throughput, no Ray: the same brute force with 16 and then
-  32 local compile workers. The ceiling of `nodes` on one host: if 32 concurrent compiles
+  32 local compile workers (16 per count of NODES). The ceiling of `nodes` on one host: if 32 concurrent compiles
   each take longer than 16 do, two nodes of 16 CPUs on it cannot reach 2x either.
 - `ranks`: two processes (torch.distributed, gloo, one GPU each) call one
   @kerntune.autotune kernel with one key: both must launch the same configuration, tuned
@@ -297,21 +298,31 @@ def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
     print(label, json.dumps(rows[label], default=str), flush=True)
 
 
+#: Node counts of the `host` and `nodes` comparisons, each doubling compared with the count
+#: before it (NODES="1 2 4" on a host of 64 cores).
+NODES = [int(n) for n in os.environ.get("NODES", "1 2").split()]
+
+
+def node_label(count: int) -> str:
+    return f"{count} node" + ("s" if count > 1 else "")
+
+
 def host():
-    """The host's own compile throughput, without Ray: the Triton brute force with 16 and
-    then 32 local compile workers. Where 32 concurrent compiles each take longer than 16
+    """The host's own compile throughput, without Ray: the Triton brute force with 16 local
+    compile workers per count of NODES. Where 32 concurrent compiles each take longer than 16
     (shared cores, hyper-threads, memory bandwidth), no scheduler gets 2x from 32."""
-    for label, workers in (("host 16", 16), ("host 32", 32)):
+    for count in NODES:
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
-        triton_brute(label, workers)
-    ratio("host", "host 16", "host 32", target=1.7)
+        triton_brute(f"host {16 * count}", 16 * count)
+    for before, after in zip(NODES, NODES[1:]):
+        ratio(f"host {16 * after}", f"host {16 * before}", f"host {16 * after}", target=1.7)
 
 
 def nodes():
     import_ray()
     from ray.cluster_utils import Cluster
 
-    for label, count in (("1 node", 1), ("2 nodes", 2)):
+    for count in NODES:
         # Workers inherit the cluster's environment: a fresh Triton cache before it starts.
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16})
@@ -319,10 +330,11 @@ def nodes():
             cluster.add_node(num_cpus=16)
         cluster.wait_for_nodes()
         try:
-            triton_brute(label, 16 * count, cluster.address)
+            triton_brute(node_label(count), 16 * count, cluster.address)
         finally:
             cluster.shutdown()
-    ratio("nodes", "1 node", "2 nodes", target=1.7)
+    for before, after in zip(NODES, NODES[1:]):
+        ratio(f"nodes {after}", node_label(before), node_label(after), target=1.7)
 
 
 RANK = r"""
@@ -410,7 +422,9 @@ def main():
     print(f"{'comparison':<10} {'anchor s':>9} {'scaled s':>9} {'speedup':>8} {'target':>7} {'same best':>10}")
     for name, anchor, scaled, speedup, target, same in ratios:
         print(f"{name:<10} {anchor:>9.1f} {scaled:>9.1f} {speedup:>7.2f}x {target:>6.1f}x {str(same):>10}")
-    for anchor, other in (("host 16", "host 32"), ("1 node", "2 nodes")):
+    pairs = [(f"host {16 * a}", f"host {16 * b}") for a, b in zip(NODES, NODES[1:])]
+    pairs += [(node_label(a), node_label(b)) for a, b in zip(NODES, NODES[1:])]
+    for anchor, other in pairs:
         if anchor in rows and other in rows:
             a, b = rows[anchor]["compile_mean_s"], rows[other]["compile_mean_s"]
             print(f"mean compile per configuration: {anchor} {a:.2f} s, {other} {b:.2f} s ({b / a:.2f}x); "
