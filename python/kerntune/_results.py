@@ -84,7 +84,8 @@ class TuneResult:
     #: Compile workers the run started (None when the store answered every configuration).
     compile_workers: Optional[int] = None
     #: How the run's workers came to be ready: ``reused`` (kept from the tuning before it,
-    #: see ``kerntune._crew``) and ``ready_s`` (seconds until they were set up); None when
+    #: see ``kerntune._crew``) and ``ready_s`` (seconds until every GPU was set up with the
+    #: run's data, which the search does not wait for; None if it ended first); None when
     #: the store answered every configuration.
     workers: Optional[dict] = None
     #: In a many-shape run (``tune(..., shapes=...)``), this size's line of the report:

@@ -56,11 +56,11 @@ impl PipelineOptions {
 
 /// How a pipeline's workers came to be ready, for the run's summary: kept from the tuning
 /// before ([`Crew`]) or started, and the seconds from the start until every benchmark
-/// worker was set up with this tuning's data.
+/// worker was set up with this tuning's data (`None` until then: the search starts before).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Startup {
     pub reused: bool,
-    pub ready_s: f64,
+    pub ready_s: Option<f64>,
 }
 
 /// Time the benchmark worker may take to start and set up (data, reference) before the
@@ -248,23 +248,16 @@ impl<'a> Pipeline<'a> {
         let device = infos.into_iter().next().ok_or(BackendError::Misuse("no device information"))?;
         let mut compile = |job: CompileJob| compile_now(&mut pool, &hub, job, language.compile_timeout());
         let setup = language.setup(&device, &mut compile).map_err(|e| BackendError::CannotStart(e.to_string()))?;
+        // The GPUs set up (their data, the reference's outputs: seconds for large buffers)
+        // while the search starts and its first configurations compile; each measures once
+        // its `SetupDone` comes (`on_bench_line`). A setup that fails fails the start as it
+        // would have here.
         for slot in &mut bench {
             slot.worker
                 .send(&ToBench::Setup(setup.clone()))
                 .map_err(|e| BackendError::CannotStart(format!("the benchmark worker is gone: {e}")))?;
-        }
-        for slot in &mut bench {
-            match wait_bench(&hub, &mut slot.worker, Instant::now() + SETUP_TIMEOUT)? {
-                FromBench::SetupDone => slot.state = BenchState::Idle,
-                FromBench::Fatal { message } => {
-                    return Err(BackendError::CannotStart(format!("setting up GPU #{}: {message}", slot.ordinal)))
-                }
-                other => {
-                    return Err(BackendError::Protocol(format!(
-                        "unexpected message from the benchmark worker: {other:?}"
-                    )))
-                }
-            }
+            slot.state = BenchState::SettingUp;
+            slot.deadline = Some(Instant::now() + SETUP_TIMEOUT);
         }
         Ok(Pipeline {
             language,
@@ -282,7 +275,7 @@ impl<'a> Pipeline<'a> {
             best_median_ms: None,
             noise: Noise::default(),
             started,
-            startup: Startup { reused, ready_s: started.elapsed().as_secs_f64() },
+            startup: Startup { reused, ready_s: None },
         })
     }
 
@@ -294,9 +287,16 @@ impl<'a> Pipeline<'a> {
     /// set up and idle (those given up on stop), and the compile pool. `None` with anything
     /// still in flight (an interrupted search) or no benchmark worker idle: the pipeline
     /// stops.
-    pub fn into_crew(self) -> Option<Crew> {
+    pub fn into_crew(mut self) -> Option<Crew> {
         if !(self.jobs.is_empty() && self.ready.is_empty() && self.done.is_empty()) {
             return None;
+        }
+        // A GPU still setting up (a search shorter than its setup) joins the crew once done.
+        for slot in self.bench.iter_mut().filter(|s| matches!(s.state, BenchState::SettingUp)) {
+            let deadline = slot.deadline.unwrap_or_else(|| Instant::now() + SETUP_TIMEOUT);
+            if let Ok(FromBench::SetupDone) = wait_bench(&self.hub, &mut slot.worker, deadline) {
+                slot.state = BenchState::Idle;
+            }
         }
         let Pipeline { options, hub, bench, setup, pool, .. } = self;
         let hands: Vec<Hand> = bench
@@ -402,6 +402,13 @@ impl<'a> Pipeline<'a> {
             (FromBench::SetupDone, BenchState::SettingUp) => {
                 bench.state = BenchState::Idle;
                 bench.deadline = None;
+                let setting_up = |s: &BenchSlot| matches!(s.state, BenchState::SettingUp | BenchState::Starting);
+                if self.startup.ready_s.is_none() && !self.bench.iter().any(setting_up) {
+                    self.startup.ready_s = Some(self.started.elapsed().as_secs_f64());
+                }
+            }
+            (FromBench::Fatal { message }, BenchState::SettingUp) => {
+                return Err(BackendError::CannotStart(format!("setting up GPU #{}: {message}", bench.ordinal)))
             }
             (FromBench::Waiting { launches }, BenchState::Busy { .. }) => {
                 bench.deadline =

@@ -2,14 +2,14 @@
 //! them on, and starts fresh ones when it cannot; a kept crew serves the next tuning. Fake
 //! workers (shell scripts that speak
 //! the protocol and count their starts) stand in for the compiler and the GPU, so this
-//! runs anywhere.
+//! runs anywhere. The GPUs set up while the search starts.
 
 mod common;
 
 use std::path::Path;
 
 use common::{gpu, Fake};
-use kerntune_engine::Backend;
+use kerntune_engine::{Backend, BackendError};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
 use kerntune_pipeline::{Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{ConfigId, Param, Space, Value};
@@ -230,7 +230,7 @@ fn a_pool_started_small_grows_while_gpus_wait_for_its_compiles() {
     let space = space();
     let options = PipelineOptions { compile_workers: 4, ..options(dir.path(), vec![0, 1]) };
     let mut pipeline = Pipeline::start(&STARTS_ONE, &space, options).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(starts(dir.path()).1, 1, "one compile worker to start with");
+    assert_eq!(pipeline.compile_workers(), 1, "one compile worker to start with");
     assert_eq!(pipeline.capacity(), 4 + 2 * 2, "in flight: as many as the whole pool would take");
     evaluate(&mut pipeline, 4);
     let grown = pipeline.compile_workers();
@@ -262,9 +262,56 @@ fn a_kept_worker_that_died_since_is_replaced_and_the_tuning_goes_on() {
     let mut first = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
     evaluate(&mut first, 2);
     let crew = first.into_crew().unwrap_or_else(|| panic!("idle workers"));
-    // Its benchmark worker exits at the next setup: fresh workers take over.
+    let (bench, compile) = starts(dir.path());
+    // Its benchmark worker exits at the next setup: a fresh one takes its place, set up
+    // with this tuning's data, beside the crew's compile workers.
     let mut next = Pipeline::start_with(&FAKE, &space, options, Some(crew)).unwrap_or_else(|e| panic!("{e}"));
     evaluate(&mut next, 2);
-    assert!(!next.startup.reused);
-    assert_eq!(starts(dir.path()).0, 2, "a second benchmark worker");
+    assert!(next.startup.reused, "the crew's compile workers go on");
+    assert_eq!(starts(dir.path()), (bench + 1, compile), "a second benchmark worker, no other compile worker");
+}
+
+#[test]
+fn the_gpus_set_up_while_the_search_starts_and_a_setup_that_fails_fails_the_run_in_one_line() {
+    // The benchmark worker takes a second to set up: the pipeline starts at once, and the
+    // first evaluation comes once the setup is done.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let space = space();
+    let slow = r#"
+        printf '{"type":"ready","device":%s}\n' "$DEVICE"
+        while read -r line; do
+            id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            case "$line" in
+                *'"type":"setup"'*) sleep 1; echo '{"type":"setup_done"}' ;;
+                *'"type":"evaluate"'*)
+                    printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
+            esac
+        done"#;
+    let failing = r#"
+        printf '{"type":"ready","device":%s}\n' "$DEVICE"
+        read -r line
+        echo '{"type":"fatal","message":"the reference leaves 3 NaN elements in output #0 (first at 7)"}'"#;
+    let device = serde_json::to_string(&gpu()).unwrap_or_else(|e| panic!("{e}"));
+    let bench = |script: &str| {
+        WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], vec![("DEVICE".into(), device.clone())])
+            .unwrap_or_else(|| panic!("a command"))
+    };
+    let options = PipelineOptions { bench_worker: bench(slow), ..options(dir.path(), vec![0]) };
+    let clock = std::time::Instant::now();
+    let mut pipeline = Pipeline::start(&FAKE, &space, options.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(clock.elapsed().as_secs_f64() < 0.9, "started without waiting for the setup");
+    assert_eq!(pipeline.startup.ready_s, None);
+    evaluate(&mut pipeline, 2);
+    assert!(pipeline.startup.ready_s.is_some_and(|s| s >= 1.0), "{:?}", pipeline.startup);
+
+    let options = PipelineOptions { bench_worker: bench(failing), ..options };
+    let mut pipeline = Pipeline::start(&FAKE, &space, options).unwrap_or_else(|e| panic!("{e}"));
+    pipeline.submit(ConfigId(0)).unwrap_or_else(|e| panic!("{e}"));
+    let error = pipeline.next().expect_err("the setup failed");
+    assert_eq!(
+        error,
+        BackendError::CannotStart(
+            "setting up GPU #0: the reference leaves 3 NaN elements in output #0 (first at 7)".into()
+        )
+    );
 }
