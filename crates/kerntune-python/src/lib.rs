@@ -107,6 +107,7 @@ fn _kerntune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shapes::shapes_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(shapes::shapes_table, m)?)?;
     m.add_function(wrap_pyfunction!(shapes::shape_label, m)?)?;
+    m.add_function(wrap_pyfunction!(shapes::transfer_nearest, m)?)?;
     m.add_function(wrap_pyfunction!(formats::t4_results, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_cache, m)?)?;
     m.add_function(wrap_pyfunction!(formats::kernel_tuner_key, m)?)?;

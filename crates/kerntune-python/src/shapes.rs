@@ -2,7 +2,7 @@
 //! per size. The loop over the sizes is the Python package's (each size's arguments are
 //! the caller's to make); what a size learns from is in each size's request.
 
-use kerntune_run::{Shape, ShapeRow};
+use kerntune_run::{Shape, ShapeRow, Transfer};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -29,4 +29,13 @@ pub fn shapes_table(rows: &str, objective: &str) -> PyResult<String> {
 pub fn shape_label(shape: &str) -> PyResult<String> {
     let shape: Shape = serde_json::from_str(shape).map_err(errors::spec)?;
     Ok(kerntune_run::shape_label(&shape))
+}
+
+/// The size a size learns from (`transfer`: JSON, a `kerntune_run::Transfer`), as JSON, or
+/// `None` when it learns from none (no size tuned before it is near: other variables, other
+/// non-numeric values).
+#[pyfunction]
+pub fn transfer_nearest(transfer: &str) -> PyResult<Option<String>> {
+    let transfer: Transfer = serde_json::from_str(transfer).map_err(errors::spec)?;
+    transfer.nearest().map(|tuned| serde_json::to_string(&tuned.shape).map_err(errors::spec)).transpose()
 }

@@ -167,16 +167,10 @@ class Session:
         GEMM tuned before it in this session (one of the same operation kind and element
         type: the many-shape run's nearest size, ``kerntune_run::Transfer::nearest``), all of
         them where it learns from nothing."""
-        if self.max_fevals is None or self._learns_from(problem.shape) is None:
+        transfer = {"shape": problem.shape, "tuned": self._tuned, "independent": False}
+        if self.max_fevals is None or _kerntune.transfer_nearest(json.dumps(transfer)) is None:
             return self.max_fevals
         return max(1, round(self.max_fevals * LEARNING_SHARE))
-
-    def _learns_from(self, shape: dict) -> Optional[dict]:
-        names = list(shape)
-        alike = [t["shape"] for t in self._tuned if sorted(t["shape"]) == sorted(names)]
-        keys = [[tuned[name] for name in names] for tuned in alike]
-        index = _kerntune.table_nearest(json.dumps([shape[name] for name in names]), json.dumps(keys))
-        return None if index is None else alike[index]
 
     def tune_one(self, key: str, problem: _gemm.Problem, template_hash: Optional[str]) -> dict:
         """Tunes one GEMM, learning from those tuned before it in this session, decides it
