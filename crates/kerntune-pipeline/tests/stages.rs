@@ -64,13 +64,19 @@ fn fake_bench_with(starts: &Path, seconds: u32, die_at_setup: u32) -> WorkerComm
 /// A compile worker that appends a line to `$STARTS` when it starts and compiles every
 /// request to a one-byte binary.
 fn fake_compiler(starts: &Path) -> WorkerCommand {
+    fake_compiler_taking(starts, "0")
+}
+
+/// As [`fake_compiler`], each compile taking `seconds`.
+fn fake_compiler_taking(starts: &Path, seconds: &str) -> WorkerCommand {
     let script = r#"
         echo compile >> "$STARTS"
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+            sleep "$COMPILE_S"
             printf '{"type":"compiled","id":%s,"cubin":"AA==","seconds":0.0}\n' "$id"
         done"#;
-    let env = vec![("STARTS".to_string(), starts.display().to_string())];
+    let env = vec![("STARTS".to_string(), starts.display().to_string()), ("COMPILE_S".to_string(), seconds.into())];
     WorkerCommand::from_argv(&["sh".into(), "-c".into(), script.into()], env).unwrap_or_else(|| panic!("a command"))
 }
 
@@ -205,12 +211,13 @@ fn a_kept_crew_serves_the_next_tuning_with_no_worker_started_again() {
         let mut next =
             Pipeline::start_with(&FAKE, &space, options.clone(), Some(crew)).unwrap_or_else(|e| panic!("{e}"));
         evaluate(&mut next, 4);
+        // The crew waits for a GPU still setting up (the other may have measured all four).
+        let crew = next.into_crew().unwrap_or_else(|| panic!("idle workers"));
         assert_eq!(starts(dir.path()), started, "{gpus} GPUs: no worker started again");
         assert_eq!(logged(dir.path(), "setup"), set_up + gpus, "each benchmark worker set up again");
 
         // A tuning that may have more compile workers takes the pool as it is (it grows
         // when compiles hold the GPUs back); one that may have fewer starts fresh workers.
-        let crew = next.into_crew().unwrap_or_else(|| panic!("idle workers"));
         assert!(crew.fits(&PipelineOptions { compile_workers: 3, ..options.clone() }));
         let narrower = PipelineOptions { compile_workers: 1, ..options.clone() };
         assert!(!crew.fits(&narrower));
@@ -223,12 +230,13 @@ fn a_kept_crew_serves_the_next_tuning_with_no_worker_started_again() {
 #[test]
 fn a_pool_started_small_grows_while_gpus_wait_for_its_compiles() {
     // A language that starts one compile worker where the options allow four: with two
-    // GPUs and compiles queued behind the one warm worker, a GPU waits, so the pool grows,
-    // never past the options' four.
+    // GPUs (set up at once) and compiles (0.2 s each) queued behind the one warm worker, a
+    // GPU waits, so the pool grows, never past the options' four.
     static STARTS_ONE: Fake = Fake { ptxas: None, first_compile_workers: Some(1) };
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let space = space();
-    let options = PipelineOptions { compile_workers: 4, ..options(dir.path(), vec![0, 1]) };
+    let slow = fake_compiler_taking(&dir.path().join("starts"), "0.2");
+    let options = PipelineOptions { compile_workers: 4, compile_worker: slow, ..options(dir.path(), vec![0, 1]) };
     let mut pipeline = Pipeline::start(&STARTS_ONE, &space, options).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(pipeline.compile_workers(), 1, "one compile worker to start with");
     assert_eq!(pipeline.capacity(), 4 + 2 * 2, "in flight: as many as the whole pool would take");
@@ -248,9 +256,11 @@ fn workers_started_ahead_are_set_up_by_the_tuning_that_takes_them() {
     let mut pipeline =
         Pipeline::start_with(&FAKE, &space, options.clone(), Some(crew)).unwrap_or_else(|e| panic!("{e}"));
     evaluate(&mut pipeline, 4);
+    assert!(pipeline.startup.reused);
+    // Both GPUs set up by the time the crew is handed on (one may have measured all four).
+    pipeline.into_crew().unwrap_or_else(|| panic!("idle workers"));
     assert_eq!(starts(dir.path()), (2, 2), "the workers started ahead, and no other");
     assert_eq!(logged(dir.path(), "setup"), 2);
-    assert!(pipeline.startup.reused);
 }
 
 #[test]
