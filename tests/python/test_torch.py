@@ -453,15 +453,15 @@ def test_a_gemm_that_learns_from_one_tuned_before_it_gets_fewer_evaluations(tmp_
 
     tuned = session()
     first = mm(2048, 4096, 4096)
-    assert tuned.budget(first) == 60
+    assert tuned.budget(tuned.transfer(first)) == 60
     tuned._tuned.append({"shape": first.shape, "tuning": 1})
-    assert tuned.budget(mm(2048, 14336, 4096)) == round(60 * _inductor.LEARNING_SHARE) < 60
-    assert tuned.budget(mm(2048, 14336, 4096, "float16")) == 60
+    assert tuned.budget(tuned.transfer(mm(2048, 14336, 4096))) == round(60 * _inductor.LEARNING_SHARE) < 60
+    assert tuned.budget(tuned.transfer(mm(2048, 14336, 4096, "float16"))) == 60
     batched = _gemm.Problem("bmm", 512, 512, 64, (262144, 512, 1), (32768, 64, 1), "bfloat16", 8)
-    assert tuned.budget(batched) == 60
+    assert tuned.budget(tuned.transfer(batched)) == 60
     unlimited = session(max_fevals=None)
     unlimited._tuned.append({"shape": first.shape, "tuning": 1})
-    assert unlimited.budget(mm(2048, 14336, 4096)) is None
+    assert unlimited.budget(unlimited.transfer(mm(2048, 14336, 4096))) is None
 
 
 def test_a_graph_that_writes_into_a_tensor_is_not_run_again_to_time_it(gemm):

@@ -51,15 +51,9 @@ impl DType {
     /// The element's little-endian bytes for a number (rounded to nearest for floats,
     /// truncated toward zero and wrapped for integers).
     pub fn encode(self, x: f64, out: &mut Vec<u8>) {
-        match self {
-            DType::F16 => out.extend_from_slice(&f32_to_f16(x as f32).to_le_bytes()),
-            DType::Bf16 => out.extend_from_slice(&f32_to_bf16(x as f32).to_le_bytes()),
-            DType::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
-            DType::F64 => out.extend_from_slice(&x.to_le_bytes()),
-            DType::I32 => out.extend_from_slice(&(x as i64 as i32).to_le_bytes()),
-            DType::I64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
-            DType::U8 => out.push(x as i64 as u8),
-        }
+        let start = out.len();
+        out.resize(start + self.size(), 0);
+        encode_each(self, &mut out[start..], |_| x);
     }
 
     /// The number an element's bytes hold.
@@ -224,8 +218,8 @@ fn fill_chunk(dtype: DType, init: &Init, seed: u64, index: usize, chunk: &mut [u
     }
 }
 
-/// Writes `value(i)` as the `i`-th element of `chunk`, encoded as `DType::encode` does, with
-/// the element type settled once per chunk rather than once per element (a setup fills
+/// Writes `value(i)` as the `i`-th element of `chunk` (`DType::encode`'s rounding and
+/// wrapping), with the element type settled once per chunk rather than once per element (a setup fills
 /// hundreds of millions of elements: 64M a buffer for an 8192 x 8192 matrix).
 fn encode_each(dtype: DType, chunk: &mut [u8], mut value: impl FnMut(usize) -> f64) {
     fn each<const N: usize>(chunk: &mut [u8], mut bytes: impl FnMut(usize) -> [u8; N]) {

@@ -37,6 +37,8 @@ struct Size {
     optimum: f64,
     /// The problem's numeric variables (the numbers among `problem_size`'s `args`), by name.
     variables: Vec<f64>,
+    /// `MEASURED_FIRST`'s configurations in this size's space.
+    measured_first: Vec<ConfigId>,
 }
 
 /// The numbers among a landscape's `problem_size` (its `args` where it has them), by name.
@@ -135,7 +137,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         let landscape = Landscape::read(Path::new(&path))?;
         let space = landscape.space()?;
         let optimum = landscape.optimum().ok_or("a landscape without a valid configuration")?;
+        let measured_first =
+            measured_first.iter().filter_map(|config| space.id_of_values(&space.values_of_json(config)?)).collect();
         sizes.push(Size {
+            measured_first,
             name: name.trim_end_matches(".gz").trim_end_matches(".json").into(),
             variables: problem_variables(&landscape),
             landscape,
@@ -185,12 +190,10 @@ fn main() -> Result<(), Box<dyn Error>> {
                             default_with_prior(&Default::default(), every, &size.variables)?,
                         )),
                     };
-                    let given: Vec<ConfigId> = measured_first
-                        .iter()
-                        .filter_map(|config| size.space.id_of_values(&size.space.values_of_json(config)?))
-                        .collect();
-                    let strategy: Box<dyn Strategy> =
-                        if given.is_empty() { strategy } else { Box::new(Started::new(given, strategy)) };
+                    let strategy: Box<dyn Strategy> = match size.measured_first.is_empty() {
+                        true => strategy,
+                        false => Box::new(Started::new(size.measured_first.clone(), strategy)),
+                    };
                     let run = tune(size, strategy, budget, seed, batch)?;
                     ratios[variant][index].push(run.ratio);
                     done[variant].push(run);

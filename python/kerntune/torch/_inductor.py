@@ -162,12 +162,15 @@ class Session:
         except KerntuneError as error:
             warnings.warn(f"kerntune.torch: {problem.label} is left to Inductor: {error}", stacklevel=2)
 
-    def budget(self, problem: _gemm.Problem) -> Optional[int]:
-        """A GEMM's evaluations: ``LEARNING_SHARE`` of ``max_fevals`` where it learns from a
+    def transfer(self, problem: _gemm.Problem) -> dict:
+        """What a GEMM learns from: the GEMMs tuned before it in this session."""
+        return {"shape": problem.shape, "tuned": list(self._tuned), "independent": False}
+
+    def budget(self, transfer: dict) -> Optional[int]:
+        """A GEMM's evaluations, given what it learns from (``transfer``, a
+        ``kerntune_run::Transfer``): ``LEARNING_SHARE`` of ``max_fevals`` where it learns from a
         GEMM tuned before it in this session (one of the same operation kind and element
-        type: the many-shape run's nearest size, ``kerntune_run::Transfer::nearest``), all of
-        them where it learns from nothing."""
-        transfer = {"shape": problem.shape, "tuned": self._tuned, "independent": False}
+        type: the many-shape run's nearest size), all of them where it learns from nothing."""
         if self.max_fevals is None or _kerntune.transfer_nearest(json.dumps(transfer)) is None:
             return self.max_fevals
         return max(1, round(self.max_fevals * LEARNING_SHARE))
@@ -185,13 +188,13 @@ class Session:
         out = torch.empty_like(c)
         product, with_bias = (torch.bmm, torch.baddbmm) if problem.batched else (torch.mm, torch.addmm)
         tolerance = 2e-2 if problem.dtype == "bfloat16" else 1e-2
-        transfer = _shapes.OneShape({"shape": problem.shape, "tuned": list(self._tuned), "independent": False})
+        transfer = _shapes.OneShape(self.transfer(problem))
         called = time.perf_counter()
         try:
             result = kerntune.tune(
                 problem.kernel, {"A": a, "B": b, "C": c, **_gemm.constants(problem)}, _gemm.grid(problem),
                 _gemm.SPACES[self.space], _gemm.RESTRICTIONS,
-                answer={"C": product(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.budget(problem),
+                answer={"C": product(a, b)}, atol=tolerance, rtol=tolerance, max_fevals=self.budget(transfer.transfer),
                 time_limit=self.time_limit, db=self.db, shapes=transfer, progress=self.progress,
                 first=_gemm.inductor_default(), **({} if self.strategy is None else {"strategy": self.strategy}))
         except NoValidConfigError as error:
