@@ -218,14 +218,13 @@ class FrontEnds:
     under everything it depends on: the source as Triton's cache knows it (kernel,
     signature, constexprs, attributes), the Triton version, the architecture and every
     compile option but ``num_warps`` and ``num_stages``. A configuration with the same key
-    compiles from that TTIR (Triton's ``IRSource``), skipping the front end (see
-    docs/design-notes.md).
+    compiles from that TTIR, skipping the front end (see docs/design-notes.md), still as
+    Triton's compile of its source (``reusing``): Triton caches it under the source's key,
+    where a later compile of the configuration from its source finds it (another worker's,
+    or the JIT's in the calling process when it launches the winner).
 
     The files live beside Triton's own cache (``directory``), so every worker of a run, the
-    finalists' workers after it and later runs share them. Triton caches a compile from a
-    TTIR under the TTIR's text, and one from the AST under the source: a configuration once
-    compiled from the AST is marked, and compiled from the AST again, where Triton's cache
-    answers it.
+    finalists' workers after it and later runs share them.
 
     The TTIR is kept as soon as its stage has run, so a sibling still finds it when a later
     stage of its own configuration fails (a refusal, ptxas). It is not kept when the front
@@ -236,6 +235,7 @@ class FrontEnds:
         with contextlib.suppress(OSError):  # unwritable: nothing is kept, nothing shared
             os.makedirs(directory, exist_ok=True)
         self.watched = None  # (key, option names read) of the compile from the AST under way
+        self.passing = False  # whether the compile under way starts past its TTIR stage (``reusing``)
 
     @staticmethod
     def key(source, arch, options):
@@ -251,16 +251,6 @@ class FrontEnds:
         """The kept TTIR's file for ``key``, if any."""
         path = self.path(key, ".ttir")
         return path if os.path.exists(path) else None
-
-    @staticmethod
-    def configuration(key, options):
-        return repr((key, [repr(options.get(name)) for name in sorted(PER_CONFIGURATION)]))
-
-    def from_source_before(self, key, options):
-        return os.path.exists(self.path(self.configuration(key, options), ".source"))
-
-    def mark_from_source(self, key, options):
-        self.write(self.path(self.configuration(key, options), ".source"), "")
 
     @staticmethod
     def write(path, text):
@@ -288,6 +278,30 @@ class FrontEnds:
         finally:
             self.watched = None
 
+    @contextlib.contextmanager
+    def reusing(self, source, ttir):
+        """Makes ``source`` (an ``ASTSource``) build its module from the kept TTIR at
+        ``ttir``, which the TTIR stage then passes on unchanged (``keep_front_ends``), so that
+        Triton compiles it under the source's own cache key. Yields a call that says whether
+        the TTIR served: Triton's cache may answer the source first."""
+        from triton._C.libtriton import ir
+
+        served = []
+
+        def from_kept(target, options, codegen_fns, module_map, context):
+            module = ir.parse_mlir_module(ttir, context)
+            module.context = context
+            served.append(True)
+            return module
+
+        source.make_ir = from_kept
+        self.passing = True
+        try:
+            yield lambda: bool(served)
+        finally:
+            del source.make_ir
+            self.passing = False
+
     def stage_done(self, module):
         """Keeps the TTIR stage's output for the compile being watched."""
         if self.watched is None:
@@ -313,6 +327,8 @@ def keep_front_ends(front_ends):
         make_ttir = stages["ttir"]
 
         def kept(src, metadata):
+            if front_ends.passing:  # a kept TTIR: already past this stage
+                return src
             out = make_ttir(src, metadata)
             front_ends.stage_done(out)
             return out
@@ -325,18 +341,20 @@ def keep_front_ends(front_ends):
 def compile_sharing_front_ends(source, target, options, front_ends):
     """Compiles ``source`` (an ``ASTSource``) from a sibling's TTIR where one was kept,
     else from the AST (always, with ``front_ends`` None: sharing is off); returns the
-    compiled kernel and whether the TTIR served. A failure from the TTIR other than a
-    refusal is compiled again from the AST: a second path into Triton must never cost a
-    configuration."""
+    compiled kernel and whether the TTIR served. Either way Triton caches the compile under
+    the source's key. A failure from the TTIR other than a refusal is compiled again from
+    the AST: a second path into Triton must never cost a configuration."""
     import triton
 
     if front_ends is None:
         return triton.compile(source, target=target, options=options), False
     key = front_ends.key(source, target.arch, options)
     ttir = front_ends.ttir(key)
-    if ttir is not None and not front_ends.from_source_before(key, options):
+    if ttir is not None:
         try:
-            return triton.compile(ttir, target=target, options=options), True
+            with front_ends.reusing(source, ttir) as served:
+                compiled = triton.compile(source, target=target, options=options)
+            return compiled, served()
         except OverDeviceLimit as refusal:
             refusal.front_end_reused = True
             raise
@@ -345,7 +363,6 @@ def compile_sharing_front_ends(source, target, options, front_ends):
                   file=sys.stderr)
     with front_ends.watching(source, key):
         compiled = triton.compile(source, target=target, options=options)
-    front_ends.mark_from_source(key, options)
     return compiled, False
 
 
