@@ -18,6 +18,10 @@ first call of:
 With --repeat N, default, kerntune@B and fresh@B run N times each, in a rotating order, each
 kerntune run on an empty store; the summary gives the median per-round ratio of first calls
 (kerntune@B / default, fresh@B / kerntune@B) with its range.
+Each first call also records where its time went (``Timeline``: Inductor's compile, its GEMM
+autotuning, kerntune's tuning of each GEMM with its evaluations' ends, the checks against
+ATen and eager, the Triton compiles of the compiling process), in its JSON line and, summed,
+in the summary.
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
 its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
 median per-round ratio against eager with its spread.
@@ -122,34 +126,110 @@ def compiled(variant: str, model, budget: int, db: str):
     return torch.compile(model, mode="max-autotune-no-cudagraphs")
 
 
+class Timeline:
+    """Where a first call's time goes: spans of the functions that matter, by name, in
+    seconds from the start of the call (this bench's own wrappers, not kerntune's)."""
+
+    def __init__(self):
+        self.clock = time.perf_counter()
+        self.spans = []
+
+    def wrap(self, owner, name: str, label: str, detail=None, outcome=None) -> None:
+        """Times every call of ``owner.name`` as a span ``label``, with ``detail`` of its
+        arguments and ``outcome`` of its result where given."""
+        inner = getattr(owner, name)
+        timeline = self
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            result = None
+            try:
+                result = inner(*args, **kwargs)
+                return result
+            finally:
+                end = time.perf_counter()
+                timeline.spans.append({"what": label, "detail": detail(*args, **kwargs) if detail else None,
+                                       "start": round(start - timeline.clock, 3), "s": round(end - start, 3),
+                                       **({"outcome": outcome(result)} if outcome and result is not None else {})})
+
+        setattr(owner, name, timed)
+
+    def start(self) -> None:
+        self.clock = time.perf_counter()
+        self.spans.clear()
+
+    def totals(self) -> dict:
+        out = {}
+        for span in self.spans:
+            out.setdefault(span["what"], [0, 0.0])
+            out[span["what"]][0] += 1
+            out[span["what"]][1] += span["s"]
+        return {what: {"count": n, "s": round(s, 3)} for what, (n, s) in out.items()}
+
+
+def timeline_of(variant: str) -> Timeline:
+    """Wraps what a first call does: Inductor's compile of each graph, its GEMM autotuning
+    (DEFAULT), kerntune's tuning of a GEMM and its checks against ATen and eager, and the
+    Triton compiles of this process."""
+    import torch._inductor.compile_fx as compile_fx
+    import triton.compiler
+    import triton.compiler.compiler
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    timeline = Timeline()
+    timeline.wrap(compile_fx, "compile_fx", "compile_fx")
+    timeline.wrap(AlgorithmSelectorCache, "__call__", "inductor_gemm_autotune", lambda self, name, *a, **k: name)
+    name_of = lambda src, *a, **k: getattr(src, "name", type(src).__name__)  # noqa: E731
+    timeline.wrap(triton.compiler, "compile", "triton_compile_here", name_of)
+    timeline.wrap(triton.compiler.compiler, "compile", "triton_compile_here", name_of)
+    if variant != "default":
+        import kerntune
+        from kerntune.torch import _inductor, _versus
+        # Each evaluation's end, on the tuning's clock: where the last ones wait.
+        timeline.wrap(kerntune, "tune", "kerntune_tune", None,
+                      lambda result: [round(point["elapsed_s"], 2) for point in result.trace])
+        timeline.wrap(_inductor.Session, "tune_one", "kerntune_gemm", lambda self, key, problem, *a: problem.label)
+        timeline.wrap(_versus, "versus_aten", "versus_aten")
+        timeline.wrap(_versus, "versus_eager", "versus_eager")
+        timeline.wrap(_inductor, "faster_of", "faster_of")
+        from kerntune import _kerntune
+        timeline.wrap(_kerntune, "keep_workers", "keep_workers", lambda keep: keep)
+    return timeline
+
+
 def first_call(args) -> None:
     """One variant's first call in this fresh process; prints one JSON line."""
     import torch
     from torch._inductor import select_algorithm
     autotuned = []
     select_algorithm.add_feedback_saver(lambda timings, name, *rest: autotuned.append((name, len(timings))))
+    timeline = timeline_of(args.variant)
     model, x = build(args.model, args.tokens)
     with torch.no_grad():
         ref = model(x)
         function = compiled(args.variant, model, args.budget, args.db)
         torch.cuda.synchronize()
+        timeline.start()
         clock = time.perf_counter()
         y = function(x)
         torch.cuda.synchronize()
         seconds = time.perf_counter() - clock
     table = getattr(function, "kerntune", None)
-    print(json.dumps({"variant": args.variant, "first_call_s": seconds, "autotuned": len(autotuned),
+    print(json.dumps({"variant": args.variant, "first_call_s": seconds, "timeline": timeline.spans,
+                      "totals": timeline.totals(), "autotuned": len(autotuned),
                       "autotuned_choices": sum(n for _, n in autotuned),
                       "max_abs_diff": (y.float() - ref.float()).abs().max().item(),
                       "gemms": None if table is None else len(table.rows),
                       "graphs": None if table is None else [
-                          {k: g.get(k) for k in ("kept", "timed", "reason", "compiled_ms", "eager_ms", "seconds")}
+                          {k: g.get(k) for k in ("kept", "timed", "reason", "compiled_ms", "eager_ms", "rounds", "warm_s", "rounds_s",
+                                    "seconds")}
                           for g in table.graphs],
                       "from_store": None if table is None else sum(bool(r["from_store"]) for r in table.rows),
                       "table": None if table is None else table.summary(),
                       "seconds": None if table is None else [
                           {"tuning": r.get("tuning_s"), "phases": r.get("phases"),
-                           "versus": (r.get("versus") or {}).get("seconds"), "all": r["seconds"]}
+                           "versus": (r.get("versus") or {}).get("seconds"),
+                           "versus_rounds": (r.get("versus") or {}).get("rounds"), "all": r["seconds"]}
                           for r in table.rows]}), flush=True)
 
 
@@ -310,6 +390,9 @@ def main() -> None:
                                f"{statistics.median(r[top] for r in rounds):.1f} s / "
                                f"{statistics.median(r[bottom] for r in rounds):.1f} s")
             for variant, first in firsts.items():
+                totals = first.get("totals") or {}
+                split = ", ".join(f"{what} {t['s']:.1f} s ({t['count']}x)" for what, t in totals.items())
+                summary.append(f"{model:<6} {tokens:>6} {variant:<10} where the first call went: {split}")
                 timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant in ("again", *fresh) else "", {})
                 summary.append(f"{model:<6} {tokens:>6} {variant:<10} first call "
                                f"{first.get('first_call_s', float('nan')):7.1f} s  autotuned {first.get('autotuned', '-')!s:>3}  "

@@ -4,6 +4,7 @@ replaces ATen's GEMM, and clean refusals. The store and the rule are tested with
 the rest needs torch (scripts/test.sh installs PyPI's build apart, which runs on a CPU)."""
 
 import json
+import random
 
 import pytest
 
@@ -25,6 +26,30 @@ def test_a_template_replaces_aten_only_beyond_the_control_s_noise():
     noisy_copy = [t * levels[i // 5] for i, t in enumerate(aten)]
     noisy = json.loads(_kerntune.replaces_incumbent(aten, noisy_copy, [t * 0.97 for t in aten], 6))
     assert not noisy["replaces"], "3% inside a noisy control is not a win"
+
+
+def test_a_check_ends_after_its_first_rounds_only_on_the_side_it_keeps(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from kerntune.torch import _versus
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    def check(contender_factor: float, settled: str) -> dict:
+        noise = random.Random(1)
+        incumbent, contender = (lambda: 1.0), (lambda: contender_factor)
+        verdict, _, _ = _versus._interleaved(lambda call: call() * noise.uniform(0.99, 1.01), incumbent, contender,
+                                             0, 0, settled)
+        return verdict
+
+    # A template 20% slower than ATen is settled early; a level or a faster one is timed in full.
+    slower = check(1.2, "lead_holds")
+    assert slower["rounds"] == _versus.FIRST_ROUNDS and slower["verdict"] == "lead_holds"
+    assert check(1.0, "lead_holds")["rounds"] == _versus.ROUNDS
+    faster = check(0.8, "lead_holds")
+    assert faster["rounds"] == _versus.ROUNDS and faster["replaces"]
+    # A compiled graph well ahead of eager is settled early; one behind it is timed in full.
+    assert check(0.8, "overtaken")["rounds"] == _versus.FIRST_ROUNDS
+    behind = check(1.2, "overtaken")
+    assert behind["rounds"] == _versus.ROUNDS and behind["verdict"] == "lead_holds"
 
 
 def test_the_rule_refuses_rounds_that_do_not_pair():

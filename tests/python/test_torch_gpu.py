@@ -254,3 +254,37 @@ def test_a_graph_that_writes_into_its_input_is_not_timed(tmp_path, monkeypatch):
     torch.testing.assert_close(total, torch.nn.functional.gelu(x), msg="added once, not once per timed call")
     (graph,) = compiled.kerntune.graphs
     assert not graph["timed"] and "writes into a tensor" in graph["reason"], graph
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_kernel_s_first_launch_is_prepared_while_it_is_tuned_and_nothing_runs_on_the_gpu(batched):
+    """``_prepare_launch`` loads a small build of the GEMM's kernel (which builds Triton's
+    launcher for its argument types) in a thread, and launches nothing: the GPU the tuning
+    times runs nothing of the compiling process's. A second call for the same kernel and
+    element type does nothing."""
+    import triton
+    from kerntune.torch import _gemm, _inductor
+
+    problem = _gemm.Problem("bmm" if batched else "mm", 256, 512, 128, (128 * 256, 128, 1)[-(2 + batched):],
+                            (128 * 512, 1, 128)[-(2 + batched):], "float16", 3 if batched else 1)
+    loaded, launched = [], []
+
+    def on_load(module, function, name, *rest):
+        loaded.append(name)
+
+    def on_launch(metadata):
+        launched.append(metadata)
+
+    knobs = triton.knobs.runtime
+    knobs.kernel_load_end_hook.add(on_load)
+    knobs.launch_enter_hook.add(on_launch)
+    try:
+        _inductor._prepared.discard((problem.kernel, problem.dtype))
+        thread = _inductor._prepare_launch(problem)
+        thread.join(timeout=120)
+        again = _inductor._prepare_launch(problem)
+    finally:
+        knobs.kernel_load_end_hook.remove(on_load)
+        knobs.launch_enter_hook.remove(on_launch)
+    assert loaded == [problem.kernel.__name__] and launched == [], (loaded, launched)
+    assert again is None

@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import time
 
 import torch
 
 from kerntune import _kerntune
 
 ROUNDS = 30
+#: Rounds after which a check ends where its verdict already says what the full check could
+#: only confirm (``_interleaved``'s ``settled``): two rounds a block.
+FIRST_ROUNDS = 12
 BLOCKS = 6
 #: Timed calls of each kernel in a round (its median is the round's time).
 CALLS = 3
@@ -36,7 +40,7 @@ def _timer(calls: int, burst: int):
     flush = _flush_buffer()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def time(call) -> float:
+    def timed(call) -> float:
         samples = []
         for _ in range(calls):
             flush.zero_()
@@ -49,34 +53,48 @@ def _timer(calls: int, burst: int):
             samples.append(start.elapsed_time(end) / burst)
         return statistics.median(samples)
 
-    return time
+    return timed
 
 
-def _interleaved(time, incumbent, contender, warm: int, seed: int) -> tuple:
+def _interleaved(timer, incumbent, contender, warm: int, seed: int, settled: str) -> tuple:
     """After ``warm`` calls of each, ``incumbent``, a second copy of it (the A/A control)
-    and ``contender`` timed in ``ROUNDS`` rounds of random order: the Rust verdict and the
-    incumbent's and the contender's median times (ms)."""
+    and ``contender`` timed in rounds of random order: ``FIRST_ROUNDS``, then up to
+    ``ROUNDS`` unless the verdict so far is ``settled``, the one verdict whose decision more
+    rounds could not make safer (the caller's safe side, held beyond the control's noise).
+    Returns the Rust verdict with the rounds timed and the seconds the warm calls and the
+    rounds took, and the incumbent's and the contender's median times (ms)."""
+    started = time.perf_counter()
     for _ in range(warm):
         contender()
         incumbent()
     torch.cuda.synchronize()
+    warmed = time.perf_counter()
     order = random.Random(seed)
     times = {"incumbent": [], "copy": [], "contender": []}
     calls = {"incumbent": incumbent, "copy": incumbent, "contender": contender}
-    for _ in range(ROUNDS):
+    verdict = None
+    for done in range(1, ROUNDS + 1):
         names = list(calls)
         order.shuffle(names)
         for name in names:
-            times[name].append(time(calls[name]))
-    verdict = json.loads(_kerntune.replaces_incumbent(times["incumbent"], times["copy"], times["contender"], BLOCKS))
+            times[name].append(timer(calls[name]))
+        if done == FIRST_ROUNDS or done == ROUNDS:
+            verdict = json.loads(_kerntune.replaces_incumbent(times["incumbent"], times["copy"], times["contender"],
+                                                              BLOCKS))
+            if verdict["verdict"] == settled:
+                break
+    verdict["rounds"] = len(times["incumbent"])
+    verdict["warm_s"], verdict["rounds_s"] = warmed - started, time.perf_counter() - warmed
     return verdict, statistics.median(times["incumbent"]), statistics.median(times["contender"])
 
 
 def versus_aten(template, aten, seed: int = 0) -> dict:
     """Times ``template`` and ``aten`` (calls that launch one GEMM each) against a second
-    copy of ``aten``, in ``ROUNDS`` rounds of random order; returns the Rust verdict (the
+    copy of ``aten``, in up to ``ROUNDS`` rounds of random order; returns the Rust verdict (the
     ratios with their intervals, ``replaces``) with each kernel's median time in ms."""
-    verdict, aten_ms, template_ms = _interleaved(_timer(CALLS, 1), aten, template, 1, seed)
+    # ATen ahead beyond noise after the first rounds keeps ATen; the full check would
+    # replace it only if the template then led beyond noise.
+    verdict, aten_ms, template_ms = _interleaved(_timer(CALLS, 1), aten, template, 1, seed, "lead_holds")
     return {**verdict, "aten_ms": aten_ms, "template_ms": template_ms}
 
 
@@ -87,9 +105,11 @@ BURST = 5
 
 def versus_eager(compiled, eager, seed: int = 0) -> dict:
     """Times a compiled graph (``compiled``, a call) against the same graph run eagerly
-    (``eager``) and a second copy of it, in ``ROUNDS`` rounds of random order, each sample
+    (``eager``) and a second copy of it, in up to ``ROUNDS`` rounds of random order, each sample
     ``BURST`` calls after an L2 flush; returns the Rust verdict (``lead_holds``: eager is
     faster beyond the A/A control's noise) with both median times in ms. The compiled
     graph's first calls (two, before the timing) tune its kernels where Inductor does so."""
-    verdict, eager_ms, compiled_ms = _interleaved(_timer(1, BURST), eager, compiled, 2, seed)
+    # The compiled graph ahead beyond noise after the first rounds keeps it compiled; the
+    # full check would run eager only if eager then led beyond noise.
+    verdict, eager_ms, compiled_ms = _interleaved(_timer(1, BURST), eager, compiled, 2, seed, "overtaken")
     return {**verdict, "eager_ms": eager_ms, "compiled_ms": compiled_ms}
