@@ -18,8 +18,8 @@ import torch
 from kerntune import _kerntune
 
 ROUNDS = 30
-#: Rounds after which a check ends where its verdict already says what the full check could
-#: only confirm (``_interleaved``'s ``settled``): two rounds a block.
+#: Rounds after which a check ends where its verdict already keeps the caller's safe side
+#: beyond noise (``_interleaved``'s ``settled``): two rounds a block.
 FIRST_ROUNDS = 12
 BLOCKS = 6
 #: Timed calls of each kernel in a round (its median is the round's time).
@@ -59,8 +59,9 @@ def _timer(calls: int, burst: int):
 def _interleaved(timer, incumbent, contender, warm: int, seed: int, settled: str) -> tuple:
     """After ``warm`` calls of each, ``incumbent``, a second copy of it (the A/A control)
     and ``contender`` timed in rounds of random order: ``FIRST_ROUNDS``, then up to
-    ``ROUNDS`` unless the verdict so far is ``settled``, the one verdict whose decision more
-    rounds could not make safer (the caller's safe side, held beyond the control's noise).
+    ``ROUNDS`` unless the verdict so far is ``settled``: the caller's safe side, held beyond
+    the control's noise, which the full check would change only if the other side then led
+    beyond it.
     Returns the Rust verdict with the rounds timed and the seconds the warm calls and the
     rounds took, and the incumbent's and the contender's median times (ms)."""
     started = time.perf_counter()
