@@ -98,6 +98,10 @@ impl Hub {
     /// other workers wait for their own readers.
     pub fn next_from(&self, origin: Origin, deadline: Instant) -> Option<Line> {
         loop {
+            // The parked lines and the channel are read under the channel's lock: a line
+            // that another reader took for this one is parked before this one can take a
+            // later line of its worker from the channel.
+            let receiver = self.receiver.lock().ok()?;
             if let Some(line) = self.unpark(|line| line.origin == origin) {
                 return Some(line);
             }
@@ -105,8 +109,7 @@ impl Hub {
             if left.is_zero() {
                 return None;
             }
-            let received = self.receiver.lock().ok()?.recv_timeout(left.min(ROUTING_POLL));
-            match received {
+            match receiver.recv_timeout(left.min(ROUTING_POLL)) {
                 Ok(line) if line.origin == origin => return Some(line),
                 Ok(line) => {
                     if let Ok(mut parked) = self.parked.lock() {
