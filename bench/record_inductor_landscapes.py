@@ -15,13 +15,10 @@ $OUT/inductor_mm_<M>x<N>x<K>_<gpu>.json, then a table is printed.
 
 import json
 import os
-import sys
 import tempfile
 import time
 
-import torch
-
-from triton_matmul import OUT, export_landscape, fresh_triton_cache
+from triton_matmul import chosen, export_for_this_gpu, fresh_triton_cache
 
 from kerntune.torch import _gemm
 from kerntune.torch._inductor import Session
@@ -47,10 +44,7 @@ def record(name, mnk, workdir):
     start = time.perf_counter()
     choice = session.tune_one(name, problem, None)
     wall = time.perf_counter() - start
-    gpu = torch.cuda.get_device_name().replace("NVIDIA ", "").replace(" ", "_")
-    path = os.path.join(OUT, f"inductor_mm_{M}x{N}x{K}_{gpu}.json")
-    if not export_landscape(db, path):
-        raise SystemExit(f"exporting {name} failed")
+    path = export_for_this_gpu(db, f"inductor_mm_{M}x{N}x{K}", name)
     versus = choice["versus"]
     row = dict(gemm=name, mnk=mnk, wall_s=wall, evaluations=choice["evaluations"], best=choice["config"],
                template_ms=versus.get("template_ms"), aten_ms=versus.get("aten_ms"), versus=versus,
@@ -60,10 +54,7 @@ def record(name, mnk, workdir):
 
 
 def main():
-    names = sys.argv[1:] or list(GEMMS)
-    unknown = [n for n in names if n not in GEMMS]
-    if unknown:
-        raise SystemExit(f"unknown GEMM(s) {unknown}; known: {', '.join(GEMMS)}")
+    names = chosen(GEMMS, "GEMM")
     workdir = tempfile.mkdtemp(prefix="kerntune-inductor-landscapes-")
     rows = [record(name, GEMMS[name][0], workdir) for name in names]
     print("\n=== recorded inductor landscapes")

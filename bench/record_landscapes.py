@@ -23,14 +23,13 @@ Needs the kerntune binary ($KERNTUNE, default .device/kerntune) for the export.
 
 import json
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
 
 import torch
 
-from triton_matmul import OUT, export_landscape, fresh_triton_cache, matmul  # also puts examples/triton on the path
+from triton_matmul import chosen, export_for_this_gpu, fresh_triton_cache, matmul  # also puts examples/triton on the path
 
 import kerntune
 
@@ -99,10 +98,7 @@ def record(name, shape, workdir):
                            answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
                            timing={"early_stop": 1.5, "compile_timeout": "auto"}, finalists=1)
     wall = time.perf_counter() - start
-    gpu = torch.cuda.get_device_name().replace("NVIDIA ", "").replace(" ", "_")
-    path = os.path.join(OUT, f"matmul_{name}_{gpu}.json")
-    if not export_landscape(db, path):
-        raise SystemExit(f"exporting {name} failed")
+    path = export_for_this_gpu(db, f"matmul_{name}", name)
     statuses = dict(Counter(r["status"] for r in result.results))
     row = dict(shape=name, mnk=shape, wall_s=wall, evaluations=result.evaluations, statuses=statuses,
                best_ms=result.best_time_ms, best=result.best_config, landscape=path,
@@ -112,10 +108,7 @@ def record(name, shape, workdir):
 
 
 def main():
-    names = sys.argv[1:] or list(SHAPES)
-    unknown = [n for n in names if n not in SHAPES]
-    if unknown:
-        raise SystemExit(f"unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    names = chosen(SHAPES, "shape")
     workdir = tempfile.mkdtemp(prefix="kerntune-landscapes-")
     rows = [record(name, SHAPES[name][0], workdir) for name in names]
     print("\n=== recorded landscapes")

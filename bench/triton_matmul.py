@@ -110,6 +110,26 @@ def export_landscape(db, path=LANDSCAPE):
     return done.returncode == 0
 
 
+def export_for_this_gpu(db, stem, label):
+    """The landscape of `db` exported as OUT/STEM_GPU.json (the GPU's name without "NVIDIA ",
+    spaces as underscores): its path; exits where the export fails."""
+    gpu = torch.cuda.get_device_name().replace("NVIDIA ", "").replace(" ", "_")
+    path = os.path.join(OUT, f"{stem}_{gpu}.json")
+    if not export_landscape(db, path):
+        raise SystemExit(f"exporting {label} failed")
+    return path
+
+
+def chosen(known, kind):
+    """The names given on the command line (all of `known` without any), or an exit that
+    lists the known ones."""
+    names = sys.argv[1:] or list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {kind}(s) {unknown}; known: {', '.join(known)}")
+    return names
+
+
 def brute_force_best():
     """The brute force's best TFLOP/s: this process's, else the exported landscape's."""
     if "brute_force" in rows:
