@@ -7,8 +7,9 @@ They let the per-GEMM budget of `kerntune.torch` be chosen on a CPU (issue 38).
 
     python3 bench/record_inductor_landscapes.py [NAME ...]    # default: every GEMM below
 
-The GEMMs are those of bench/inductor.py's two models at 2048 tokens, bf16, as Inductor
-lowers them: activations row-major, the weight an `nn.Linear`'s transposed view. Each runs
+The GEMMs are those of bench/inductor.py's two models at 2048 tokens, and two held-out
+models' at other token counts (never used to choose anything before they were recorded),
+bf16, as Inductor lowers them: activations row-major, the weight an `nn.Linear`'s transposed view. Each runs
 with a fresh results store and Triton cache; its landscape goes to
 $OUT/inductor_mm_<M>x<N>x<K>_<gpu>.json, then a table is printed.
 """
@@ -31,6 +32,18 @@ GEMMS = {
     "llama_kv": ((2048, 1024, 4096), "llama"),
     "llama_up": ((2048, 14336, 4096), "llama"),
     "llama_down": ((2048, 4096, 14336), "llama"),
+    # Held out from every choice made on the two models above: two other models' layers at
+    # other token counts, their projections as Hugging Face's modules lay them out.
+    # Qwen2.5-7B (hidden 3584, 4 KV heads of 128, SwiGLU 18944) at 1024 tokens.
+    "qwen_q": ((1024, 3584, 3584), "qwen"),
+    "qwen_kv": ((1024, 512, 3584), "qwen"),
+    "qwen_up": ((1024, 18944, 3584), "qwen"),
+    "qwen_down": ((1024, 3584, 18944), "qwen"),
+    # Phi-3-mini (hidden 3072, fused QKV and gate-up projections, 8192) at 4096 tokens.
+    "phi3_qkv": ((4096, 9216, 3072), "phi3"),
+    "phi3_o": ((4096, 3072, 3072), "phi3"),
+    "phi3_up": ((4096, 16384, 3072), "phi3"),
+    "phi3_down": ((4096, 3072, 8192), "phi3"),
 }
 
 
