@@ -117,7 +117,12 @@ def shapes():
         keep_timeline(label, db, report)
         rows[label] = dict(wall_s=wall, best=[row["best_config"] for row in report["shapes"]],
                            evaluations=sum(row["evaluations"] for row in report["shapes"]),
-                           per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]])
+                           per_size_s=[round(row["wall_s"], 1) for row in report["shapes"]],
+                           # Each size's workers (ready_s, and where the last GPU's setup went)
+                           # and finalists (seconds, GPUs).
+                           workers=[run.get("workers") for run in report["runs"]],
+                           finalists=[{k: ((run.get("finalists") or {}).get("report") or {}).get(k)
+                                       for k in ("seconds", "gpus")} for run in report["runs"]])
         print(label, json.dumps(rows[label]), flush=True)
     ratio("shapes", "shapes 1 GPU", many, target={2: 1.8, 4: 3.5}.get(count, float(count)))
 

@@ -30,7 +30,7 @@ use crate::pool::{Binary, CompileLimit, CompileOutcome, CompilePool};
 use crate::process::{Hub, Line, Origin, Worker, WorkerCommand};
 use crate::protocol::{
     output_file, ArgSetup, CompileJob, CompileRequest, EvaluateRequest, EvaluateResult, FromBench, KernelImage, Setup,
-    ToBench,
+    SetupTimes, ToBench,
 };
 
 /// How the pipeline runs: which worker programs, which GPUs, how many compilers.
@@ -55,12 +55,15 @@ impl PipelineOptions {
 }
 
 /// How a pipeline's workers came to be ready, for the run's summary: kept from the tuning
-/// before ([`Crew`]) or started, and the seconds from the start until every benchmark
-/// worker was set up with this tuning's data (`None` until then: the search starts before).
+/// before ([`Crew`]) or started, the seconds from the start until every benchmark worker
+/// was set up with this tuning's data (`None` until then: the search starts before), and
+/// where the setup of the last to be ready went.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Startup {
     pub reused: bool,
     pub ready_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupTimes>,
 }
 
 /// Time the benchmark worker may take to start and set up (data, reference) before the
@@ -275,7 +278,7 @@ impl<'a> Pipeline<'a> {
             best_median_ms: None,
             noise: Noise::default(),
             started,
-            startup: Startup { reused, ready_s: None },
+            startup: Startup { reused, ready_s: None, setup: None },
         })
     }
 
@@ -294,7 +297,7 @@ impl<'a> Pipeline<'a> {
         // A GPU still setting up (a search shorter than its setup) joins the crew once done.
         for slot in self.bench.iter_mut().filter(|s| matches!(s.state, BenchState::SettingUp)) {
             let deadline = slot.deadline.unwrap_or_else(|| Instant::now() + SETUP_TIMEOUT);
-            if let Ok(FromBench::SetupDone) = wait_bench(&self.hub, &mut slot.worker, deadline) {
+            if let Ok(FromBench::SetupDone { .. }) = wait_bench(&self.hub, &mut slot.worker, deadline) {
                 slot.state = BenchState::Idle;
             }
         }
@@ -399,12 +402,13 @@ impl<'a> Pipeline<'a> {
                 bench.state = BenchState::SettingUp;
                 bench.deadline = Some(Instant::now() + SETUP_TIMEOUT);
             }
-            (FromBench::SetupDone, BenchState::SettingUp) => {
+            (FromBench::SetupDone { times }, BenchState::SettingUp) => {
                 bench.state = BenchState::Idle;
                 bench.deadline = None;
                 let setting_up = |s: &BenchSlot| matches!(s.state, BenchState::SettingUp | BenchState::Starting);
                 if self.startup.ready_s.is_none() && !self.bench.iter().any(setting_up) {
                     self.startup.ready_s = Some(self.started.elapsed().as_secs_f64());
+                    self.startup.setup = Some(times);
                 }
             }
             (FromBench::Fatal { message }, BenchState::SettingUp) => {

@@ -24,7 +24,7 @@ use kerntune_store::Status;
 use crate::error::FailureKind;
 use crate::protocol::{
     output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
-    Relocation, Setup, ToBench,
+    Relocation, Setup, SetupTimes, ToBench,
 };
 use crate::sampling::ClockSpan;
 use crate::schedule::Interleaved;
@@ -76,10 +76,13 @@ pub fn run(ordinal: usize) -> i32 {
                 // A later setup (a kept worker's next tuning) replaces the earlier: its
                 // buffers are freed first, so that the GPU never holds both.
                 drop(worker.take());
-                match Worker::new(&context, setup) {
+                let clock = Instant::now();
+                let mut drawing = 0.0;
+                match Worker::new(&context, setup, &mut drawing) {
                     Ok(ready) => {
                         worker = Some(ready);
-                        reply(&FromBench::SetupDone);
+                        let times = SetupTimes { seconds: clock.elapsed().as_secs_f64(), drawing_s: drawing };
+                        reply(&FromBench::SetupDone { times });
                     }
                     Err(message) => {
                         reply(&FromBench::Fatal { message });
@@ -151,6 +154,14 @@ pub fn run(ordinal: usize) -> i32 {
 /// Says on standard error which releases (of modules, scratch buffers, events) failed
 /// since the last call, and whether one of them left the context unusable, in which case
 /// the worker must end as after a sticky launch error.
+/// `draw()`, its seconds added to `drawing`.
+fn drawn<T>(drawing: &mut f64, draw: impl FnOnce() -> T) -> T {
+    let clock = Instant::now();
+    let drawn = draw();
+    *drawing += clock.elapsed().as_secs_f64();
+    drawn
+}
+
 fn released_badly(context: &Context) -> bool {
     let errors = context.take_release_errors();
     for error in &errors {
@@ -258,14 +269,16 @@ fn relocate(context: &Context, arguments: &[Argument], relocations: &[Relocation
 }
 
 impl Worker {
-    fn new(context: &Context, mut setup: Setup) -> Result<Worker, String> {
+    /// Adds the seconds spent drawing inputs on the CPU to `drawing`.
+    fn new(context: &Context, mut setup: Setup, drawing: &mut f64) -> Result<Worker, String> {
         let edge_setups = std::mem::take(&mut setup.edges);
         let mut arguments = Vec::new();
         let mut slots = Vec::new();
         for arg in &setup.args {
             match arg {
                 ArgSetup::Buffer { name, dtype, len, init, output, poison, seed, reset } => {
-                    let data = fill(*dtype, *len, init, *seed).map_err(|e| format!("argument {name}: {e}"))?;
+                    let data = drawn(drawing, || fill(*dtype, *len, init, *seed))
+                        .map_err(|e| format!("argument {name}: {e}"))?;
                     let buffer = context.alloc(data.len()).map_err(|e| format!("argument {name}: {e}"))?;
                     context.upload(&buffer, &data).map_err(|e| format!("argument {name}: {e}"))?;
                     let initial = if *output && !*poison {
@@ -336,7 +349,7 @@ impl Worker {
         match &setup.reference {
             Some(ReferenceSetup::Kernel(reference)) => {
                 worker.comparer = Some(Comparer::new(context)?);
-                worker.compute_reference(context, reference, &setup.args, setup.verify_sets)?;
+                worker.compute_reference(context, reference, &setup.args, setup.verify_sets, drawing)?;
             }
             Some(ReferenceSetup::Outputs { data, sets }) => {
                 worker.comparer = Some(Comparer::new(context)?);
@@ -345,7 +358,7 @@ impl Worker {
             }
             None => {}
         }
-        worker.edges = edges::open(context, edge_setups)?;
+        worker.edges = edges::open(context, edge_setups, drawing)?;
         context.synchronize().map_err(|e| e.to_string())?;
         Ok(worker)
     }
@@ -373,6 +386,7 @@ impl Worker {
         reference: &KernelImage,
         args: &[ArgSetup],
         sets: u32,
+        drawing: &mut f64,
     ) -> Result<(), String> {
         let module = self.load(context, reference).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
@@ -393,7 +407,7 @@ impl Worker {
             argument.reference = Some(copy);
         }
         self.check_reference(context)?;
-        self.extra_sets = self.draw_sets(context, args, sets, &mut run)?;
+        self.extra_sets = self.draw_sets(context, args, sets, &mut run, drawing)?;
         Ok(())
     }
 

@@ -133,6 +133,14 @@ pub struct GivenSet {
 /// Input sets checked beyond the setup's own when a language's settings do not say.
 pub const DEFAULT_VERIFY_SETS: u32 = 2;
 
+/// Where a benchmark worker's setup went: `seconds` in all (allocations, uploads, the
+/// reference's runs on every input set), `drawing_s` of it drawing the inputs on the CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupTimes {
+    pub seconds: f64,
+    pub drawing_s: f64,
+}
+
 /// Everything a benchmark worker needs before it can evaluate configurations.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
@@ -281,7 +289,10 @@ pub enum FromBench {
     Ready {
         device: DeviceInfo,
     },
-    SetupDone,
+    SetupDone {
+        #[serde(default)]
+        times: SetupTimes,
+    },
     /// About to wait for this many launches: the supervisor extends its deadline.
     Waiting {
         launches: usize,

@@ -260,7 +260,7 @@ impl BenchSession {
         }
         self.bench.send(&ToBench::Setup(self.setup.clone())).map_err(|e| BackendError::CannotStart(e.to_string()))?;
         match self.receive(Instant::now() + START_TIMEOUT, &never)? {
-            FromBench::SetupDone => Ok(()),
+            FromBench::SetupDone { .. } => Ok(()),
             FromBench::Fatal { message } => Err(BackendError::CannotStart(format!("setting up the GPU: {message}"))),
             other => Err(BackendError::Protocol(format!("unexpected message {other:?}"))),
         }

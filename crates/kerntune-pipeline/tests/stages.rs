@@ -11,6 +11,7 @@ use std::path::Path;
 use common::{gpu, Fake};
 use kerntune_engine::{Backend, BackendError};
 use kerntune_pipeline::finalists::{retime_configs, RetimeOptions};
+use kerntune_pipeline::protocol::SetupTimes;
 use kerntune_pipeline::{Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{ConfigId, Param, Space, Value};
 
@@ -292,7 +293,7 @@ fn the_gpus_set_up_while_the_search_starts_and_a_setup_that_fails_fails_the_run_
         while read -r line; do
             id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
             case "$line" in
-                *'"type":"setup"'*) sleep 1; echo '{"type":"setup_done"}' ;;
+                *'"type":"setup"'*) sleep 1; echo '{"type":"setup_done","times":{"seconds":1.0,"drawing_s":0.25}}' ;;
                 *'"type":"evaluate"'*)
                     printf '{"type":"result","id":%s,"status":"ok","reason":null,"samples":[1.0,1.0,1.0],"verify_s":0.0,"verify_kernel_ms":0.0,"benchmark_s":0.0,"attributes":null,"context_lost":false}\n' "$id" ;;
             esac
@@ -313,6 +314,7 @@ fn the_gpus_set_up_while_the_search_starts_and_a_setup_that_fails_fails_the_run_
     assert_eq!(pipeline.startup.ready_s, None);
     evaluate(&mut pipeline, 2);
     assert!(pipeline.startup.ready_s.is_some_and(|s| s >= 1.0), "{:?}", pipeline.startup);
+    assert_eq!(pipeline.startup.setup, Some(SetupTimes { seconds: 1.0, drawing_s: 0.25 }), "where the setup went");
 
     let options = PipelineOptions { bench_worker: bench(failing), ..options };
     let mut pipeline = Pipeline::start(&FAKE, &space, options).unwrap_or_else(|e| panic!("{e}"));

@@ -21,12 +21,13 @@ pub(super) struct Edge {
     worker: Worker,
 }
 
-/// Sets up a worker for each edge size; an error names the size.
-pub(super) fn open(context: &Context, edges: Vec<EdgeSetup>) -> Result<Vec<Edge>, String> {
+/// Sets up a worker for each edge size, its drawing time added to `drawing`; an error names
+/// the size.
+pub(super) fn open(context: &Context, edges: Vec<EdgeSetup>, drawing: &mut f64) -> Result<Vec<Edge>, String> {
     edges
         .into_iter()
         .map(|EdgeSetup { label, setup }| {
-            let worker = Worker::new(context, setup).map_err(|e| format!("at the edge size {label}: {e}"))?;
+            let worker = Worker::new(context, setup, drawing).map_err(|e| format!("at the edge size {label}: {e}"))?;
             Ok(Edge { label, worker })
         })
         .collect()

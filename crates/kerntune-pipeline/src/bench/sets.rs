@@ -98,6 +98,7 @@ impl Worker {
         args: &[ArgSetup],
         count: u32,
         run_reference: &mut dyn FnMut(&Worker) -> Result<(), String>,
+        drawing: &mut f64,
     ) -> Result<Option<ExtraSets>, String> {
         let positions = refilled(args);
         if count == 0 || positions.is_empty() {
@@ -114,7 +115,7 @@ impl Worker {
             let mut inputs = Vec::new();
             for &position in &positions {
                 let ArgSetup::Buffer { name, dtype, len, init, seed, .. } = &args[position] else { continue };
-                let data = fill(*dtype, *len, init, set_seed(*seed, set))
+                let data = super::drawn(drawing, || fill(*dtype, *len, init, set_seed(*seed, set)))
                     .map_err(|e| format!("argument {name}, input set {set}: {e}"))?;
                 let buffer = context.alloc(data.len()).map_err(text)?;
                 context.upload(&buffer, &data).map_err(text)?;
