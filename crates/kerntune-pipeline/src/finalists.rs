@@ -121,7 +121,7 @@ pub fn retime(
     let work = shares(finalists.len(), sessions.len(), rounds, blocks);
     let timed = |session: &mut BenchSession, index: usize, stop: &dyn Fn() -> bool| {
         let share = work[index];
-        let seed = options.seed.wrapping_add(share.pair as u64).wrapping_add((share.first_block as u64) << 32);
+        let seed = options.seed.wrapping_add(share.pair as u64).wrapping_add((share.first_round as u64) << 32);
         let other = &finalists[share.pair];
         session.interleave((leader.clone(), other.clone()), share.rounds, share.blocks, seed, stop).map(|i| (index, i))
     };
@@ -165,7 +165,7 @@ pub fn retime(
             clocks = Some(clocks.take().unwrap_or_default().merge(&span));
         }
         match per_pair.last_mut() {
-            Some((whole_a, whole_b)) if work[index].first_block > 0 => {
+            Some((whole_a, whole_b)) if work[index].first_round > 0 => {
                 whole_a.extend(a);
                 whole_b.extend(b);
             }
@@ -276,38 +276,55 @@ pub fn retime_configs(
 }
 
 /// Part of a pair's interleaved rounds, timed on GPU `gpu` (an index into the sessions):
-/// `blocks` of the pair's blocks, from block `first_block` on, in `rounds` rounds.
+/// `rounds` rounds from the pair's round `first_round` on, in `blocks` blocks (each loads
+/// both kernels anew). A share of several blocks starts and ends where the pair's blocks
+/// do; a share of part of a block is a block of its own on its GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {
     pub gpu: usize,
     pub pair: usize,
-    pub first_block: u32,
-    pub blocks: u32,
+    pub first_round: u32,
     pub rounds: u32,
+    pub blocks: u32,
 }
 
 /// The work of timing `pairs` pairs of `rounds` rounds in `blocks` blocks on `gpus` GPUs:
-/// the pairs' blocks, one pair after another, cut into as many runs of consecutive blocks
-/// as there are GPUs (as even as blocks allow), so that no GPU waits while another times
-/// more; a run that crosses from one pair to the next is two shares on its GPU. In pair
-/// order, a pair's shares in block order.
+/// the pairs' rounds, one pair after another, cut into as many runs of consecutive rounds
+/// as there are GPUs (within a round of each other, so that no GPU waits while another
+/// times a block more), each run cut again where a pair or a block ends. At most one GPU
+/// per block of the whole work. In pair order, a pair's shares in round order.
 pub fn shares(pairs: usize, gpus: usize, rounds: u32, blocks: u32) -> Vec<Share> {
-    let (per_pair, total) = (blocks as usize, pairs * blocks as usize);
-    let gpus = gpus.clamp(1, total.max(1));
+    let blocks = blocks.clamp(1, rounds.max(1));
+    // Where each of a pair's blocks starts, in its rounds, as `block_medians` cuts them.
+    let starts: Vec<u32> = (0..=blocks).map(|b| b * (rounds / blocks) + b.min(rounds % blocks)).collect();
+    let total = pairs * rounds as usize;
+    let gpus = gpus.clamp(1, (pairs * blocks as usize).max(1));
     let mut work = Vec::new();
     for gpu in 0..gpus {
         let (start, end) = (gpu * total / gpus, (gpu + 1) * total / gpus);
         let mut at = start;
         while at < end {
-            let pair = at / per_pair;
-            let first_block = (at % per_pair) as u32;
-            let count = ((end - at).min(per_pair - first_block as usize)) as u32;
-            let last = first_block + count;
-            let rounds_here = rounds * last / blocks - rounds * first_block / blocks;
-            work.push(Share { gpu, pair, first_block, blocks: count, rounds: rounds_here });
-            at += count as usize;
+            let pair = at / rounds as usize;
+            let first_round = (at % rounds as usize) as u32;
+            let last = (end - pair * rounds as usize).min(rounds as usize) as u32;
+            // The blocks that start at or after `first_round` and end by `last`.
+            let whole: Vec<usize> =
+                (0..blocks as usize).filter(|&b| starts[b] >= first_round && starts[b + 1] <= last).collect();
+            let (rounds_here, blocks_here) = match whole.first() {
+                Some(&first) if starts[first] == first_round => {
+                    (starts[whole[whole.len() - 1] + 1] - first_round, whole.len() as u32)
+                }
+                // Part of a block: up to its end, or to the end of the run.
+                _ => {
+                    let ends = starts.iter().copied().find(|&s| s > first_round).unwrap_or(rounds);
+                    (ends.min(last) - first_round, 1)
+                }
+            };
+            work.push(Share { gpu, pair, first_round, rounds: rounds_here, blocks: blocks_here });
+            at += rounds_here as usize;
         }
     }
+    work.sort_by_key(|s| (s.pair, s.first_round));
     work
 }
 
@@ -357,8 +374,8 @@ mod tests {
     }
 
     #[test]
-    fn the_pairs_blocks_are_spread_evenly_and_every_round_is_kept() {
-        let whole = |pair| Share { gpu: 0, pair, first_block: 0, blocks: 6, rounds: 60 };
+    fn the_pairs_rounds_are_spread_evenly_and_every_round_is_kept() {
+        let whole = |pair| Share { gpu: 0, pair, first_round: 0, rounds: 60, blocks: 6 };
         // One GPU: each pair whole, in order, as before.
         assert_eq!(shares(3, 1, 60, 6), vec![whole(0), whole(1), whole(2)]);
         // As many GPUs as pairs: a pair each.
@@ -368,23 +385,52 @@ mod tests {
         );
         // Two pairs on four GPUs: each pair in two halves.
         let halves = shares(2, 4, 60, 6);
-        assert_eq!(halves[1], Share { gpu: 1, pair: 0, first_block: 3, blocks: 3, rounds: 30 });
-        // Three pairs on four GPUs: 4, 5, 4 and 5 blocks, the second and third GPUs on two pairs.
+        assert_eq!(halves[1], Share { gpu: 1, pair: 0, first_round: 30, rounds: 30, blocks: 3 });
+        // Three pairs on four GPUs: 45 rounds each (whole blocks: 40, 50, 40 and 50). The
+        // second GPU starts in the middle of the first pair's fifth block and times its
+        // second half as a block of its own.
         let three = shares(3, 4, 60, 6);
-        let load = |work: &[Share], gpu| work.iter().filter(|s| s.gpu == gpu).map(|s| s.blocks).sum::<u32>();
-        assert_eq!((0..4).map(|gpu| load(&three, gpu)).collect::<Vec<_>>(), [4, 5, 4, 5]);
-        for (pairs, gpus) in [(1, 8), (2, 4), (2, 5), (3, 8), (4, 2), (3, 2), (1, 16), (2, 1)] {
-            let work = shares(pairs, gpus, 61, 6);
-            let most = (pairs * 6).div_ceil(gpus.min(pairs * 6)) as u32;
-            for gpu in 0..gpus {
-                assert!(load(&work, gpu) <= most, "{pairs} pairs on {gpus} GPUs: even");
+        let load = |work: &[Share], gpu| work.iter().filter(|s| s.gpu == gpu).map(|s| s.rounds).sum::<u32>();
+        assert_eq!((0..4).map(|gpu| load(&three, gpu)).collect::<Vec<_>>(), [45, 45, 45, 45]);
+        assert!(three.contains(&Share { gpu: 0, pair: 0, first_round: 40, rounds: 5, blocks: 1 }), "{three:?}");
+        assert!(three.contains(&Share { gpu: 1, pair: 0, first_round: 45, rounds: 5, blocks: 1 }), "{three:?}");
+        assert!(three.contains(&Share { gpu: 1, pair: 0, first_round: 50, rounds: 10, blocks: 1 }), "{three:?}");
+        for (pairs, gpus, rounds, blocks) in [
+            (1, 8, 61, 6),
+            (2, 4, 61, 6),
+            (2, 5, 61, 6),
+            (3, 8, 61, 6),
+            (4, 2, 61, 6),
+            (3, 2, 60, 6),
+            (1, 16, 61, 6),
+            (2, 1, 61, 6),
+            (3, 4, 60, 7),
+        ] {
+            let work = shares(pairs, gpus, rounds, blocks);
+            let used = gpus.min(pairs * blocks as usize);
+            let total = pairs as u32 * rounds;
+            for gpu in 0..used {
+                assert!(load(&work, gpu) <= total.div_ceil(used as u32), "{pairs} pairs on {gpus} GPUs: even");
             }
+            assert!(work.iter().all(|s| s.gpu < used), "{pairs} pairs on {gpus} GPUs: at most a GPU a block");
+            // Where block_medians starts each block of a pair's rounds.
+            let starts: Vec<u32> = (0..=blocks).map(|b| b * (rounds / blocks) + b.min(rounds % blocks)).collect();
             for pair in 0..pairs {
                 let mine: Vec<&Share> = work.iter().filter(|s| s.pair == pair).collect();
                 assert!(mine.iter().all(|s| s.blocks >= 1 && s.rounds >= s.blocks));
-                assert!(mine.windows(2).all(|w| w[0].first_block + w[0].blocks == w[1].first_block), "in block order");
-                assert_eq!(mine.iter().map(|s| s.blocks).sum::<u32>(), 6, "{pairs} pairs on {gpus} GPUs");
-                assert_eq!(mine.iter().map(|s| s.rounds).sum::<u32>(), 61, "{pairs} pairs on {gpus} GPUs");
+                assert_eq!(mine[0].first_round, 0);
+                assert!(mine.windows(2).all(|w| w[0].first_round + w[0].rounds == w[1].first_round), "in round order");
+                assert_eq!(mine.iter().map(|s| s.rounds).sum::<u32>(), rounds, "{pairs} pairs on {gpus} GPUs");
+                for share in mine {
+                    let (first, last) = (share.first_round, share.first_round + share.rounds);
+                    let block_of = |round: u32| starts.iter().rposition(|&s| s <= round).unwrap_or(0);
+                    if share.blocks > 1 {
+                        assert!(starts.contains(&first) && starts.contains(&last), "{share:?}: whole blocks");
+                        assert_eq!(block_of(last - 1) + 1 - block_of(first), share.blocks as usize, "{share:?}");
+                    } else {
+                        assert_eq!(block_of(first), block_of(last - 1), "{share:?}: within one block");
+                    }
+                }
             }
         }
     }

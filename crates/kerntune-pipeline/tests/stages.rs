@@ -147,8 +147,8 @@ fn the_finalists_are_timed_on_the_search_s_own_workers_and_spread_over_its_gpus(
         assert!(report.reused_search_workers, "{gpus} GPUs");
         assert_eq!(report.contenders.len(), 2, "each contender against the leader");
         // With two GPUs the pairs are spread over both, each on the search's own worker
-        // there: nothing starts. With four, the fourth GPU takes half of the control's
-        // rounds.
+        // there: nothing starts. With four, each GPU times a quarter of the 30 rounds (7 or
+        // 8), some of them parts of blocks.
         assert_eq!(report.gpus, gpus);
         assert_eq!(starts(dir.path()), (gpus, 2), "no worker started");
     }
