@@ -3,6 +3,7 @@
 //! [`driver`] is a thin safe layer over the CUDA driver (contexts, modules, buffers,
 //! events) that every `unsafe` call goes through; [`nvrtc`] compiles CUDA C to a cubin on
 //! the CPU, and [`ptxas`] assembles PTX with a ptxas the user chose; [`data`] makes the host contents of buffers (element types, seeded fills);
+//! [`draw`] draws random inputs on the GPU itself;
 //! [`DeviceError`] says why the layer cannot do what it was asked, by kind.
 //! [`wheels`] finds NVIDIA's pip wheels in the Python environment kerntune is installed in;
 //! [`verify`] compares a kernel's outputs with the reference's on the GPU; [`tensor_map`]
@@ -13,6 +14,7 @@
 //! `None`.
 
 pub mod data;
+pub mod draw;
 pub mod driver;
 mod error;
 pub mod nvml;

@@ -1,5 +1,6 @@
-//! The benchmark worker: a child process that owns one GPU. It creates the arguments once,
-//! computes the reference outputs, and for each configuration loads the cubin, checks the
+//! The benchmark worker: a child process that owns one GPU. It creates the arguments once
+//! (random floating-point inputs drawn on the GPU itself, see `inputs`), computes the
+//! reference outputs, and for each configuration loads the cubin, checks the
 //! device limits, runs it once on poisoned outputs and verifies them (that run is also the
 //! warm-up, never timed), then times it: an L2 flush before every timed launch, outside the
 //! events that time it; samples until the median's 95% interval is tight enough or the time
@@ -18,6 +19,7 @@ use std::ffi::c_void;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
+use kerntune_device::draw::Drawer;
 use kerntune_device::{fill, DType, TensorMap};
 use kerntune_store::Status;
 
@@ -34,6 +36,7 @@ use kerntune_device::nvml::{nvml, Gauge};
 use kerntune_device::verify::Comparer;
 
 mod edges;
+mod inputs;
 mod sets;
 pub use sets::refillable;
 mod timed;
@@ -154,14 +157,6 @@ pub fn run(ordinal: usize) -> i32 {
 /// Says on standard error which releases (of modules, scratch buffers, events) failed
 /// since the last call, and whether one of them left the context unusable, in which case
 /// the worker must end as after a sticky launch error.
-/// `draw()`, its seconds added to `drawing`.
-fn drawn<T>(drawing: &mut f64, draw: impl FnOnce() -> T) -> T {
-    let clock = Instant::now();
-    let drawn = draw();
-    *drawing += clock.elapsed().as_secs_f64();
-    drawn
-}
-
 fn released_badly(context: &Context) -> bool {
     let errors = context.take_release_errors();
     for error in &errors {
@@ -175,7 +170,7 @@ struct Argument {
     len: usize,
     buffer: Option<DeviceBuffer>,
     /// The setup's contents of a floating-point input, to restore after random inputs.
-    host: Option<Vec<u8>>,
+    contents: Option<inputs::Contents>,
     output: bool,
     poison: bool,
     /// Initial contents of an output that is restored rather than poisoned.
@@ -193,6 +188,8 @@ struct Worker {
     tolerances: Vec<(usize, f64, f64)>,
     bitwise: bool,
     comparer: Option<Comparer>,
+    /// Draws the setup's random floating-point data on the GPU (none: the host did).
+    drawer: Option<Drawer>,
     extra_sets: Option<sets::ExtraSets>,
     /// Workers of the setup's edge sizes, in their order.
     edges: Vec<edges::Edge>,
@@ -272,29 +269,29 @@ impl Worker {
     /// Adds the seconds spent drawing inputs on the CPU to `drawing`.
     fn new(context: &Context, mut setup: Setup, drawing: &mut f64) -> Result<Worker, String> {
         let edge_setups = std::mem::take(&mut setup.edges);
+        let mut inputs = inputs::Inputs { drawer: inputs::Inputs::drawer_for(context, &setup.args), drawing };
         let mut arguments = Vec::new();
         let mut slots = Vec::new();
         for arg in &setup.args {
             match arg {
                 ArgSetup::Buffer { name, dtype, len, init, output, poison, seed, reset } => {
-                    let data = drawn(drawing, || fill(*dtype, *len, init, *seed))
+                    let (buffer, contents) = inputs
+                        .buffer(context, *dtype, *len, init, *seed)
                         .map_err(|e| format!("argument {name}: {e}"))?;
-                    let buffer = context.alloc(data.len()).map_err(|e| format!("argument {name}: {e}"))?;
-                    context.upload(&buffer, &data).map_err(|e| format!("argument {name}: {e}"))?;
                     let initial = if *output && !*poison {
-                        let copy = context.alloc(data.len()).map_err(|e| e.to_string())?;
-                        context.upload(&copy, &data).map_err(|e| e.to_string())?;
+                        let copy = context.alloc(buffer.bytes()).map_err(|e| e.to_string())?;
+                        context.copy(&buffer, &copy).map_err(|e| e.to_string())?;
                         Some(copy)
                     } else {
                         None
                     };
                     slots.push(buffer.pointer());
-                    let host = (!*output && dtype.is_float()).then_some(data);
+                    let contents = (!*output && dtype.is_float()).then_some(contents);
                     arguments.push(Argument {
                         dtype: *dtype,
                         len: *len,
                         buffer: Some(buffer),
-                        host,
+                        contents,
                         output: *output,
                         poison: *poison,
                         initial,
@@ -310,7 +307,7 @@ impl Worker {
                         dtype: DType::U8,
                         len: 0,
                         buffer: None,
-                        host: None,
+                        contents: None,
                         output: false,
                         poison: false,
                         initial: None,
@@ -336,6 +333,7 @@ impl Worker {
             tolerances: setup.tolerances,
             bitwise: setup.bitwise,
             comparer: None,
+            drawer: None,
             extra_sets: None,
             edges: Vec::new(),
             flush,
@@ -349,7 +347,7 @@ impl Worker {
         match &setup.reference {
             Some(ReferenceSetup::Kernel(reference)) => {
                 worker.comparer = Some(Comparer::new(context)?);
-                worker.compute_reference(context, reference, &setup.args, setup.verify_sets, drawing)?;
+                worker.compute_reference(context, reference, &setup.args, setup.verify_sets, &mut inputs)?;
             }
             Some(ReferenceSetup::Outputs { data, sets }) => {
                 worker.comparer = Some(Comparer::new(context)?);
@@ -358,7 +356,8 @@ impl Worker {
             }
             None => {}
         }
-        worker.edges = edges::open(context, edge_setups, drawing)?;
+        worker.drawer = inputs.drawer.take();
+        worker.edges = edges::open(context, edge_setups, inputs.drawing)?;
         context.synchronize().map_err(|e| e.to_string())?;
         Ok(worker)
     }
@@ -386,7 +385,7 @@ impl Worker {
         reference: &KernelImage,
         args: &[ArgSetup],
         sets: u32,
-        drawing: &mut f64,
+        inputs: &mut inputs::Inputs<'_>,
     ) -> Result<(), String> {
         let module = self.load(context, reference).map_err(|e| format!("loading the reference: {e}"))?;
         let function = module.function(&reference.name).map_err(|e| format!("the reference kernel: {e}"))?;
@@ -407,7 +406,7 @@ impl Worker {
             argument.reference = Some(copy);
         }
         self.check_reference(context)?;
-        self.extra_sets = self.draw_sets(context, args, sets, &mut run, drawing)?;
+        self.extra_sets = self.draw_sets(context, args, sets, &mut run, inputs)?;
         Ok(())
     }
 
@@ -615,8 +614,8 @@ impl Worker {
         let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
         self.comparer = Some(comparer);
         for argument in &self.arguments {
-            if let (Some(buffer), Some(host)) = (&argument.buffer, &argument.host) {
-                context.upload(buffer, host).map_err(|e| e.to_string())?;
+            if let (Some(buffer), Some(contents)) = (&argument.buffer, &argument.contents) {
+                contents.put_back(context, buffer, argument.dtype, argument.len, self.drawer.as_ref())?;
             }
         }
         outcome
@@ -666,7 +665,7 @@ impl Worker {
                 waiting(300);
             }
             for (position, argument) in self.arguments.iter().enumerate() {
-                let (Some(buffer), Some(_)) = (&argument.buffer, &argument.host) else { continue };
+                let (Some(buffer), Some(_)) = (&argument.buffer, &argument.contents) else { continue };
                 let code = match argument.dtype {
                     DType::F16 => 0,
                     DType::Bf16 => 1,

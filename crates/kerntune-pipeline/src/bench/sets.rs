@@ -17,6 +17,7 @@ use std::ffi::c_void;
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer};
 use kerntune_device::{fill, Init};
 
+use super::inputs::Inputs;
 use super::{Ended, Worker};
 use crate::error::FailureKind;
 use crate::protocol::{ArgSetup, GivenSet};
@@ -98,7 +99,7 @@ impl Worker {
         args: &[ArgSetup],
         count: u32,
         run_reference: &mut dyn FnMut(&Worker) -> Result<(), String>,
-        drawing: &mut f64,
+        inputs: &mut Inputs<'_>,
     ) -> Result<Option<ExtraSets>, String> {
         let positions = refilled(args);
         if count == 0 || positions.is_empty() {
@@ -112,16 +113,15 @@ impl Worker {
             .map_err(text)?;
         let mut sets = Vec::new();
         for set in 1..=count {
-            let mut inputs = Vec::new();
+            let mut set_inputs = Vec::new();
             for &position in &positions {
                 let ArgSetup::Buffer { name, dtype, len, init, seed, .. } = &args[position] else { continue };
-                let data = super::drawn(drawing, || fill(*dtype, *len, init, set_seed(*seed, set)))
+                let (buffer, _) = inputs
+                    .buffer(context, *dtype, *len, init, set_seed(*seed, set))
                     .map_err(|e| format!("argument {name}, input set {set}: {e}"))?;
-                let buffer = context.alloc(data.len()).map_err(text)?;
-                context.upload(&buffer, &data).map_err(text)?;
-                inputs.push(buffer);
+                set_inputs.push(buffer);
             }
-            self.load_set(context, &positions, &inputs).map_err(text)?;
+            self.load_set(context, &positions, &set_inputs).map_err(text)?;
             run_reference(self).map_err(|e| format!("input set {set}: {e}"))?;
             let mut expected = Vec::new();
             for (position, _, _) in &self.tolerances {
@@ -130,7 +130,7 @@ impl Worker {
                     .map_err(|e| format!("on input set {set} (inputs drawn with another seed), {e}; [verify] sets = 0 checks the setup's inputs only"))?;
                 expected.push(copy);
             }
-            sets.push(ExtraSet { inputs, expected });
+            sets.push(ExtraSet { inputs: set_inputs, expected });
         }
         self.load_set(context, &positions, &original).map_err(text)?;
         Ok(Some(ExtraSets { origin: "inputs drawn with another seed", positions, original, sets }))
