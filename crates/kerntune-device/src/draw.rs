@@ -10,11 +10,11 @@
 //! everything else (integers, ranges, files) stays with [`crate::fill`] on the host. The
 //! numbers differ from the host's for the same seed: nothing stored depends on them.
 
-use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use crate::data::{DType, Init};
-use crate::driver::{Context, CudaError, DeviceBuffer, Module};
+use crate::driver::{param, Context, CudaError, DeviceBuffer, Module};
+use crate::verify::dtype_code;
 
 const SOURCE: &str = r#"
 typedef unsigned long long u64;
@@ -104,23 +104,19 @@ impl Drawer {
             Init::Uniform { low, high } => (0i32, *low, *high),
             _ => return Ok(()),
         };
-        let mut code: i32 = match dtype {
-            DType::F16 => 0,
-            DType::Bf16 => 1,
-            DType::F32 => 2,
-            DType::F64 => 3,
-            _ => return Ok(()),
-        };
+        if !dtype.is_float() {
+            return Ok(());
+        }
         let function = self.module.function("kerntune_draw")?;
-        let (mut pointer, mut count, mut seed) = (buffer.pointer(), len as u64, seed);
-        let mut args: [*mut c_void; 7] = [
-            (&mut pointer as *mut u64).cast(),
-            (&mut count as *mut u64).cast(),
-            (&mut code as *mut i32).cast(),
-            (&mut normal as *mut i32).cast(),
-            (&mut a as *mut f64).cast(),
-            (&mut b as *mut f64).cast(),
-            (&mut seed as *mut u64).cast(),
+        let (mut pointer, mut count, mut code, mut seed) = (buffer.pointer(), len as u64, dtype_code(dtype), seed);
+        let mut args = [
+            param(&mut pointer),
+            param(&mut count),
+            param(&mut code),
+            param(&mut normal),
+            param(&mut a),
+            param(&mut b),
+            param(&mut seed),
         ];
         let blocks = len.div_ceil(256).clamp(1, 8192) as u32;
         context.launch(&function, [blocks, 1, 1], [256, 1, 1], 0, &mut args)

@@ -112,6 +112,12 @@ impl DeviceInfo {
     }
 }
 
+/// One of a launch's argument pointers ([`Context::launch`]): the address of the value
+/// the kernel's parameter takes, which must have the parameter's type.
+pub fn param<T>(value: &mut T) -> *mut c_void {
+    (value as *mut T).cast()
+}
+
 /// The primary context of one device, current on the calling thread, with one stream.
 #[derive(Debug)]
 pub struct Context {
@@ -301,7 +307,7 @@ impl Context {
     }
 
     /// Launches `function` on the stream with argument pointers (each pointing at the
-    /// argument's value, as cuLaunchKernel expects).
+    /// argument's value, as cuLaunchKernel expects: see [`param`]).
     pub fn launch(
         &self,
         function: &Function<'_>,

@@ -3,11 +3,9 @@
 //! poisoned element reads as NaN), the first bad index and the largest error, so that
 //! checking a 64 MB output costs microseconds instead of a copy to the host.
 
-use std::ffi::c_void;
-
 use crate::data::DType;
 
-use crate::driver::{Context, CudaError, DeviceBuffer, Module};
+use crate::driver::{param, Context, CudaError, DeviceBuffer, Module};
 
 const SOURCE: &str = r#"
 typedef unsigned long long u64;
@@ -103,7 +101,8 @@ pub struct Comparison {
     pub max_error: f64,
 }
 
-fn dtype_code(dtype: DType) -> i32 {
+/// The element type's code in the kernels of this module and of [`crate::draw`].
+pub(crate) fn dtype_code(dtype: DType) -> i32 {
     match dtype {
         DType::F16 => 0,
         DType::Bf16 => 1,
@@ -152,16 +151,16 @@ impl Comparer {
             (out.pointer(), reference.pointer(), len as u64, dtype_code(dtype));
         let (mut atol, mut rtol, mut result_ptr) = (atol, rtol, self.result.pointer());
         let (mut bitwise, mut size) = (i32::from(bitwise), dtype.size() as i32);
-        let mut args: [*mut c_void; 9] = [
-            (&mut out_ptr as *mut u64).cast(),
-            (&mut ref_ptr as *mut u64).cast(),
-            (&mut n as *mut u64).cast(),
-            (&mut code as *mut i32).cast(),
-            (&mut atol as *mut f64).cast(),
-            (&mut rtol as *mut f64).cast(),
-            (&mut result_ptr as *mut u64).cast(),
-            (&mut bitwise as *mut i32).cast(),
-            (&mut size as *mut i32).cast(),
+        let mut args = [
+            param(&mut out_ptr),
+            param(&mut ref_ptr),
+            param(&mut n),
+            param(&mut code),
+            param(&mut atol),
+            param(&mut rtol),
+            param(&mut result_ptr),
+            param(&mut bitwise),
+            param(&mut size),
         ];
         let blocks = (len.div_ceil(256)).clamp(1, context.info.multiprocessors.max(1) as usize * 8) as u32;
         context.launch(&function, [blocks, 1, 1], [256, 1, 1], 0, &mut args)?;
