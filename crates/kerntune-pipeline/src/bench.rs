@@ -10,7 +10,8 @@
 //!
 //! Where the reference is a kernel, the checked run is repeated on extra input sets
 //! ([`Setup::verify_sets`], see `sets`), and at other problem sizes where the setup names
-//! them ([`Setup::edges`], see `edges`).
+//! them ([`Setup::edges`], see `edges`). The stages after the search ask about two kernels
+//! at once: their outputs compared, or their times interleaved (see `pairs`).
 //!
 //! Anything that breaks the CUDA context ends the process after it has replied; the
 //! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
@@ -28,7 +29,6 @@ use crate::protocol::{
     output_file, ArgSetup, Bytes, EvaluateRequest, EvaluateResult, FromBench, KernelImage, ParamSource, ReferenceSetup,
     Relocation, Setup, SetupTimes, ToBench,
 };
-use crate::sampling::ClockSpan;
 use crate::schedule::Interleaved;
 use crate::timing::{EnergyMode, Flush, Timing};
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer, Event, FunctionAttributes, Module};
@@ -37,6 +37,7 @@ use kerntune_device::verify::Comparer;
 
 mod edges;
 mod inputs;
+mod pairs;
 mod sets;
 pub use sets::refillable;
 mod timed;
@@ -118,7 +119,7 @@ pub fn run(ordinal: usize) -> i32 {
                     reply(&FromBench::Fatal { message: "interleave before setup".into() });
                     return 1;
                 };
-                let plan = Interleaving { rounds, blocks, seed };
+                let plan = pairs::Interleaving { rounds, blocks, seed };
                 match worker.interleave(&context, [&a, &b], plan, &mut |launches| {
                     reply(&FromBench::Waiting { launches });
                 }) {
@@ -598,204 +599,6 @@ impl Worker {
         }
     }
 
-    /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs and
-    /// compares their outputs bit for bit; returns how many sets differed and the first
-    /// difference. The setup's inputs are restored afterwards.
-    fn compare(
-        &mut self,
-        context: &Context,
-        original: &KernelImage,
-        candidate: &KernelImage,
-        sets: u32,
-        seed: u64,
-        waiting: &mut dyn FnMut(usize),
-    ) -> Result<(u32, Option<String>), String> {
-        let comparer = self.comparer.take().map_or_else(|| Comparer::new(context), Ok)?;
-        let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
-        self.comparer = Some(comparer);
-        for argument in &self.arguments {
-            if let (Some(buffer), Some(contents)) = (&argument.buffer, &argument.contents) {
-                contents.put_back(context, buffer, argument.dtype, argument.len, self.drawer.as_ref())?;
-            }
-        }
-        outcome
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn compare_with(
-        &mut self,
-        context: &Context,
-        comparer: &Comparer,
-        original: &KernelImage,
-        candidate: &KernelImage,
-        sets: u32,
-        seed: u64,
-        waiting: &mut dyn FnMut(usize),
-    ) -> Result<(u32, Option<String>), String> {
-        let text = |e: CudaError| e.to_string();
-        let filler = context
-            .load_module(
-                &kerntune_device::nvrtc::compile(
-                    kerntune_device::verify::FILL_SOURCE,
-                    "kerntune_fill",
-                    &[],
-                    &context.info.arch(),
-                )
-                .map_err(|e| e.message)?
-                .cubin,
-            )
-            .map_err(text)?;
-        let fill = filler.function("kerntune_fill").map_err(text)?;
-        let original_module = self.load(context, original).map_err(text)?;
-        let candidate_module = self.load(context, candidate).map_err(text)?;
-        let original_function = original_module.function(&original.name).map_err(text)?;
-        let candidate_function = candidate_module.function(&candidate.name).map_err(text)?;
-        for (function, image) in [(&original_function, original), (&candidate_function, candidate)] {
-            function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
-        }
-        let outputs: Vec<usize> = self.tolerances.iter().map(|(p, _, _)| *p).collect();
-        let expected: Vec<DeviceBuffer> = outputs
-            .iter()
-            .map(|p| context.alloc(self.arguments[*p].buffer.as_ref().map_or(0, DeviceBuffer::bytes)))
-            .collect::<Result<_, _>>()
-            .map_err(text)?;
-        let (mut differing, mut first) = (0u32, None);
-        for set in 0..sets {
-            if set % 100 == 0 {
-                waiting(300);
-            }
-            for (position, argument) in self.arguments.iter().enumerate() {
-                let (Some(buffer), Some(_)) = (&argument.buffer, &argument.contents) else { continue };
-                let code = match argument.dtype {
-                    DType::F16 => 0,
-                    DType::Bf16 => 1,
-                    DType::F32 => 2,
-                    _ => 3,
-                };
-                let (mut pointer, mut len, mut code, mut set_seed) =
-                    (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
-                let mut args: [*mut c_void; 4] = [
-                    (&mut pointer as *mut u64).cast(),
-                    (&mut len as *mut u64).cast(),
-                    (&mut code as *mut i32).cast(),
-                    (&mut set_seed as *mut u64).cast(),
-                ];
-                let blocks = argument.len.div_ceil(256).clamp(1, 4096) as u32;
-                context.launch(&fill, [blocks, 1, 1], [256, 1, 1], 0, &mut args).map_err(text)?;
-            }
-            self.prepare_outputs(context).map_err(text)?;
-            let (mut pointers, _scratch) = self.kernel_pointers(context, original).map_err(text)?;
-            launch_image(context, &original_function, original, &mut pointers).map_err(text)?;
-            for (position, copy) in outputs.iter().zip(&expected) {
-                if let Some(buffer) = &self.arguments[*position].buffer {
-                    context.copy(buffer, copy).map_err(text)?;
-                }
-            }
-            self.prepare_outputs(context).map_err(text)?;
-            let (mut pointers, _scratch) = self.kernel_pointers(context, candidate).map_err(text)?;
-            launch_image(context, &candidate_function, candidate, &mut pointers).map_err(text)?;
-            let mut bad = false;
-            for (position, copy) in outputs.iter().zip(&expected) {
-                let argument = &self.arguments[*position];
-                let Some(buffer) = &argument.buffer else { continue };
-                let found = comparer
-                    .compare(context, buffer, copy, argument.dtype, argument.len, 0.0, 0.0, true)
-                    .map_err(text)?;
-                if found.bad > 0 && first.is_none() {
-                    first = Some(format!(
-                        "input set {set}: output #{position} differs in {} of {} elements, first at index {}",
-                        found.bad, argument.len, found.first_bad
-                    ));
-                }
-                bad |= found.bad > 0;
-            }
-            differing += u32::from(bad);
-        }
-        Ok((differing, first))
-    }
-
-    /// Times two kernels alternately, `plan.rounds` times each, with the usual flush.
-    ///
-    /// Where the driver places a module's code matters: on an H200 the same 7 µs kernel,
-    /// loaded twice, ran up to 8% faster or slower depending on which load it was, and the
-    /// advantage changed sides from one load to the next. So the rounds are split into
-    /// blocks, each of which loads both kernels afresh, the one loaded first drawn at
-    /// random, and within a block the one launched first alternates. Neither kernel then
-    /// keeps the better place for the whole comparison.
-    fn interleave(
-        &mut self,
-        context: &Context,
-        kernels: [&KernelImage; 2],
-        plan: Interleaving,
-        waiting: &mut dyn FnMut(usize),
-    ) -> Result<Interleaved, String> {
-        let text = |e: CudaError| e.to_string();
-        let mut rng = kerntune_space::Rng::seeded(plan.seed);
-        let mut span = self.gauge.as_ref().map(|_| ClockSpan::default());
-        let mut read_clocks = |worker: &Worker| {
-            if let (Some(span), Some(gauge)) = (span.as_mut(), &worker.gauge) {
-                span.add(&gauge.read());
-            }
-        };
-        let blocks = plan.blocks.clamp(1, plan.rounds.max(1));
-        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        let chunk = 16u32;
-        self.ensure_events(context, 2 * chunk as usize).map_err(text)?;
-        for block in 0..blocks {
-            read_clocks(self);
-            let rounds = plan.rounds / blocks + u32::from(block < plan.rounds % blocks);
-            let order: [usize; 2] = if rng.chance(0.5) { [0, 1] } else { [1, 0] };
-            let mut modules = Vec::with_capacity(2);
-            for &k in &order {
-                modules.push((k, self.load(context, kernels[k]).map_err(text)?));
-            }
-            modules.sort_by_key(|(k, _)| *k);
-            let functions = [
-                modules[0].1.function(&kernels[0].name).map_err(text)?,
-                modules[1].1.function(&kernels[1].name).map_err(text)?,
-            ];
-            for (function, image) in functions.iter().zip(kernels) {
-                function.allow_dynamic_shared(image.geometry.shared_bytes).map_err(text)?;
-            }
-            let (mut pointers_a, _scratch_a) = self.kernel_pointers(context, kernels[0]).map_err(text)?;
-            let (mut pointers_b, _scratch_b) = self.kernel_pointers(context, kernels[1]).map_err(text)?;
-            let pointers = [&mut pointers_a, &mut pointers_b];
-            // The first launch of each after loading is not timed. Every launch finds the
-            // `reset_to_zero` buffers at zero, as in the search (zeroed before the start event).
-            for k in 0..2 {
-                self.reset_buffers(context).map_err(text)?;
-                launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
-            }
-            let mut done = 0;
-            while done < rounds {
-                let count = chunk.min(rounds - done) as usize;
-                for round in 0..count {
-                    let first = (done as usize + round) % 2;
-                    for k in [first, 1 - first] {
-                        self.reset_buffers(context).map_err(text)?;
-                        self.flush(context).map_err(text)?;
-                        let (start, stop) = &self.events[2 * round + k];
-                        start.record(context).map_err(text)?;
-                        launch_image(context, &functions[k], kernels[k], pointers[k]).map_err(text)?;
-                        stop.record(context).map_err(text)?;
-                    }
-                }
-                waiting(2 * count);
-                context.synchronize().map_err(text)?;
-                for round in 0..count {
-                    for (k, samples) in times.iter_mut().enumerate() {
-                        let (start, stop) = &self.events[2 * round + k];
-                        samples.push(start.elapsed_ms(stop).map_err(text)?);
-                    }
-                }
-                done += count as u32;
-            }
-        }
-        read_clocks(self);
-        let [a, b] = times;
-        Ok(Interleaved { a, b, clocks: span })
-    }
-
     /// Loads a kernel's module and fills its `__constant__` symbols.
     fn load(&self, context: &Context, kernel: &KernelImage) -> Result<Module, CudaError> {
         let module = context.load_module(&kernel.cubin.0)?;
@@ -835,14 +638,6 @@ impl Worker {
         }
         Ok(())
     }
-}
-
-/// How `interleave` times two kernels.
-#[derive(Debug, Clone, Copy)]
-struct Interleaving {
-    rounds: u32,
-    blocks: u32,
-    seed: u64,
 }
 
 /// What the parameters of one launch point at beyond the arguments' slots: scratch
