@@ -6,7 +6,8 @@
 //! number of threads), so every worker of a run draws the same data, and a buffer is
 //! drawn again, not kept on the host, to restore it.
 //!
-//! [`Drawer`] draws normal and uniform floating-point data ([`Drawer::draws`] says which);
+//! [`Drawer`] draws normal and uniform floating-point data ([`Drawer::draws`] says which),
+//! for setups and for the schedule stage's random input sets;
 //! everything else (integers, ranges, files) stays with [`crate::fill`] on the host. The
 //! numbers differ from the host's for the same seed: nothing stored depends on them.
 

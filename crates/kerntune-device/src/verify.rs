@@ -59,39 +59,6 @@ extern "C" __global__ void kerntune_compare(const unsigned char *out, const unsi
 }
 "#;
 
-/// Fills floating-point buffers with seeded random values in [-1, 1), for checking a
-/// rewritten schedule on many input sets without a copy from the host each time.
-pub const FILL_SOURCE: &str = r#"
-typedef unsigned long long u64;
-__device__ u64 mix(u64 x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-extern "C" __global__ void kerntune_fill(unsigned char *data, u64 n, int dtype, u64 seed) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        float v = (float)((mix(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-        unsigned int bits = __float_as_uint(v);
-        switch (dtype) {
-            case 0: {  // f16, round to nearest
-                unsigned int sign = (bits >> 16) & 0x8000u;
-                int exponent = (int)((bits >> 23) & 0xff) - 127 + 15;
-                unsigned int mantissa = bits & 0x7fffffu;
-                unsigned short h;
-                if (exponent <= 0) h = (unsigned short)sign;
-                else h = (unsigned short)(sign | ((exponent << 10) + ((mantissa + 0x1000u) >> 13)));
-                ((unsigned short *)data)[i] = h;
-                break;
-            }
-            case 1: ((unsigned short *)data)[i] = (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16); break;
-            case 2: ((float *)data)[i] = v; break;
-            case 3: ((double *)data)[i] = (double)v; break;
-        }
-    }
-}
-"#;
-
 /// What a comparison found.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Comparison {

@@ -2,11 +2,10 @@
 //! compared bit for bit on many random input sets (the schedule stage's check of a
 //! rewritten binary), and their times taken in alternating rounds (finalists, schedule).
 
-use std::ffi::c_void;
-
+use kerntune_device::draw::Drawer;
 use kerntune_device::driver::{Context, CudaError, DeviceBuffer};
 use kerntune_device::verify::Comparer;
-use kerntune_device::DType;
+use kerntune_device::Init;
 
 use super::{launch_image, Worker};
 use crate::protocol::KernelImage;
@@ -22,7 +21,8 @@ pub(super) struct Interleaving {
 }
 
 impl Worker {
-    /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs and
+    /// Runs `original` and `candidate` on `sets` sets of random floating-point inputs (uniform
+    /// in [-1, 1), drawn on the GPU) and
     /// compares their outputs bit for bit; returns how many sets differed and the first
     /// difference. The setup's inputs are restored afterwards.
     pub(super) fn compare(
@@ -35,13 +35,15 @@ impl Worker {
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(u32, Option<String>), String> {
         let comparer = self.comparer.take().map_or_else(|| Comparer::new(context), Ok)?;
-        let outcome = self.compare_with(context, &comparer, original, candidate, sets, seed, waiting);
+        let drawer = self.drawer.take().map_or_else(|| Drawer::new(context), Ok)?;
+        let outcome = self.compare_with(context, &comparer, &drawer, original, candidate, sets, seed, waiting);
         self.comparer = Some(comparer);
         for argument in &self.arguments {
             if let (Some(buffer), Some(contents)) = (&argument.buffer, &argument.contents) {
-                contents.put_back(context, buffer, argument.dtype, argument.len, self.drawer.as_ref())?;
+                contents.put_back(context, buffer, argument.dtype, argument.len, Some(&drawer))?;
             }
         }
+        self.drawer = Some(drawer);
         outcome
     }
 
@@ -50,6 +52,7 @@ impl Worker {
         &mut self,
         context: &Context,
         comparer: &Comparer,
+        drawer: &Drawer,
         original: &KernelImage,
         candidate: &KernelImage,
         sets: u32,
@@ -57,19 +60,7 @@ impl Worker {
         waiting: &mut dyn FnMut(usize),
     ) -> Result<(u32, Option<String>), String> {
         let text = |e: CudaError| e.to_string();
-        let filler = context
-            .load_module(
-                &kerntune_device::nvrtc::compile(
-                    kerntune_device::verify::FILL_SOURCE,
-                    "kerntune_fill",
-                    &[],
-                    &context.info.arch(),
-                )
-                .map_err(|e| e.message)?
-                .cubin,
-            )
-            .map_err(text)?;
-        let fill = filler.function("kerntune_fill").map_err(text)?;
+        let random = Init::Uniform { low: -1.0, high: 1.0 };
         let original_module = self.load(context, original).map_err(text)?;
         let candidate_module = self.load(context, candidate).map_err(text)?;
         let original_function = original_module.function(&original.name).map_err(text)?;
@@ -90,22 +81,8 @@ impl Worker {
             }
             for (position, argument) in self.arguments.iter().enumerate() {
                 let (Some(buffer), Some(_)) = (&argument.buffer, &argument.contents) else { continue };
-                let code = match argument.dtype {
-                    DType::F16 => 0,
-                    DType::Bf16 => 1,
-                    DType::F32 => 2,
-                    _ => 3,
-                };
-                let (mut pointer, mut len, mut code, mut set_seed) =
-                    (buffer.pointer(), argument.len as u64, code, seed ^ (u64::from(set) << 20) ^ position as u64);
-                let mut args: [*mut c_void; 4] = [
-                    (&mut pointer as *mut u64).cast(),
-                    (&mut len as *mut u64).cast(),
-                    (&mut code as *mut i32).cast(),
-                    (&mut set_seed as *mut u64).cast(),
-                ];
-                let blocks = argument.len.div_ceil(256).clamp(1, 4096) as u32;
-                context.launch(&fill, [blocks, 1, 1], [256, 1, 1], 0, &mut args).map_err(text)?;
+                let set_seed = seed ^ (u64::from(set) << 20) ^ position as u64;
+                drawer.draw(context, buffer, argument.dtype, argument.len, &random, set_seed).map_err(text)?;
             }
             self.prepare_outputs(context).map_err(text)?;
             let (mut pointers, _scratch) = self.kernel_pointers(context, original).map_err(text)?;
