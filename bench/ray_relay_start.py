@@ -2,8 +2,9 @@
 this machine: `import ray`, joining the cluster as a driver (`ray.init`), the first actor,
 and three more actors of the same driver; then N relays (`python -m kerntune.ray_worker`,
 one per worker, as the pools start them) started at once, each running a worker that echoes
-a line, until every one has answered. The parts a relay carrying several workers would pay
-once instead of once per worker are the import and the join (issue 35's lead).
+a line, until every one has answered. The relays of one tuning process share one host, which
+imports Ray and joins the cluster once (issue 35's lead): each count's relays are started by
+a fresh process, so each count pays for starting its host.
 
     python3 bench/ray_relay_start.py [N ...]    # default: 1 4
 
@@ -39,6 +40,14 @@ print(json.dumps({{"import_s": imported - clock, "join_s": joined - imported, "f
 
 
 def relays(address: str, count: int) -> dict:
+    """``count`` relays started at once by a fresh process (their tuning process, whose host
+    they share), timed until every one has answered."""
+    answer = subprocess.run([sys.executable, __file__, "--relays", address, str(count)], capture_output=True, text=True,
+                            check=True)
+    return json.loads(answer.stdout.strip().splitlines()[-1])
+
+
+def start_relays(address: str, count: int) -> dict:
     clock = time.perf_counter()
     started = [subprocess.Popen([sys.executable, "-m", "kerntune.ray_worker", "--address", address, "--", *ECHO],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(count)]
@@ -70,4 +79,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--relays"]:
+        print(json.dumps(start_relays(sys.argv[2], int(sys.argv[3]))))
+    else:
+        main()

@@ -9,11 +9,13 @@
 - `nodes`: compile-bound work scales with nodes. The 576-configuration Triton matmul
   (examples/triton/matmul.py, fp16, SIZE^3, default 4096) brute force on GPU 0, its compile
   workers on a local Ray cluster of one node of 16 CPUs, then of two nodes of 16 CPUs (NODES,
-  default "1 2"; "1 2 4" on a host of 64 cores; all on this host,
-  started by ray.cluster_utils.Cluster as `ray start --num-cpus 16` would), a fresh store,
-  Triton cache and cluster each time. Target >= 1.7x, same best.
+  default "1 2"; "1 2 4" on a host of 64 cores; NODE_CPUS, default 16, the CPUs of each node;
+  all on this host, started by ray.cluster_utils.Cluster as `ray start --num-cpus 16` would),
+  a fresh store, Triton cache and cluster each time. Target >= 1.7x, same best. Nodes that
+  together have fewer CPUs than the host (NODE_CPUS=4 with "1 2 4" on 32 cores) stand for
+  nodes with cores of their own; nodes that fill it share its cores.
 - `host`: the host's own compile throughput, no Ray: the same brute force with 16 and then
-  32 local compile workers (16 per count of NODES). The ceiling of `nodes` on one host: if 32 concurrent compiles
+  32 local compile workers (NODE_CPUS per count of NODES). The ceiling of `nodes` on one host: if 32 concurrent compiles
   each take longer than 16 do, two nodes of 16 CPUs on it cannot reach 2x either.
 - `ranks`: two processes (torch.distributed, gloo, one GPU each) call one
   @kerntune.autotune kernel with one key: both must launch the same configuration, tuned
@@ -306,6 +308,8 @@ def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
 #: Node counts of the `host` and `nodes` comparisons, each doubling compared with the count
 #: before it (NODES="1 2 4" on a host of 64 cores).
 NODES = [int(n) for n in os.environ.get("NODES", "1 2").split()]
+#: The CPUs of each node, and the local compile workers of `host` per count of NODES.
+NODE_CPUS = int(os.environ.get("NODE_CPUS", "16"))
 
 
 def node_label(count: int) -> str:
@@ -314,13 +318,13 @@ def node_label(count: int) -> str:
 
 def host():
     """The host's own compile throughput, without Ray: the Triton brute force with 16 local
-    compile workers per count of NODES. Where 32 concurrent compiles each take longer than 16
+    compile workers (NODE_CPUS) per count of NODES. Where 32 concurrent compiles each take longer than 16
     (shared cores, hyper-threads, memory bandwidth), no scheduler gets 2x from 32."""
     for count in NODES:
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
-        triton_brute(f"host {16 * count}", 16 * count)
+        triton_brute(f"host {NODE_CPUS * count}", NODE_CPUS * count)
     for before, after in zip(NODES, NODES[1:]):
-        ratio(f"host {16 * after}", f"host {16 * before}", f"host {16 * after}", target=1.7)
+        ratio(f"host {NODE_CPUS * after}", f"host {NODE_CPUS * before}", f"host {NODE_CPUS * after}", target=1.7)
 
 
 def nodes():
@@ -330,12 +334,12 @@ def nodes():
     for count in NODES:
         # Workers inherit the cluster's environment: a fresh Triton cache before it starts.
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 16})
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": NODE_CPUS})
         for _ in range(count - 1):
-            cluster.add_node(num_cpus=16)
+            cluster.add_node(num_cpus=NODE_CPUS)
         cluster.wait_for_nodes()
         try:
-            triton_brute(node_label(count), 16 * count, cluster.address)
+            triton_brute(node_label(count), NODE_CPUS * count, cluster.address)
         finally:
             cluster.shutdown()
     for before, after in zip(NODES, NODES[1:]):
@@ -427,7 +431,7 @@ def main():
     print(f"{'comparison':<10} {'anchor s':>9} {'scaled s':>9} {'speedup':>8} {'target':>7} {'same best':>10}")
     for name, anchor, scaled, speedup, target, same in ratios:
         print(f"{name:<10} {anchor:>9.1f} {scaled:>9.1f} {speedup:>7.2f}x {target:>6.1f}x {str(same):>10}")
-    pairs = [(f"host {16 * a}", f"host {16 * b}") for a, b in zip(NODES, NODES[1:])]
+    pairs = [(f"host {NODE_CPUS * a}", f"host {NODE_CPUS * b}") for a, b in zip(NODES, NODES[1:])]
     pairs += [(node_label(a), node_label(b)) for a, b in zip(NODES, NODES[1:])]
     for anchor, other in pairs:
         if anchor in rows and other in rows:

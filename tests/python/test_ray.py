@@ -132,6 +132,66 @@ def test_ray_relay_carries_a_workers_lines_and_a_dead_actor_ends_it(cluster, tmp
     assert "the Ray actor running the worker died" in relay.stderr.read()
 
 
+def _hosts(address, owner):
+    """The pids of the relays' hosts serving the tuning process ``owner`` on ``address``."""
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()
+            and "kerntune.ray_worker --serve" in (command := _cmdline(entry))
+            and f"--owner {owner} " in command and command.rstrip().endswith(f"--address {address}")]
+
+
+def _gone(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# A worker that says its process id, then hangs: what a pool kills after its deadline.
+HANGING = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)"
+
+
+def test_the_relays_of_one_tuning_process_share_one_host_that_joins_the_cluster_once(cluster):
+    relays = [_relay(cluster.address, "--", sys.executable, "-c", FAKE_BENCH) for _ in range(2)]  # both CPUs
+    try:
+        for relay in relays:
+            assert json.loads(relay.stdout.readline())["type"] == "ready"
+        assert len(_hosts(cluster.address, os.getpid())) == 1, "one host for this process and cluster"
+    finally:
+        for relay in relays:
+            relay.stdin.close()
+            assert relay.wait(timeout=60) == 0
+
+
+def test_a_killed_relay_ends_its_hanging_worker_and_actor(cluster):
+    """A pool kills the relay of a worker past its deadline; the worker and its actor must
+    not go on holding a CPU of the cluster."""
+    relay = _relay(cluster.address, "--", sys.executable, "-c", HANGING)
+    worker = int(relay.stdout.readline())
+    relay.kill()
+    relay.wait(timeout=10)
+    assert _gone(worker, timeout=60), "the hanging worker still runs after its relay was killed"
+
+
+def test_the_host_ends_with_its_tuning_process(cluster):
+    """A tuning process killed (a crash, or Ctrl-C twice) leaves no host and no worker behind."""
+    owner = subprocess.Popen([sys.executable, "-c", f"""
+import subprocess, sys
+relay = subprocess.Popen([sys.executable, *{RELAY!r}, "--address", {cluster.address!r}, "--", sys.executable, "-c",
+                          {HANGING!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+print(relay.stdout.readline().strip(), flush=True)
+sys.stdin.readline()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker = int(owner.stdout.readline())
+    hosts = _hosts(cluster.address, owner.pid)
+    assert len(hosts) == 1
+    owner.kill()
+    owner.wait(timeout=10)
+    assert _gone(hosts[0], timeout=30), "the host outlived its tuning process"
+    assert _gone(worker, timeout=60), "the worker outlived its tuning process's host"
+
+
 def test_ray_relay_on_a_gpu_runs_the_worker_on_the_gpu_ray_gives_it_as_device_0(cluster):
     """`kerntune tune --ray ADDR --ray-gpus N` runs each benchmark worker this way."""
     relay = _relay(cluster.address, "--gpus", "1", "--", sys.executable, "-c", FAKE_BENCH, "--device", "3")
