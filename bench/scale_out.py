@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("OUT", tempfile.gettempdir())
@@ -289,6 +290,7 @@ def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
     b = torch.randn((size, size), device="cuda", dtype=torch.float16)
     c = torch.empty((size, size), device="cuda", dtype=torch.float16)
     db = os.path.join(tempfile.mkdtemp(prefix="scale-nodes-"), "results.db")
+    started_at = time.time()
     start = time.perf_counter()
     result = kerntune.tune(matmul.matmul_kernel, matmul.arguments(a, b, c), matmul.grid, matmul.PARAMS,
                            answer={"c_ptr": torch.matmul(a, b)}, strategy="brute_force", db=db, progress=False,
@@ -301,8 +303,23 @@ def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
     compiled = [r["costs"]["compile_s"] for r in result.results if r["costs"].get("compile_s")]
     rows[label] = dict(wall_s=wall, best=result.best_config, best_tflops=result.best_objective,
                        evaluations=result.evaluations, statuses=statuses, compile_s=result.costs.get("compile_s"),
-                       compile_mean_s=sum(compiled) / max(len(compiled), 1), phases=result.phases, db=db)
+                       compile_mean_s=sum(compiled) / max(len(compiled), 1), phases=result.phases, db=db,
+                       **evaluations_span(db, started_at))
     print(label, json.dumps(rows[label], default=str), flush=True)
+
+
+def evaluations_span(db: str, started_at: float) -> dict:
+    """When, after the call started, the store received the run's first and last evaluation:
+    the start's share of a run (the workers', the cluster's) and what follows the last one."""
+    import sqlite3
+    from datetime import datetime
+
+    with sqlite3.connect(db) as connection:
+        created = [datetime.strptime(c, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+                   for (c,) in connection.execute("SELECT created FROM evaluations ORDER BY created")]
+    if not created:
+        return {}
+    return dict(first_evaluation_s=created[0] - started_at, last_evaluation_s=created[-1] - started_at)
 
 
 #: Node counts of the `host` and `nodes` comparisons, each doubling compared with the count
@@ -438,6 +455,10 @@ def main():
             a, b = rows[anchor]["compile_mean_s"], rows[other]["compile_mean_s"]
             print(f"mean compile per configuration: {anchor} {a:.2f} s, {other} {b:.2f} s ({b / a:.2f}x); "
                   f"summed {rows[anchor]['compile_s']:.0f} s and {rows[other]['compile_s']:.0f} s")
+    for label, row in rows.items():
+        if "first_evaluation_s" in row:
+            print(f"{label}: first evaluation stored after {row['first_evaluation_s']:.1f} s, the last after "
+                  f"{row['last_evaluation_s']:.1f} s, of {row['wall_s']:.1f} s")
     if "ranks" in rows:
         r = rows["ranks"]
         print(f"ranks: same configuration on both ranks and jobs: {r['same']}; tuned once (rank 0): {r['tuned_once']}; "
