@@ -8,10 +8,11 @@
 //! clocks, the samples are taken again once if the clocks moved under them, and the first
 //! configuration waits for the clocks to settle; [`crate::sampling`] takes every decision.
 //!
-//! Where the reference is a kernel, the checked run is repeated on extra input sets
-//! ([`Setup::verify_sets`], see `sets`), and at other problem sizes where the setup names
-//! them ([`Setup::edges`], see `edges`). The stages after the search ask about two kernels
-//! at once: their outputs compared, or their times interleaved (see `pairs`).
+//! Where the reference is a kernel, a configuration that was not stopped early is checked
+//! again after its timing, on extra input sets ([`Setup::verify_sets`], see `sets`), and at
+//! other problem sizes where the setup names them ([`Setup::edges`], see `edges`). The
+//! stages after the search ask about two kernels at once: their outputs compared, or their
+//! times interleaved (see `pairs`).
 //!
 //! Anything that breaks the CUDA context ends the process after it has replied; the
 //! supervisor starts a fresh one. A kernel that hangs is killed by the supervisor.
@@ -561,11 +562,24 @@ impl Worker {
         self.verify(context)?;
         result.verified_sets = u32::from(self.arguments.iter().any(|a| a.reference.is_some()));
         self.write_outputs(context, request.id)?;
-        self.verify_sets(context, &mut pointers, &launch, &mut result.verified_sets, waiting)?;
-        self.verify_edges(context, &function, kernel, &mut result.verified_sets, waiting)?;
         result.verify_s = verify_start.elapsed().as_secs_f64();
 
-        self.time(context, request, &launch, &mut pointers, result, waiting)
+        self.time(context, request, &launch, &mut pointers, result, waiting)?;
+        // Only a configuration that may win is checked further: one stopped early is slower
+        // than the best by the early-stop factor (its check on the setup's inputs stands).
+        // In a brute force most are, and each further check is a launch of the kernel.
+        let verify_start = Instant::now();
+        let checked = self
+            .verify_sets(context, &mut pointers, &launch, &mut result.verified_sets, waiting)
+            .and_then(|()| self.verify_edges(context, &function, kernel, &mut result.verified_sets, waiting));
+        result.verify_s += verify_start.elapsed().as_secs_f64();
+        if checked.is_err() {
+            // Its times are not a result.
+            result.samples.clear();
+            result.clocks = None;
+            result.energy = None;
+        }
+        checked
     }
 
     fn verify(&self, context: &Context) -> Result<(), Ended> {

@@ -250,7 +250,7 @@ pub struct EvaluateResult {
     pub benchmark_s: f64,
     pub attributes: Option<FunctionAttributes>,
     /// Input sets on which the outputs matched the reference (0 when not checked, or when
-    /// the first check failed).
+    /// the first check failed; the setup's own alone for a configuration stopped early).
     #[serde(default)]
     pub verified_sets: u32,
     /// The worker's context is unusable after this evaluation; it exits after replying.

@@ -1,6 +1,6 @@
 //! Extra input sets for the checked run. Where the reference is a kernel, every
-//! configuration is checked on [`Setup::verify_sets`](crate::protocol::Setup) input sets
-//! beyond the setup's own: the arguments drawn from a random [`Init`] are drawn again with
+//! configuration that may win (timed, not stopped early) is checked on
+//! [`Setup::verify_sets`](crate::protocol::Setup) input sets beyond the setup's own: the arguments drawn from a random [`Init`] are drawn again with
 //! other seeds, and the reference's outputs on each set are computed once, at setup. A
 //! configuration right on one set of inputs by accident (a bound the data happen to
 //! respect, a race the data hide) is caught on the next.
