@@ -327,6 +327,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_written_and_read_again_keeps_every_time_bit_for_bit() {
+        // A time that JSON parsing without correct rounding reads one unit in the last
+        // place off (0.009632000233978031): a resumed tuning then reported other times.
+        let times: [f64; 5] = [0.009632000233978033, 0.1 + 0.2, 1.0 / 3.0, 5e-324, 4.940656458412465e-320];
+        let mut header = cache_header();
+        header["cache"]["64,True"]["time"] = json!(times[0]);
+        header["cache"]["64,True"]["times"] = json!(times);
+        let read = document(&text(&header), "times.json").expect("reads");
+        let entry = &read["cache"]["64,True"];
+        assert_eq!(entry["time"].as_f64().map(f64::to_bits), Some(times[0].to_bits()));
+        let read_times: Vec<u64> =
+            entry["times"].as_array().expect("times").iter().filter_map(Json::as_f64).map(f64::to_bits).collect();
+        assert_eq!(read_times, times.map(f64::to_bits));
+    }
+
+    #[test]
     fn results_keep_kerntunes_status_and_reason_and_no_metric_of_its_own_keys() {
         let names = ["bx".to_string(), "fast".to_string()];
         let listed = json!([{"bx": 128, "fast": false, "time": "RuntimeFailedConfig", "times": [], "status": "invalid_output",
