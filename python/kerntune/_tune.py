@@ -170,8 +170,8 @@ def tune(
     launch, checked and timed, and not counted in the time).
 
     ``devices`` (``"all"`` or a list of GPU numbers, of one model) measures on several GPUs
-    at once, one benchmark worker each, instead of ``device``; the finalists and the
-    schedule stage measure on the first. ``ray`` (a Ray cluster's address, with
+    at once, one benchmark worker each, instead of ``device``; the finalists' rounds are
+    shared among them, and the schedule stage measures on the first. ``ray`` (a Ray cluster's address, with
     ``pip install 'kerntune[ray]'``) runs the compile workers as Ray actors on the cluster's
     nodes (see docs/design-notes.md); ``ray_gpus`` (a count, or ``"all"``) also runs that
     many benchmark workers as Ray actors with one GPU each, instead of this machine's (which

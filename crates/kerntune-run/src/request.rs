@@ -27,8 +27,8 @@ pub struct Request {
     #[cfg_attr(feature = "clap", arg(long))]
     pub db: Option<PathBuf>,
     /// GPUs to tune on: `all`, or indices separated by commas (0,1). Each runs its own
-    /// benchmark worker; they must be of one model. The finalists and the schedule stage
-    /// measure on the first.
+    /// benchmark worker; they must be of one model. The finalists' rounds are shared among
+    /// them; the schedule stage measures on the first.
     #[cfg_attr(
         feature = "clap",
         arg(long, visible_alias = "device", value_name = "all|0,1,...", default_value_t = Devices::default())
