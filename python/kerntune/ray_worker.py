@@ -165,8 +165,10 @@ IDLE_S = 60.0
 def _host_socket(address: str, owner: int) -> str:
     """Where the host of the tuning process ``owner`` for the cluster at ``address`` listens."""
     key = hashlib.sha1(f"{address}\0{sys.executable}".encode()).hexdigest()[:12]
-    folder = os.path.join(tempfile.gettempdir(), f"kerntune-ray-{os.getuid()}")
-    return os.path.join(folder, f"{owner}-{key}.sock")
+    name = os.path.join(f"kerntune-ray-{os.getuid()}", f"{owner}-{key}.sock")
+    path = os.path.join(tempfile.gettempdir(), name)
+    # A Unix socket's path holds 107 bytes at most.
+    return path if len(path.encode()) < 100 else os.path.join("/tmp", name)
 
 
 def _connected(path: str) -> Optional[socket.socket]:
