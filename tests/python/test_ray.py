@@ -140,9 +140,14 @@ def _hosts(address, owner):
 
 
 def _gone(pid, timeout):
+    """Whether process ``pid`` ends (or is only a zombie) within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                    return True
+        except OSError:
             return True
         time.sleep(0.1)
     return False
