@@ -330,7 +330,7 @@ mod tests {
     fn a_cache_written_and_read_again_keeps_every_time_bit_for_bit() {
         // A time that JSON parsing without correct rounding reads one unit in the last
         // place off (0.009632000233978031): a resumed tuning then reported other times.
-        let times: [f64; 5] = [0.009632000233978033, 0.1 + 0.2, 1.0 / 3.0, 5e-324, 4.940656458412465e-320];
+        let times: [f64; 5] = [0.009632000233978033, 0.1 + 0.2, 1.0 / 3.0, 5e-324, f64::MIN_POSITIVE / 3.0];
         let mut header = cache_header();
         header["cache"]["64,True"]["time"] = json!(times[0]);
         header["cache"]["64,True"]["times"] = json!(times);
