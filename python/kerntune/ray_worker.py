@@ -158,6 +158,12 @@ def connect(address: str):
 # end (exit status and last words) or the death of its actor.
 LINE, CLOSED, ENDED, DIED = b"L", b"C", b"E", b"X"
 
+
+def _as_line(line: bytes) -> bytes:
+    """A worker's line as a message: tagged, and ended even where its worker's last line was not."""
+    return LINE + (line if line.endswith(b"\n") else line + b"\n")
+
+
 #: How long a host waits with no relay before it ends.
 IDLE_S = 60.0
 
@@ -238,7 +244,7 @@ def _relay(options: argparse.Namespace, out) -> int:
     def forward_input():
         try:
             for line in sys.stdin.buffer:
-                connection.sendall(LINE + (line if line.endswith(b"\n") else line + b"\n"))
+                connection.sendall(_as_line(line))
             connection.sendall(CLOSED + b"\n")
         except OSError:  # the host is gone: the output loop says so
             pass
@@ -350,7 +356,7 @@ def _serve_relay(ray, connection: socket.socket, actor_classes: dict) -> None:
             line = ray.get(actor.read.remote())
             if not line:
                 break
-            connection.sendall(LINE + (line if line.endswith(b"\n") else line + b"\n"))
+            connection.sendall(_as_line(line))
         code, stderr = ray.get(actor.ending.remote())
         ended.set()
         connection.sendall(ENDED + json.dumps({"code": code, "stderr": stderr}).encode() + b"\n")
