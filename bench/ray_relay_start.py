@@ -4,7 +4,8 @@ and three more actors of the same driver; then N relays (`python -m kerntune.ray
 one per worker, as the pools start them) started at once, each running a worker that echoes
 a line, until every one has answered. The relays of one tuning process share one host, which
 imports Ray and joins the cluster once (issue 35's lead): each count's relays are started by
-a fresh process, so each count pays for starting its host.
+a fresh process, so each count pays for starting its host. Last, the round trip of a line
+of 100 bytes and of 200 kB (a cubin's size) through one relay.
 
     python3 bench/ray_relay_start.py [N ...]    # default: 1 4
 
@@ -64,6 +65,28 @@ def start_relays(address: str, count: int) -> dict:
     return {"relays": count, "first_answer_s": min(answered), "all_answered_s": max(answered)}
 
 
+def round_trips(address: str, sizes=(100, 200_000), lines: int = 100) -> dict:
+    """Milliseconds a line of each size takes through one relay to an echoing worker and
+    back, over ``lines`` lines one after the other."""
+    relay = subprocess.Popen([sys.executable, "-m", "kerntune.ray_worker", "--address", address, "--", *ECHO],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    taken = {}
+    for size in sizes:
+        line = b"x" * size + b"\n"
+        relay.stdin.write(line)
+        relay.stdin.flush()
+        relay.stdout.readline()
+        clock = time.perf_counter()
+        for _ in range(lines):
+            relay.stdin.write(line)
+            relay.stdin.flush()
+            relay.stdout.readline()
+        taken[f"round_trip_ms_{size}_bytes"] = 1000 * (time.perf_counter() - clock) / lines
+    relay.stdin.close()
+    relay.wait()
+    return taken
+
+
 def main() -> None:
     counts = [int(n) for n in sys.argv[1:]] or [1, 4]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": max(counts + [4])})
@@ -74,6 +97,7 @@ def main() -> None:
         print("one driver:", json.dumps({k: round(v, 2) for k, v in json.loads(parts).items()}), flush=True)
         for count in counts:
             print(json.dumps({k: round(v, 2) for k, v in relays(cluster.address, count).items()}), flush=True)
+        print("one relay:", json.dumps({k: round(v, 2) for k, v in round_trips(cluster.address).items()}), flush=True)
     finally:
         cluster.shutdown()
 
