@@ -25,13 +25,16 @@ in the summary.
 Then one process compiles eager's rivals again (Inductor from its warm cache, kerntune from
 its store) and times them interleaved, ROUNDS rounds, each with L2 flushed; it prints the
 median per-round ratio against eager with its spread.
+With --train, every call is a training step (the forward, then the backward of a loss), so
+the first call compiles and tunes the backward's GEMMs too.
 
-  python3 bench/inductor.py [--models mlp,llama] [--tokens 2048] [--rounds 20] [--budget 24,60]
+  python3 bench/inductor.py [--models mlp,llama] [--tokens 2048] [--rounds 20] [--budget 24,60] [--train]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -106,6 +109,20 @@ def build(model_name: str, tokens: int):
     else:
         x = torch.randn(tokens, 4096, device="cuda", dtype=torch.bfloat16)
     return model, x
+
+
+def call(function, x, train: bool):
+    """One inference call, or one training step's forward and backward (the gradients add up
+    in the parameters' ``grad``, the same work for every variant)."""
+    y = function(x)
+    if train:
+        y.float().square().mean().backward()
+    return y
+
+
+def grad_mode(train: bool):
+    import torch
+    return contextlib.nullcontext() if train else torch.no_grad()
 
 
 def compiled(variant: str, model, budget: int, db: str):
@@ -207,11 +224,12 @@ def first_call(args) -> None:
     model, x = build(args.model, args.tokens)
     with torch.no_grad():
         ref = model(x)
+    with grad_mode(args.train):
         function = compiled(args.variant, model, args.budget, args.db)
         torch.cuda.synchronize()
         timeline.start()
         clock = time.perf_counter()
-        y = function(x)
+        y = call(function, x, args.train)
         torch.cuda.synchronize()
         seconds = time.perf_counter() - clock
     table = getattr(function, "kerntune", None)
@@ -242,8 +260,7 @@ def steady(args) -> None:
     # "eager again" is eager timed as a second variant: the A/A control of the ratios.
     variants = ["eager", "eager again"] + args.variants.split(",")
     kept = {}  # which graphs kerntune's check against eager kept compiled
-    with torch.no_grad():
-        ref = model(x)
+    with grad_mode(args.train):
         functions = {}
         for variant in variants:
             if variant == "eager again":
@@ -253,7 +270,7 @@ def steady(args) -> None:
                 torch._dynamo.reset()
             budget = int(variant.split("@")[1]) if "@" in variant else args.budget
             functions[variant] = compiled(variant, model, budget, f"{args.db}.{store_of(variant, budget)}")
-            functions[variant](x)
+            call(functions[variant], x, args.train)
             checks = getattr(getattr(functions[variant], "kerntune", None), "graphs", None)
             if checks is not None:
                 kept[variant] = [g.get("kept") for g in checks]
@@ -270,7 +287,7 @@ def steady(args) -> None:
                     torch.cuda._sleep(1_000_000)
                     start.record()
                     for _ in range(BURST):
-                        functions[variant](x)
+                        call(functions[variant], x, args.train)
                     end.record()
                     end.synchronize()
                     samples.append(start.elapsed_time(end) / BURST)
@@ -305,7 +322,7 @@ def fresh_env(db: str, variant: str = "") -> dict:
 def child(args, mode: str, variant: str, db: str, env: dict, limit: float) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--variant", variant, "--model", args.model,
                "--tokens", str(args.tokens), "--budget", str(args.budget), "--db", db, "--rounds", str(args.rounds),
-               "--variants", args.variants]
+               "--variants", args.variants] + (["--train"] if args.train else [])
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
@@ -330,6 +347,8 @@ def main() -> None:
                         help="also kerntune@B with every GEMM's tuning on workers of its own (first call only)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="first calls of default, kerntune@B (and fresh@B) this many times each, rotating")
+    parser.add_argument("--train", action="store_true",
+                        help="a training step (forward and backward) instead of an inference call")
     parser.add_argument("--child")
     parser.add_argument("--variant")
     parser.add_argument("--variants", default="")
@@ -378,13 +397,14 @@ def main() -> None:
             steady_out = child(args, "steady", "all", db, fresh_env(db), 900).get("steady", {})
             print(f"{model} tokens={tokens} steady: {json.dumps(steady_out)}", flush=True)
             control = steady_out.get("eager again", {})
-            summary.append(f"{model:<6} {tokens:>6} {'eager again':<10} (A/A control)                         "
+            model_label = f"{model}{'/train' if args.train else ''}"
+            summary.append(f"{model_label:<6} {tokens:>6} {'eager again':<10} (A/A control)                         "
                            f"speedup vs eager {control.get('speedup', float('nan')):.3f} "
                            f"[{control.get('low', float('nan')):.3f}, {control.get('high', float('nan')):.3f}]")
             pairs = [(tuned[-1], "default")] + ([(fresh[0], tuned[-1])] if fresh else [])
             for top, bottom in pairs if args.repeat > 1 else []:
                 ratios = sorted(r[top] / r[bottom] for r in rounds)
-                summary.append(f"{model:<6} {tokens:>6} first call {top} / {bottom}: median "
+                summary.append(f"{model_label:<6} {tokens:>6} first call {top} / {bottom}: median "
                                f"{statistics.median(ratios):.3f} over {len(ratios)} rounds "
                                f"[{ratios[0]:.3f}, {ratios[-1]:.3f}]; medians "
                                f"{statistics.median(r[top] for r in rounds):.1f} s / "
@@ -392,9 +412,9 @@ def main() -> None:
             for variant, first in firsts.items():
                 totals = first.get("totals") or {}
                 split = ", ".join(f"{what} {t['s']:.1f} s ({t['count']}x)" for what, t in totals.items())
-                summary.append(f"{model:<6} {tokens:>6} {variant:<10} where the first call went: {split}")
+                summary.append(f"{model_label:<6} {tokens:>6} {variant:<10} where the first call went: {split}")
                 timed = steady_out.get(variant) or steady_out.get(tuned[-1] if variant in ("again", *fresh) else "", {})
-                summary.append(f"{model:<6} {tokens:>6} {variant:<10} first call "
+                summary.append(f"{model_label:<6} {tokens:>6} {variant:<10} first call "
                                f"{first.get('first_call_s', float('nan')):7.1f} s  autotuned {first.get('autotuned', '-')!s:>3}  "
                                f"speedup vs eager {timed.get('speedup', float('nan')):.3f} "
                                f"[{timed.get('low', float('nan')):.3f}, {timed.get('high', float('nan')):.3f}]")

@@ -431,6 +431,51 @@ def test_listing_a_model_s_gemms_compiles_through_kerntune_s_backend_and_benchma
     assert session.met == [] and session.table == {}
 
 
+def test_a_backward_pass_is_compiled_with_kerntune_s_session_too(gemm, tmp_path, monkeypatch):
+    """Inductor compiles a graph's backward at the first backward pass, after compile_fx has
+    returned: that compile, like the forward's, runs with the session current (so that its
+    GEMMs are kerntune's), and the gradients are right."""
+    import shutil
+
+    import torch
+    from torch._inductor import compile_fx as inductor_compile_fx
+
+    import kerntune.torch
+    from kerntune.torch import _inductor
+
+    if shutil.which("g++") is None:
+        pytest.skip("Inductor's CPU kernels need g++")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    session = _inductor.Session(db=str(tmp_path / "r.db"), tune=True, table=None, max_fevals=None, time_limit=None,
+                                space="exhaustive", fallback=True, progress=False, capturing=True)
+    inner = inductor_compile_fx.compile_fx_inner
+    current = []
+
+    def compile_inner(*args, **kwargs):
+        current.append(_inductor._current())
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(inductor_compile_fx, "compile_fx_inner", compile_inner)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    x = torch.randn(4, 16)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend=_inductor.Backend(session, kerntune.torch.CAPTURE))
+        y = compiled(x)
+        assert len(current) == 1, "the forward is compiled; the backward waits for the first backward pass"
+        y.square().sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model(x).square().sum().backward()
+    finally:
+        torch._dynamo.reset()
+    assert current == [session, session]
+    for mine, eager in zip(got, [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(mine, eager, atol=1e-4, rtol=1e-4)
+
+
 def test_workers_start_ahead_only_where_tuning_is_likely(monkeypatch, tmp_path):
     """compile() starts kerntune's workers ahead (kerntune._crew) unless nothing is to tune,
     a table is shipped, or the store answers for this GPU already (a second process), where

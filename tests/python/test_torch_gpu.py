@@ -70,6 +70,41 @@ def test_compiled_model_tunes_each_gemm_once_then_answers_from_the_store(tmp_pat
     assert len(kerntune.torch.stored(db)) == 2
 
 
+def test_a_training_step_s_backward_gemms_are_tuned_too_and_answered_from_the_store(tmp_path, monkeypatch):
+    """The backward pass's GEMMs (the weights' gradients: a transposed operand, K the batch)
+    are kerntune's as the forward's are: tuned at the first backward pass, Inductor
+    benchmarking none, the gradients right; a second compile answers all from the store."""
+    import torch
+    import kerntune.torch
+
+    db = str(tmp_path / "results.db")
+    model, x = _model_and_input()
+    model.train()
+    _fresh_inductor(monkeypatch, tmp_path)
+    seen = _autotunings()
+
+    def step(run):
+        model.zero_grad()
+        run(x).float().square().mean().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    compiled = kerntune.torch.compile(model, db=db, max_fevals=8, progress=False)
+    got = step(compiled)
+    rows = compiled.kerntune.rows
+    assert len(rows) >= 4, [r["problem"] for r in rows]
+    assert any(r["problem"]["K"] == x.shape[0] for r in rows), "a weight's gradient sums over the batch"
+    assert all(r["tuning"] is not None and not r["from_store"] for r in rows)
+    assert seen == [], "Inductor benchmarked GEMMs itself"
+    for mine, eager in zip(got, step(model)):
+        torch.testing.assert_close(mine, eager, atol=3e-2, rtol=3e-2)
+
+    _fresh_inductor(monkeypatch, tmp_path / "second")
+    again = kerntune.torch.compile(model, db=db, progress=False)
+    step(again)
+    assert len(again.kerntune.rows) == len(rows) and all(r["from_store"] for r in again.kerntune.rows)
+    assert seen == []
+
+
 def test_a_table_tuned_ahead_is_shipped_and_used_without_tuning(tmp_path, monkeypatch):
     import json
 

@@ -422,18 +422,32 @@ class Backend:
                         **(options or {})}
 
     def __call__(self, graph, example_inputs) -> Any:
-        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+        # Inductor compiles a graph's backward when the first backward pass runs, after
+        # compile_fx has returned: the session goes with each inner compile, forward and
+        # backward, so that a backward's GEMMs are kerntune's too.
+        def inner_compile(*args, **kwargs):
+            with self._session():
+                return compile_fx_inner(*args, **kwargs)
+
+        with self._session():
+            compiled = compile_fx(graph, example_inputs, inner_compile=inner_compile, config_patches=self.patches)
+        if self.session.eager_check and not self.session.capturing:
+            return faster_of(graph, example_inputs, compiled, self.session)
+        return compiled
+
+    @contextlib.contextmanager
+    def _session(self):
+        """This compile's session and choices handler, for a compile of Inductor's; the GEMMs
+        that need tuning are tuned one after another on one set of workers, which stop when
+        the outermost compile ends."""
         from torch._inductor.virtualized import V
 
         prior = _current()
         _local.session = self.session
         try:
-            # The graph's GEMMs that need tuning are tuned one after another on one set of
-            # workers, which stop when the graph is compiled.
             with V.set_choices_handler(KerntuneChoices()), _crew.kept():
-                compiled = compile_fx(graph, example_inputs, config_patches=self.patches)
+                yield
         finally:
             _local.session = prior
-        if self.session.eager_check and not self.session.capturing:
-            return faster_of(graph, example_inputs, compiled, self.session)
-        return compiled
