@@ -124,6 +124,9 @@ def shapes():
                            # Each size's workers (ready_s, and where the last GPU's setup went)
                            # and finalists (seconds, GPUs).
                            workers=[run.get("workers") for run in report["runs"]],
+                           # Each size's checks before its search (the GPUs' probe, the
+                           # tools, the store).
+                           prepare=[run.get("prepare") for run in report["runs"]],
                            finalists=[{k: ((run.get("finalists") or {}).get("report") or {}).get(k)
                                        for k in ("seconds", "gpus")} for run in report["runs"]])
         print(label, json.dumps(rows[label]), flush=True)

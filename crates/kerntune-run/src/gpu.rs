@@ -12,6 +12,7 @@ use kerntune_pipeline::schedule::{schedule_config, ScheduleOptions, ScheduleRepo
 use kerntune_pipeline::{Crew, Kept, Language, Pipeline, PipelineOptions, WorkerCommand};
 use kerntune_space::{Space, Value};
 use kerntune_store::{Store, TuningId, TuningInfo};
+use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::summary::{Finalists, ResultRow, RunFacts, Tally};
@@ -93,6 +94,18 @@ pub struct Prepared<'a> {
     /// CompileIQ's worker for the compiler-controls stage, started before the search.
     proposer: Option<ProposerWorker>,
     clock: Instant,
+    prepare: PrepareTimes,
+}
+
+/// Where the checks before a tuning's first evaluation went ([`Tuning::prepare`]), in
+/// seconds: finding the GPUs (the driver's start, the first time in a process), the
+/// language's tools, and the store (opened, the tuning recorded, what it learns from read).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PrepareTimes {
+    pub seconds: f64,
+    pub gpus_s: f64,
+    pub toolchain_s: f64,
+    pub store_s: f64,
 }
 
 /// Progress of a run, for fronts to render.
@@ -148,10 +161,15 @@ impl<'a> Tuning<'a> {
         if self.controls.as_ref().is_some_and(|c| c.budget == 0) {
             return Err(RunError::NoControlsBudget);
         }
+        let step = Instant::now();
         let devices = gpus(&self.request, self.front)?;
+        let gpus_s = step.elapsed().as_secs_f64();
         let device = devices[0].clone();
+        let step = Instant::now();
         self.language.preflight().map_err(RunError::Toolchain)?;
+        let toolchain_s = step.elapsed().as_secs_f64();
         let proposer = self.controls.as_ref().map(|c| c.start_proposer(&|| false)).transpose()?;
+        let step = Instant::now();
         let store = Store::open(&self.request.database())?;
         let info = self.language.tuning_info(&device.name);
         let tuning_id = store.tuning(&info)?;
@@ -163,8 +181,22 @@ impl<'a> Tuning<'a> {
             None => search,
         };
         let search = search.starting_with(&self.request.first, self.space);
+        let store_s = step.elapsed().as_secs_f64();
         let options = pipeline_options(&self.workers, &self.request, &search.budget, &devices);
-        Ok(Prepared { device, devices, search, store, tuning_id, tuning: self, info, options, proposer, clock })
+        let prepare = PrepareTimes { seconds: clock.elapsed().as_secs_f64(), gpus_s, toolchain_s, store_s };
+        Ok(Prepared {
+            device,
+            devices,
+            search,
+            store,
+            tuning_id,
+            tuning: self,
+            info,
+            options,
+            proposer,
+            clock,
+            prepare,
+        })
     }
 }
 
@@ -212,8 +244,19 @@ impl Prepared<'_> {
         on_progress: &mut dyn FnMut(Progress<'_>),
         interrupt: &dyn Fn() -> bool,
     ) -> Result<RunSummary, RunError> {
-        let Prepared { device, devices: _, search, store, tuning_id, tuning, info, options, mut proposer, clock } =
-            self;
+        let Prepared {
+            device,
+            devices: _,
+            search,
+            store,
+            tuning_id,
+            tuning,
+            info,
+            options,
+            mut proposer,
+            clock,
+            prepare,
+        } = self;
         let (language, space) = (tuning.language, tuning.space);
         let capacity = options.compile_workers + 2 * options.devices.len();
         let kept = tuning.kept;
@@ -256,6 +299,7 @@ impl Prepared<'_> {
             wall_s,
             compile_workers,
             workers: startup,
+            prepare: Some(prepare),
             db: tuning.request.database().display().to_string(),
             tuning: tuning_id.get(),
             compiler: language.compiler(),

@@ -57,6 +57,9 @@ pub struct RunSummary {
     /// How the workers came to be ready (kept from the tuning before, or started); `None`
     /// when none were needed.
     pub workers: Option<Startup>,
+    /// Where the checks before the search went; `None` for a simulated run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<crate::gpu::PrepareTimes>,
     /// Median time the benchmark worker spent on a configuration beyond the kernel's own.
     pub framework_median_ms: Option<f64>,
     /// Shares of the benchmark worker's time the GPU spent in the tuned kernels: in timed
@@ -274,6 +277,7 @@ pub(crate) struct RunFacts<'a> {
     pub wall_s: f64,
     pub compile_workers: Option<usize>,
     pub workers: Option<Startup>,
+    pub prepare: Option<crate::gpu::PrepareTimes>,
     pub db: String,
     pub tuning: i64,
     pub compiler: Option<String>,
@@ -308,6 +312,7 @@ impl RunSummary {
             costs: summary.costs,
             compile_workers: facts.compile_workers,
             workers: facts.workers,
+            prepare: facts.prepare,
             framework_median_ms: (!tally.framework_ms.is_empty()).then(|| median(&tally.framework_ms)),
             gpu_busy_timed_runs: busy.map(|b| b.0),
             gpu_busy_tuned_kernels: busy.map(|b| b.1),
