@@ -189,6 +189,7 @@ mod tests {
             costs: Costs::default(),
             compile_workers: None,
             workers: None,
+            prepare: None,
             framework_median_ms: None,
             gpu_busy_timed_runs: None,
             gpu_busy_tuned_kernels: None,
