@@ -10,6 +10,11 @@ their compiler up, while the caller does something else (``kerntune.torch`` trac
 the model meanwhile); the first tuning inside ``kept()`` that asks for those workers gets them.
 Workers started ahead that no tuning claims within ``UNCLAIMED_S`` stop.
 
+``hold(seconds)`` inside ``kept()`` keeps the workers that long after the outermost ``kept()``
+ends, for a tuning known to come soon (a training graph's backward, which Inductor compiles at
+the first backward pass): the next ``kept()`` within that time gets them, and they stop after it
+if it does not hold them again.
+
 ``KERNTUNE_KEEP_WORKERS=0`` starts every tuning's workers anew, at its start (the arm a
 benchmark compares against). Which workers can be reused, and how, is
 ``kerntune_pipeline::Crew``'s.
@@ -27,11 +32,32 @@ from kerntune import _kerntune
 _lock = threading.Lock()
 #: ``kept()`` blocks open now.
 _depth = 0
-#: Workers started ahead so far (a timer stops only the ones it was set for).
+#: Timers set so far, for workers started ahead or held (a timer stops only the workers it
+#: was set for: none if a later timer or ``kept()`` took them over).
 _started = 0
+#: Seconds the workers are held after the outermost ``kept()`` ends (``hold``).
+_held_s = 0.0
 
 #: Seconds after which workers started ahead stop if no ``kept()`` is open by then.
 UNCLAIMED_S = 120.0
+
+
+def hold(seconds: float) -> None:
+    """Keeps the workers for ``seconds`` after the outermost ``kept()`` open now ends, for a
+    tuning expected within that time."""
+    global _held_s
+    with _lock:
+        _held_s = max(_held_s, seconds)
+
+
+def _stop_later(seconds: float) -> None:
+    """Stops the workers after ``seconds`` unless a ``kept()`` is open then (call with the
+    lock held)."""
+    global _started
+    _started += 1
+    timer = threading.Timer(seconds, _stop_unclaimed, (_started,))
+    timer.daemon = True
+    timer.start()
 
 
 def keeping() -> bool:
@@ -42,15 +68,11 @@ def prestart(commands: dict, request: dict) -> None:
     """Starts the workers (``commands``: see ``kerntune._job.triton_workers``) that a tuning
     of ``request`` will ask for, for the next ``kept()`` to use. Best effort: where they
     cannot start, the tuning starts its own and says why."""
-    global _started
     if not keeping():
         return
     if _kerntune.start_workers(json.dumps(commands), json.dumps(request, default=str)) is None:
         with _lock:
-            _started += 1
-            timer = threading.Timer(UNCLAIMED_S, _stop_unclaimed, (_started,))
-        timer.daemon = True
-        timer.start()
+            _stop_later(UNCLAIMED_S)
 
 
 def _stop_unclaimed(started: int) -> None:
@@ -62,18 +84,22 @@ def _stop_unclaimed(started: int) -> None:
 @contextlib.contextmanager
 def kept():
     """Keeps each tuning's workers for the next one until the outermost ``kept()`` ends."""
-    global _depth
+    global _depth, _held_s, _started
     if not keeping():
         yield
         return
     with _lock:
         _depth += 1
         if _depth == 1:
+            _started += 1  # the workers are claimed: no timer set before stops them
             _kerntune.keep_workers(True)
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0:
+            if _depth == 0 and _held_s > 0:
+                _stop_later(_held_s)
+                _held_s = 0.0
+            elif _depth == 0:
                 _kerntune.keep_workers(False)

@@ -3,6 +3,7 @@ starting them ahead does on a machine that cannot. The GPU side (a second GEMM, 
 size, tuned on the first one's workers) is in test_torch_gpu.py and test_shapes.py."""
 
 import json
+import time
 
 import pytest
 
@@ -22,6 +23,27 @@ def test_workers_are_kept_inside_the_outermost_kept_only(monkeypatch):
     with _crew.kept():
         pass
     assert calls == [True, False], "KERNTUNE_KEEP_WORKERS=0 keeps nothing"
+
+
+def test_held_workers_wait_for_the_next_kept_then_stop(monkeypatch):
+    """hold() keeps the workers past the outermost kept() (a training graph's backward is
+    compiled later): a kept() within the hold takes them over, and unclaimed they stop when
+    the hold ends."""
+    calls = []
+    monkeypatch.setattr(_crew._kerntune, "keep_workers", calls.append)
+    with _crew.kept():
+        _crew.hold(0.3)
+    assert calls == [True], "held: not stopped when the outermost kept() ends"
+    with _crew.kept():
+        pass
+    assert calls == [True, True, False], "the next kept() took them over, then stopped them"
+    time.sleep(0.5)
+    assert calls == [True, True, False], "the hold's timer stops nothing once they were taken over"
+    with _crew.kept():
+        _crew.hold(0.2)
+    assert calls == [True, True, False, True]
+    time.sleep(0.5)
+    assert calls == [True, True, False, True, False], "unclaimed, they stop when the hold ends"
 
 
 @pytest.mark.skipif(_gpu_available(), reason="a GPU machine starts them: the GPU tests use that")

@@ -434,7 +434,8 @@ def test_listing_a_model_s_gemms_compiles_through_kerntune_s_backend_and_benchma
 def test_a_backward_pass_is_compiled_with_kerntune_s_session_too(gemm, tmp_path, monkeypatch):
     """Inductor compiles a graph's backward at the first backward pass, after compile_fx has
     returned: that compile, like the forward's, runs with the session current (so that its
-    GEMMs are kerntune's), and the gradients are right."""
+    GEMMs are kerntune's), the forward's compile holds the workers for it, and the gradients
+    are right."""
     import shutil
 
     import torch
@@ -457,6 +458,8 @@ def test_a_backward_pass_is_compiled_with_kerntune_s_session_too(gemm, tmp_path,
         return inner(*args, **kwargs)
 
     monkeypatch.setattr(inductor_compile_fx, "compile_fx_inner", compile_inner)
+    holds = []
+    monkeypatch.setattr(_inductor._crew, "hold", holds.append)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
     x = torch.randn(4, 16)
@@ -472,6 +475,7 @@ def test_a_backward_pass_is_compiled_with_kerntune_s_session_too(gemm, tmp_path,
     finally:
         torch._dynamo.reset()
     assert current == [session, session]
+    assert holds == [_inductor.BACKWARD_WAIT_S], "the forward's compile holds the workers for the backward's"
     for mine, eager in zip(got, [p.grad for p in model.parameters()]):
         torch.testing.assert_close(mine, eager, atol=1e-4, rtol=1e-4)
 

@@ -72,8 +72,9 @@ def test_compiled_model_tunes_each_gemm_once_then_answers_from_the_store(tmp_pat
 
 def test_a_training_step_s_backward_gemms_are_tuned_too_and_answered_from_the_store(tmp_path, monkeypatch):
     """The backward pass's GEMMs (the weights' gradients: a transposed operand, K the batch)
-    are kerntune's as the forward's are: tuned at the first backward pass, Inductor
-    benchmarking none, the gradients right; a second compile answers all from the store."""
+    are kerntune's as the forward's are: tuned at the first backward pass on the workers the
+    forward's compile held for them, Inductor benchmarking none, the gradients right; a
+    second compile answers all from the store."""
     import torch
     import kerntune.torch
 
@@ -95,6 +96,9 @@ def test_a_training_step_s_backward_gemms_are_tuned_too_and_answered_from_the_st
     assert any(r["problem"]["K"] == x.shape[0] for r in rows), "a weight's gradient sums over the batch"
     assert all(r["tuning"] is not None and not r["from_store"] for r in rows)
     assert seen == [], "Inductor benchmarked GEMMs itself"
+    # The forward's compile held its workers for the backward's, which stopped them.
+    assert [r["phases"]["workers"]["reused"] for r in rows] == [True] * len(rows), [r["phases"] for r in rows]
+    assert child_processes("kerntune._worker") == []
     for mine, eager in zip(got, step(model)):
         torch.testing.assert_close(mine, eager, atol=3e-2, rtol=3e-2)
 

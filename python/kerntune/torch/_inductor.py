@@ -89,6 +89,11 @@ class KerntuneChoices(LookupTableChoices):
 #: at 30 ("The budgets checked on held-out GEMMs").
 LEARNING_SHARE = 2 / 3
 
+#: Seconds the workers wait, after a training graph's forward is compiled, for its backward's
+#: compile (Inductor's, at the first backward pass): a MLP block's and a Llama layer's first
+#: backward GEMM started workers anew in about 1 s (docs/benchmarks.md, "A training step").
+BACKWARD_WAIT_S = 10.0
+
 
 class Session:
     """What one ``kerntune.torch.compile`` (or ``kerntune.torch.tune``) knows and does: its
@@ -429,7 +434,12 @@ class Backend:
         # backward, so that a backward's GEMMs are kerntune's too.
         def inner_compile(*args, **kwargs):
             with self._session():
-                return compile_fx_inner(*args, **kwargs)
+                compiled = compile_fx_inner(*args, **kwargs)
+                if kwargs.get("is_inference") is False and not kwargs.get("is_backward"):
+                    # A training graph's forward: its backward's GEMMs tune soon, on
+                    # these workers rather than on new ones.
+                    _crew.hold(BACKWARD_WAIT_S)
+                return compiled
 
         with self._session():
             compiled = compile_fx(graph, example_inputs, inner_compile=inner_compile, config_patches=self.patches)
