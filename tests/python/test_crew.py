@@ -32,17 +32,19 @@ def test_held_workers_wait_for_the_next_kept_then_stop(monkeypatch):
     calls = []
     monkeypatch.setattr(_crew._kerntune, "keep_workers", calls.append)
     with _crew.kept():
-        _crew.hold(0.3)
+        _crew.hold(2.0)
     assert calls == [True], "held: not stopped when the outermost kept() ends"
     with _crew.kept():
         pass
     assert calls == [True, True, False], "the next kept() took them over, then stopped them"
-    time.sleep(0.5)
+    time.sleep(2.5)
     assert calls == [True, True, False], "the hold's timer stops nothing once they were taken over"
     with _crew.kept():
         _crew.hold(0.2)
     assert calls == [True, True, False, True]
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while len(calls) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert calls == [True, True, False, True, False], "unclaimed, they stop when the hold ends"
 
 

@@ -451,7 +451,8 @@ class Backend:
     def _session(self):
         """This compile's session and choices handler, for a compile of Inductor's; the GEMMs
         that need tuning are tuned one after another on one set of workers, which stop when
-        the outermost compile ends."""
+        the outermost compile ends (after a training graph's forward, when its backward's
+        compile ends: ``_crew.hold``)."""
         from torch._inductor.virtualized import V
 
         prior = _current()
