@@ -10,19 +10,14 @@ its status and what its compile, checks and timing cost. The last lines sum each
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import sqlite3
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from inductor import build, call, grad_mode  # noqa: E402  (this folder's benchmark)
-
-
-def stored_at(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+import stored  # noqa: E402  (this folder's helpers)
+from inductor import build, call, grad_mode  # noqa: E402
 
 
 def main() -> None:
@@ -44,22 +39,20 @@ def main() -> None:
         call(compiled, x, args.train)
         torch.cuda.synchronize()
     rows = compiled.kerntune.rows
-    connection = sqlite3.connect(db)
     totals = []
     for row in rows:
         if row.get("tuning") is None:
             continue
-        found = connection.execute(
-            "SELECT created, status, compile_s, verify_s, benchmark_s, config FROM evaluations "
-            "WHERE tuning = ? ORDER BY created", (row["tuning"],)).fetchall()
-        first = stored_at(found[0][0]) if found else 0.0
+        found = stored.evaluations(db, row["tuning"])
+        first = found[0].at if found else 0.0
         label = f"{row['op']} {row['problem']['M']}x{row['problem']['N']}x{row['problem']['K']}"
         print(f"== {label} (tuning {row['tuning']}, {len(found)} evaluations, {row['seconds']:.2f} s in all)")
-        for created, status, compile_s, verify_s, benchmark_s, config in found:
-            print(f"  {stored_at(created) - first:6.2f} s  {status:16s} compile {compile_s:5.2f}  check {verify_s:5.2f}  "
-                  f"time {benchmark_s:5.2f}  {json.dumps(json.loads(config), separators=(',', ':'))}")
-        sums = [sum(r[i] for r in found) for i in (2, 3, 4)]
-        span = stored_at(found[-1][0]) - first if found else 0.0
+        for evaluation in found:
+            print(f"  {evaluation.at - first:6.2f} s  {evaluation.status:16s} compile {evaluation.compile_s:5.2f}  "
+                  f"check {evaluation.verify_s:5.2f}  time {evaluation.benchmark_s:5.2f}  "
+                  f"{json.dumps(json.loads(evaluation.config), separators=(',', ':'))}")
+        sums = [sum(e.compile_s for e in found), sum(e.verify_s for e in found), sum(e.benchmark_s for e in found)]
+        span = found[-1].at - first if found else 0.0
         totals.append(f"{label:28s} {len(found):3d} evaluations over {span:5.2f} s; summed compile {sums[0]:6.2f} s, "
                       f"checks {sums[1]:5.2f} s, timing {sums[2]:5.2f} s; the GEMM in all {row['seconds']:5.2f} s")
     print("\n=== inductor_gemm_costs summary")

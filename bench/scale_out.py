@@ -50,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("OUT", tempfile.gettempdir())
@@ -314,15 +313,12 @@ def triton_brute(label, compile_workers, ray_address=None, ray_gpus=None):
 def evaluations_span(db: str, started_at: float) -> dict:
     """When, after the call started, the store received the run's first and last evaluation:
     the start's share of a run (the workers', the cluster's) and what follows the last one."""
-    import sqlite3
-    from datetime import datetime
+    import stored
 
-    with sqlite3.connect(db) as connection:
-        created = [datetime.strptime(c, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
-                   for (c,) in connection.execute("SELECT created FROM evaluations ORDER BY created")]
-    if not created:
+    received = [evaluation.at for evaluation in stored.evaluations(db)]
+    if not received:
         return {}
-    return dict(first_evaluation_s=created[0] - started_at, last_evaluation_s=created[-1] - started_at)
+    return dict(first_evaluation_s=received[0] - started_at, last_evaluation_s=received[-1] - started_at)
 
 
 #: Node counts of the `host` and `nodes` comparisons, each doubling compared with the count
