@@ -159,6 +159,11 @@ def connect(address: str):
 LINE, CLOSED, ENDED, DIED = b"L", b"C", b"E", b"X"
 
 
+def _json_line(value, tag: bytes = b"") -> bytes:
+    """``value`` as one JSON message, led by ``tag`` where the message has one."""
+    return tag + json.dumps(value).encode() + b"\n"
+
+
 def _as_line(line: bytes) -> bytes:
     """A worker's line as a message: tagged, and ended even where its worker's last line was not."""
     return LINE + (line if line.endswith(b"\n") else line + b"\n")
@@ -239,7 +244,7 @@ def _relay(options: argparse.Namespace, out) -> int:
             return 1
     connection = _host(options.address)
     header = {"argv": worker, "env": env, "ship": ship, "gpus": options.gpus}
-    connection.sendall(json.dumps(header).encode() + b"\n")
+    connection.sendall(_json_line(header))
 
     def forward_input():
         try:
@@ -271,7 +276,7 @@ def _check(options: argparse.Namespace, out) -> int:
     """How many GPUs the cluster has, asked of the host (started now, so that the run's
     relays find it joined); whether that is enough, each front says in its words."""
     connection = _host(options.address)
-    connection.sendall(json.dumps({"check": True}).encode() + b"\n")
+    connection.sendall(_json_line({"check": True}))
     answer = connection.makefile("rb").readline()
     if not answer:
         print("kerntune: the Ray relay's host ended before it answered", file=sys.stderr)
@@ -323,7 +328,7 @@ def _serve_relay(ray, connection: socket.socket, actor_classes: dict) -> None:
         header = json.loads(first)
         if header.get("check"):
             gpus = int(ray.cluster_resources().get("GPU", 0))
-            connection.sendall(json.dumps({"gpus": gpus}).encode() + b"\n")
+            connection.sendall(_json_line({"gpus": gpus}))
             return
         files = {}
         for path in header["ship"]:
@@ -359,13 +364,13 @@ def _serve_relay(ray, connection: socket.socket, actor_classes: dict) -> None:
             connection.sendall(_as_line(line))
         code, stderr = ray.get(actor.ending.remote())
         ended.set()
-        connection.sendall(ENDED + json.dumps({"code": code, "stderr": stderr}).encode() + b"\n")
+        connection.sendall(_json_line({"code": code, "stderr": stderr}, ENDED))
     except OSError:  # the relay is gone
         pass
     except Exception as error:  # the actor, its worker's node, or a shipped file
         ended.set()
         try:
-            connection.sendall(DIED + json.dumps({"error": type(error).__name__}).encode() + b"\n")
+            connection.sendall(_json_line({"error": type(error).__name__}, DIED))
         except OSError:
             pass
     finally:
